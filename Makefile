@@ -1,0 +1,107 @@
+# dlshim — see README.md.  `make` builds build/libdlshim.so; `make demo` and
+# `make check` install their Debian packages first (scripts/install-deps).
+
+CC      ?= gcc
+PYTHON  ?= /usr/bin/python3
+BUILD   ?= build
+SAN_BUILD := build/sanitize
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+           -Wformat=2 -Wundef -Wvla
+CFLAGS  ?= -O2 -g
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Ishim
+LIB_CFLAGS  := $(BASE_CFLAGS) -DDLSHIM_BUILDING -fPIC -fvisibility=hidden \
+               -fno-semantic-interposition -fno-strict-aliasing
+LIB_LDFLAGS := -shared -Wl,-soname,libdlshim.so -Wl,-z,relro,-z,now -Wl,--no-undefined
+# Extra flags for a variant build (the sanitizer run sets these).
+VARIANT_CFLAGS ?=
+VARIANT_LDFLAGS ?=
+
+LIB_SRCS := $(wildcard shim/*.c) $(wildcard hooks/*.c)
+LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+LIB      := $(BUILD)/libdlshim.so
+
+UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
+PROG_SRCS  := $(wildcard tests/integration/progs/*.c)
+PROG_BINS  := $(BUILD)/tests/libprod.so \
+              $(patsubst tests/integration/progs/%.c,$(BUILD)/tests/%,$(filter-out %/libprod.c,$(PROG_SRCS)))
+EXAMPLE    := $(BUILD)/examples/exchange
+
+.PHONY: all deps check check-unit check-integration check-docs check-sanitize \
+        demo docs clean test-programs
+
+all: $(LIB)
+
+deps:
+	@scripts/install-deps check
+
+$(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def include/*.h) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	$(CC) $(LIB_LDFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) $(VARIANT_LDFLAGS) -o $@ $^
+
+# ---- unit tests (cmocka), linked with the core's objects ------------------
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS) $(wildcard tests/unit/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -DDLSHIM_BUILDING $(CFLAGS) $(VARIANT_CFLAGS) -Itests/unit -o $@ $< \
+	    $(LIB_OBJS) $(VARIANT_LDFLAGS) -lcmocka
+
+# ---- integration test programs (annotation API users, no dlshim link) -----
+$(BUILD)/tests/libprod.so: tests/integration/progs/libprod.c tests/integration/progs/prod.h include/dlshim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -fPIC -shared -o $@ $< $(VARIANT_LDFLAGS)
+
+$(BUILD)/tests/%: tests/integration/progs/%.c $(BUILD)/tests/libprod.so tests/integration/progs/prod.h include/dlshim.h
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -Itests/integration/progs -o $@ $< \
+	    -L$(BUILD)/tests -lprod -Wl,-rpath,'$$ORIGIN' -pthread $(VARIANT_LDFLAGS)
+
+test-programs: $(LIB) $(PROG_BINS)
+
+# ---- the options table in README.md comes from shim/options.def ----------
+$(BUILD)/options-md: scripts/options-md.c shim/options.def
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $<
+
+docs: $(BUILD)/options-md
+	$(PYTHON) scripts/update-readme-options.py README.md $(BUILD)/options-md
+
+check-docs: $(BUILD)/options-md
+	$(PYTHON) scripts/update-readme-options.py --check README.md $(BUILD)/options-md
+
+# ---- the test command ------------------------------------------------------
+check: deps
+	$(MAKE) check-unit check-integration check-docs
+
+check-unit: $(UNIT_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; DLSHIM_LOG=off $$t; done
+
+check-integration: test-programs
+	DLSHIM_TEST_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+
+# The whole suite again with AddressSanitizer and UndefinedBehaviorSanitizer
+# in the shim and in the test programs.  libasan must come first in
+# LD_PRELOAD, so the tests put it there (DLSHIM_TEST_PRELOAD).
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+check-sanitize: deps
+	$(MAKE) BUILD=$(SAN_BUILD) VARIANT_CFLAGS="$(SAN_FLAGS)" VARIANT_LDFLAGS="$(SAN_FLAGS)" \
+	    check-unit test-programs
+	DLSHIM_TEST_BUILD=$(abspath $(SAN_BUILD)) \
+	DLSHIM_TEST_PRELOAD="$$($(CC) -print-file-name=libasan.so)" \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+
+# ---- the demo --------------------------------------------------------------
+$(EXAMPLE): examples/exchange.c include/dlshim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $<
+
+demo:
+	@scripts/install-deps demo
+	@$(MAKE) --no-print-directory $(LIB) $(EXAMPLE) >/dev/null
+	@scripts/demo $(BUILD)
+
+clean:
+	rm -rf build

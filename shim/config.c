@@ -1,0 +1,302 @@
+/*
+ * config.c — turns the option table (options.def) into a parser and a dump.
+ *
+ * The environment is read once, at start-up, straight from the envp array (no
+ * getenv per event).  A value that does not parse is one warning naming the
+ * variable and what it accepts; the default stays.  The first occurrence of a
+ * variable wins, as with getenv.
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "internal.h"
+
+enum opt_type { T_BOOL, T_INT, T_ENUM, T_PATH, T_EVENTS };
+
+typedef struct {
+    const char *name; /* with the DLSHIM_ prefix */
+    enum opt_type type;
+    const char *def;
+    int64_t lo, hi;
+    const char *choices;
+    size_t offset;
+} opt_desc;
+
+static const opt_desc options[] = {
+#define DS_OPTION(field, NAME, TYPE, def, lo, hi, choices, doc) \
+    {"DLSHIM_" #NAME, T_##TYPE, def, lo, hi, choices, offsetof(ds_config, field)},
+#include "options.def"
+#undef DS_OPTION
+};
+
+static const struct {
+    const char *name;
+    bool frequent;
+} events[] = {
+#define DS_EVENT(ID, name, frequent) {name, frequent},
+#include "events.def"
+#undef DS_EVENT
+};
+
+static const char *const violation_names[] = {
+#define DS_VIOLATION(ID, name) name,
+#include "violations.def"
+#undef DS_VIOLATION
+};
+
+_Static_assert(DS_EV_COUNT <= 32, "events fit the DLSHIM_EVENTS bit mask");
+
+const char *ds_event_name(int id)
+{
+    return id >= 0 && id < DS_EV_COUNT ? events[id].name : "?";
+}
+
+const char *ds_violation_name(int kind)
+{
+    return kind >= 0 && kind < DS_VIO_COUNT ? violation_names[kind] : "?";
+}
+
+int ds_event_lookup(const char *name, size_t len)
+{
+    for (int i = 0; i < DS_EV_COUNT; i++)
+        if (strlen(events[i].name) == len && memcmp(events[i].name, name, len) == 0)
+            return i;
+    return -1;
+}
+
+/* ---- one parser per type; each returns false on a malformed value ------- */
+
+static bool ieq(const char *a, const char *b)
+{
+    for (; *a && *b; a++, b++) {
+        char x = *a >= 'A' && *a <= 'Z' ? (char)(*a + 32) : *a;
+        if (x != *b)
+            return false;
+    }
+    return *a == *b;
+}
+
+static bool parse_bool(const char *s, bool *out)
+{
+    static const char *const yes[] = {"1", "on", "true", "yes"};
+    static const char *const no[] = {"0", "off", "false", "no"};
+    for (size_t i = 0; i < DS_ARRAY_LEN(yes); i++) {
+        if (ieq(s, yes[i]))
+            return *out = true, true;
+        if (ieq(s, no[i]))
+            return *out = false, true;
+    }
+    return false;
+}
+
+static bool parse_int(const char *s, const opt_desc *o, int64_t *out)
+{
+    if (*s == '\0') { /* empty: unset, where the option may be unset */
+        *out = -1;
+        return o->def[0] == '\0';
+    }
+    uint64_t v = 0;
+    const char *p = s;
+    if (*p < '0' || *p > '9')
+        return false;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (UINT64_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    unsigned shift = 0;
+    switch (*p) {
+    case 'k': case 'K': shift = 10; p++; break;
+    case 'm': case 'M': shift = 20; p++; break;
+    case 'g': case 'G': shift = 30; p++; break;
+    default: break;
+    }
+    if (*p != '\0' || v > ((uint64_t)INT64_MAX >> shift))
+        return false;
+    v <<= shift;
+    if ((int64_t)v < o->lo || (int64_t)v > o->hi)
+        return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+static bool parse_enum(const char *s, const char *choices, int *out)
+{
+    size_t n = strlen(s);
+    int index = 0;
+    for (const char *c = choices; *c; index++) {
+        size_t len = strcspn(c, "|");
+        if (len == n && memcmp(c, s, n) == 0)
+            return *out = index, true;
+        c += len + (c[len] == '|');
+    }
+    return false;
+}
+
+static uint32_t default_events(void)
+{
+    uint32_t mask = 0;
+    for (int i = 0; i < DS_EV_COUNT; i++)
+        if (!events[i].frequent)
+            mask |= 1u << i;
+    return mask;
+}
+
+static bool parse_events(const char *s, uint32_t *out)
+{
+    uint32_t mask = 0;
+    bool any = false;
+    for (const char *p = s; *p;) {
+        p += strspn(p, " \t,");
+        size_t len = strcspn(p, " \t,");
+        if (len == 0)
+            break;
+        any = true;
+        int id = ds_event_lookup(p, len);
+        if (id >= 0)
+            mask |= 1u << id;
+        else if (len == 3 && memcmp(p, "all", 3) == 0)
+            mask |= (1u << DS_EV_COUNT) - 1;
+        else if (len == 7 && memcmp(p, "default", 7) == 0)
+            mask |= default_events();
+        else
+            return false;
+        p += len;
+    }
+    if (!any)
+        return false;
+    *out = mask;
+    return true;
+}
+
+static bool parse_path(const char *s, char *out)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= DS_PATH_MAX)
+        return false;
+    memcpy(out, s, n + 1);
+    return true;
+}
+
+static bool parse(const opt_desc *o, const char *value, ds_config *c)
+{
+    void *field = (char *)c + o->offset;
+    switch (o->type) {
+    case T_BOOL: return parse_bool(value, field);
+    case T_INT: return parse_int(value, o, field);
+    case T_ENUM: return parse_enum(value, o->choices, field);
+    case T_PATH: return parse_path(value, field);
+    case T_EVENTS: return parse_events(value, field);
+    }
+    return false;
+}
+
+static void expected(const opt_desc *o, char *buf, size_t cap)
+{
+    switch (o->type) {
+    case T_BOOL: ds_fmt(buf, cap, "1|0|on|off|true|false|yes|no"); break;
+    case T_INT:
+        ds_fmt(buf, cap, "an integer from %lld to %lld, K/M/G suffixes allowed%s",
+               (long long)o->lo, (long long)o->hi, o->def[0] ? "" : ", or empty for unset");
+        break;
+    case T_ENUM: ds_fmt(buf, cap, "%s", o->choices); break;
+    case T_PATH: ds_fmt(buf, cap, "stderr, off, or a path of fewer than %d bytes", DS_PATH_MAX); break;
+    case T_EVENTS: {
+        size_t len = ds_fmt(buf, cap, "a comma list of all, default");
+        for (int i = 0; i < DS_EV_COUNT; i++)
+            len += ds_fmt(buf + len, cap - len, ", %s", events[i].name);
+        break;
+    }
+    }
+}
+
+void ds_config_defaults(ds_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < DS_ARRAY_LEN(options); i++)
+        if (!parse(&options[i], options[i].def, c))
+            ds_diag("internal: default of %s does not parse", options[i].name);
+}
+
+void ds_config_load(ds_config *c, char *const *envp)
+{
+    bool seen[DS_ARRAY_LEN(options)] = {false};
+    ds_config_defaults(c);
+    for (char *const *e = envp; e && *e; e++) {
+        const char *entry = *e;
+        if (strncmp(entry, "DLSHIM_", 7) != 0)
+            continue;
+        size_t name_len = strcspn(entry, "=");
+        const char *value = entry[name_len] ? entry + name_len + 1 : "";
+        const opt_desc *o = NULL;
+        size_t i = 0;
+        for (; i < DS_ARRAY_LEN(options); i++)
+            if (strlen(options[i].name) == name_len &&
+                memcmp(options[i].name, entry, name_len) == 0) {
+                o = &options[i];
+                break;
+            }
+        char shown[80];
+        if (!o) {
+            ds_printable(shown, 64, entry, name_len);
+            ds_diag("unknown variable %s ignored; the options are listed by DLSHIM_VERBOSE=1 "
+                    "and in the README", shown);
+            continue;
+        }
+        if (seen[i])
+            continue;
+        seen[i] = true;
+        if (!parse(o, value, c)) {
+            char want[512];
+            ds_printable(shown, 64, value, SIZE_MAX);
+            expected(o, want, sizeof(want));
+            ds_diag("%s=\"%s%s\" is not valid (expected %s); using the default \"%s\"", o->name,
+                    shown, strlen(value) > 63 ? "..." : "", want, o->def[0] ? o->def : "unset");
+            parse(o, o->def, c);
+        }
+    }
+}
+
+static void render(const opt_desc *o, const ds_config *c, char *buf, size_t cap)
+{
+    const void *field = (const char *)c + o->offset;
+    switch (o->type) {
+    case T_BOOL: ds_fmt(buf, cap, "%d", *(const bool *)field ? 1 : 0); break;
+    case T_INT: {
+        int64_t v = *(const int64_t *)field;
+        if (v < 0)
+            ds_fmt(buf, cap, "unset");
+        else
+            ds_fmt(buf, cap, "%lld", (long long)v);
+        break;
+    }
+    case T_ENUM: {
+        const char *ch = o->choices;
+        for (int i = *(const int *)field; i > 0 && *ch; i--)
+            ch += strcspn(ch, "|") + 1;
+        size_t len = strcspn(ch, "|");
+        ds_printable(buf, len + 1 < cap ? len + 1 : cap, ch, len);
+        break;
+    }
+    case T_PATH: ds_printable(buf, cap, field, SIZE_MAX); break;
+    case T_EVENTS: {
+        uint32_t mask = *(const uint32_t *)field;
+        size_t len = 0;
+        buf[0] = '\0';
+        for (int i = 0; i < DS_EV_COUNT; i++)
+            if (mask & (1u << i))
+                len += ds_fmt(buf + len, cap - len, "%s%s", len ? "," : "", events[i].name);
+        break;
+    }
+    }
+}
+
+void ds_config_dump(const ds_config *c)
+{
+    for (size_t i = 0; i < DS_ARRAY_LEN(options); i++) {
+        char value[160];
+        render(&options[i], c, value, sizeof(value));
+        ds_diag("%-20s = %s (default: %s)", options[i].name, value,
+                options[i].def[0] ? options[i].def : "unset");
+    }
+}

@@ -1,0 +1,246 @@
+/*
+ * event.c — the one event writer.  Every event is built field by field into
+ * a stack buffer as either a JSON object (DLSHIM_FORMAT=jsonl) or one aligned
+ * text line, then handed to log.c whole.  Nothing allocates; an event that
+ * does not fit DS_LINE_MAX is dropped and counted, never written cut, so every
+ * jsonl line parses.
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+bool ds_event_wanted(int id)
+{
+    return ds_log_enabled() && (ds_cfg.events & (1u << id));
+}
+
+/* Room kept for the closing brackets, "}" and "\n". */
+#define DS_EV_RESERVE (DS_EV_DEPTH + 2)
+
+static void append(ds_ev *e, const char *s, size_t n)
+{
+    if (e->overflow || e->len + n + DS_EV_RESERVE > e->cap) {
+        e->overflow = true;
+        return;
+    }
+    memcpy(e->buf + e->len, s, n);
+    e->len += n;
+}
+
+static void appends(ds_ev *e, const char *s)
+{
+    append(e, s, strlen(s));
+}
+
+static void appendf(ds_ev *e, const char *fmt, ...) DS_PRINTF(2, 3);
+static void appendf(ds_ev *e, const char *fmt, ...)
+{
+    char tmp[64];
+    va_list ap;
+    va_start(ap, fmt);
+    size_t n = ds_vfmt(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    append(e, tmp, n);
+}
+
+/* Separator and key before a value. */
+static void key(ds_ev *e, const char *k)
+{
+    if (!e->first[e->depth])
+        appends(e, e->json || e->depth > 0 ? "," : " ");
+    e->first[e->depth] = false;
+    if (!k)
+        return;
+    if (e->json) {
+        appends(e, "\"");
+        appends(e, k);
+        appends(e, "\":");
+    } else {
+        appends(e, k);
+        appends(e, "=");
+    }
+}
+
+void ds_ev_begin(ds_ev *e, int id)
+{
+    ds_ev_begin_buf(e, id, e->line, sizeof(e->line));
+}
+
+void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
+{
+    e->buf = buf;
+    e->cap = cap;
+    e->len = 0;
+    e->overflow = false;
+    e->json = ds_cfg.format == DS_FORMAT_JSONL;
+    e->depth = 0;
+    for (int i = 0; i <= DS_EV_DEPTH; i++)
+        e->first[i] = true;
+    uint64_t t = ds_now_ns();
+    if (e->json) {
+        appendf(e, "{\"event\":\"%s\",\"pid\":%d,\"tid\":%ld,\"t_ns\":%llu", ds_event_name(id),
+                ds_pid(), ds_tid(), (unsigned long long)t);
+    } else {
+        appendf(e, "dlshim: %4llu.%06llu %d/%ld ", (unsigned long long)(t / 1000000000u),
+                (unsigned long long)(t % 1000000000u / 1000u), ds_pid(), ds_tid());
+        appendf(e, "%-10s", ds_event_name(id));
+    }
+    e->first[0] = !e->json;
+}
+
+size_t ds_json_escape(char *out, size_t cap, const char *s, size_t n)
+{
+    size_t o = 0;
+#define EMIT(str, len)                      \
+    do {                                    \
+        if (o + (len) > cap)                \
+            return (size_t)-1;              \
+        memcpy(out + o, (str), (len));      \
+        o += (len);                         \
+    } while (0)
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            EMIT(esc, 2);
+            i++;
+        } else if (c < 0x20) {
+            char esc[8];
+            size_t len = ds_fmt(esc, sizeof(esc), "\\u%04x", c);
+            EMIT(esc, len);
+            i++;
+        } else if (c < 0x80) {
+            EMIT(&s[i], 1);
+            i++;
+        } else {
+            /* A well-formed UTF-8 sequence passes through; anything else
+             * (stray continuation, overlong, surrogate, > U+10FFFF,
+             * truncated) becomes U+FFFD for this one byte. */
+            size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+            unsigned cp = len == 4 ? c & 0x07u : len == 3 ? c & 0x0fu : c & 0x1fu;
+            bool ok = len != 0 && len <= 4 && c <= 0xf4 && i + len <= n;
+            for (size_t k = 1; ok && k < len; k++) {
+                unsigned char cc = (unsigned char)s[i + k];
+                ok = (cc & 0xc0) == 0x80;
+                cp = (cp << 6) | (cc & 0x3fu);
+            }
+            if (ok)
+                ok = !(len == 3 && cp < 0x800) && !(len == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
+                     !(cp >= 0xd800 && cp <= 0xdfff);
+            if (ok) {
+                EMIT(&s[i], len);
+                i += len;
+            } else {
+                EMIT("\\ufffd", 6);
+                i++;
+            }
+        }
+    }
+#undef EMIT
+    return o;
+}
+
+void ds_ev_str(ds_ev *e, const char *k, const char *val)
+{
+    key(e, k);
+    if (!val) {
+        appends(e, e->json ? "null" : "-");
+        return;
+    }
+    size_t n = strlen(val);
+    if (e->json) {
+        appends(e, "\"");
+        size_t room = e->overflow ? 0 : e->cap - e->len - DS_EV_RESERVE;
+        size_t w = ds_json_escape(e->buf + e->len, room, val, n);
+        if (w == (size_t)-1)
+            e->overflow = true;
+        else
+            e->len += w;
+        appends(e, "\"");
+    } else {
+        /* Text: quoted when it has spaces, control bytes shown as '?'. */
+        bool quote = n == 0 || strchr(val, ' ') != NULL;
+        if (quote)
+            appends(e, "\"");
+        for (size_t i = 0; i < n; i++) {
+            char c = (unsigned char)val[i] < 0x20 || val[i] == '"' ? '?' : val[i];
+            append(e, &c, 1);
+        }
+        if (quote)
+            appends(e, "\"");
+    }
+}
+
+void ds_ev_int(ds_ev *e, const char *k, int64_t v)
+{
+    key(e, k);
+    appendf(e, "%lld", (long long)v);
+}
+
+void ds_ev_uint(ds_ev *e, const char *k, uint64_t v)
+{
+    key(e, k);
+    appendf(e, "%llu", (unsigned long long)v);
+}
+
+void ds_ev_hex(ds_ev *e, const char *k, uintptr_t v)
+{
+    key(e, k);
+    appendf(e, e->json ? "\"0x%lx\"" : "0x%lx", (unsigned long)v);
+}
+
+void ds_ev_bool(ds_ev *e, const char *k, bool v)
+{
+    key(e, k);
+    appends(e, v ? "true" : "false");
+}
+
+void ds_ev_int_array(ds_ev *e, const char *k, const int64_t *v, int n)
+{
+    if (!v) {
+        key(e, k);
+        appends(e, e->json ? "null" : "-");
+        return;
+    }
+    ds_ev_open(e, k, '[');
+    for (int i = 0; i < n; i++)
+        ds_ev_int(e, NULL, v[i]);
+    ds_ev_close(e);
+}
+
+void ds_ev_open(ds_ev *e, const char *k, char bracket)
+{
+    key(e, k);
+    if (e->depth >= DS_EV_DEPTH) {
+        e->overflow = true;
+        return;
+    }
+    append(e, &bracket, 1);
+    e->closers[++e->depth] = bracket == '{' ? '}' : ']';
+    e->first[e->depth] = true;
+}
+
+void ds_ev_close(ds_ev *e)
+{
+    if (e->depth == 0)
+        return;
+    /* The reserve guarantees room for the closers even after an overflow. */
+    if (!e->overflow)
+        e->buf[e->len++] = e->closers[e->depth];
+    e->depth--;
+}
+
+void ds_ev_end(ds_ev *e)
+{
+    while (e->depth > 0)
+        ds_ev_close(e);
+    if (e->overflow) {
+        ds_log_count_drop();
+        return;
+    }
+    if (e->json)
+        e->buf[e->len++] = '}';
+    e->buf[e->len++] = '\n';
+    ds_log_write(e->buf, e->len);
+}

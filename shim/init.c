@@ -1,0 +1,113 @@
+/*
+ * init.c — start-up and shutdown.
+ *
+ * The shim initialises on whichever comes first: its constructor or the first
+ * hooked call (another library's constructor may call in before ours ran).
+ * One thread initialises; others wait for it (a few microseconds, once);
+ * the initialising thread itself, and anything re-entering the shim while it
+ * holds the registry lock, are passed through untouched.
+ *
+ * Secure-execution processes (setuid/setgid, AT_SECURE) never read the
+ * environment and stay disabled: a preloaded library must not become a way
+ * into a privileged program.
+ */
+#include <execinfo.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+extern char **environ;
+
+ds_config ds_cfg;
+
+enum { UNINIT, INITIALISING, ACTIVE, DISABLED };
+static atomic_int state = UNINIT;
+static atomic_bool finished;
+static DS_TLS bool initialising_here;
+
+static void atfork_child(void)
+{
+    ds_reg_atfork_child();
+    ds_thread_after_fork();
+    ds_log_after_fork();
+    ds_stats_after_fork();
+}
+
+static int setup(char *const *envp)
+{
+    ds_clock_start();
+    if (getauxval(AT_SECURE))
+        return DISABLED;
+    ds_config_load(&ds_cfg, envp);
+    if (ds_cfg.disable)
+        return DISABLED;
+    ds_log_open(ds_cfg.log);
+    ds_reg_init((size_t)ds_cfg.max_records);
+    if (ds_cfg.backtrace > 0) {
+        /* The first backtrace() loads libgcc_s (dlopen, malloc): do it now,
+         * not later inside a deleter or a signal handler. */
+        void *frame[2];
+        backtrace(frame, 2);
+    }
+    static atomic_bool fork_handlers;
+    if (!atomic_exchange(&fork_handlers, true))
+        pthread_atfork(ds_reg_atfork_prepare, ds_reg_atfork_parent, atfork_child);
+    if (ds_cfg.verbose)
+        ds_config_dump(&ds_cfg);
+    return ACTIVE;
+}
+
+bool ds_active(void)
+{
+    int s = atomic_load_explicit(&state, memory_order_acquire);
+    if (s == ACTIVE)
+        return !ds_reg_locked_by_me();
+    if (s == DISABLED || initialising_here)
+        return false;
+    int expected = UNINIT;
+    if (atomic_compare_exchange_strong(&state, &expected, INITIALISING)) {
+        initialising_here = true;
+        int result = setup(environ);
+        initialising_here = false;
+        atomic_store_explicit(&state, result, memory_order_release);
+        return result == ACTIVE;
+    }
+    while ((s = atomic_load_explicit(&state, memory_order_acquire)) == INITIALISING)
+        sched_yield();
+    return s == ACTIVE && !ds_reg_locked_by_me();
+}
+
+void ds_init_with_env(char *const *envp)
+{
+    atomic_store(&state, INITIALISING);
+    atomic_store(&state, setup(envp));
+}
+
+void ds_finish(void)
+{
+    if (atomic_load(&state) != ACTIVE || atomic_exchange(&finished, true))
+        return;
+    ds_summary_write();
+    if (ds_cfg.exitcode >= 0 && ds_stats_violations() > 0) {
+        /* Runs after the program's atexit handlers; stdio is flushed here
+         * because _exit skips it. */
+        fflush(NULL);
+        _exit((int)ds_cfg.exitcode);
+    }
+}
+
+__attribute__((constructor)) static void ds_load(void)
+{
+    ds_active();
+}
+
+__attribute__((destructor)) static void ds_unload(void)
+{
+    ds_finish();
+}

@@ -1,0 +1,144 @@
+/*
+ * internal.h — every prototype shared between dlshim's source files, grouped
+ * by the file that defines it.  Internal names start with ds_; the library is
+ * built with -fvisibility=hidden, so only DS_PUBLIC names leave it.
+ */
+#ifndef DS_INTERNAL_H
+#define DS_INTERNAL_H
+
+#include <stdarg.h>
+
+#include "types.h"
+
+#define DS_PUBLIC __attribute__((visibility("default")))
+#define DS_TLS __thread __attribute__((tls_model("initial-exec")))
+#define DS_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define DS_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- init.c: start-up, shutdown, global state --------------------------- */
+extern ds_config ds_cfg;
+/* True when the shim is initialised and tracking, false when disabled, still
+ * initialising on this thread, or the registry lock is held by this thread
+ * (a signal handler or deleter re-entering the shim): callers then forward
+ * untouched.  Initialises on first use, from any thread. */
+bool ds_active(void);
+/* Writes the summary and applies DLSHIM_EXITCODE; called once at exit. */
+void ds_finish(void);
+/* Tests: (re)initialise from an explicit environment. */
+void ds_init_with_env(char *const *envp);
+
+/* ---- thread.c: clock, thread ids, per-thread state ---------------------- */
+uint64_t ds_now_ns(void);             /* monotonic ns since the shim loaded */
+void ds_clock_start(void);
+long ds_tid(void);
+int ds_pid(void);                     /* cached; re-read after fork */
+void ds_thread_after_fork(void);
+
+/* ---- fmt.c: the one formatter (never allocates) and diagnostics --------- */
+/* printf subset: %s %c %d %i %u %x %p %%, flags '-' '0', width, l/ll/z.
+ * Always NUL-terminates; returns the length written (truncated to cap-1). */
+size_t ds_fmt(char *buf, size_t cap, const char *fmt, ...) DS_PRINTF(3, 4);
+size_t ds_vfmt(char *buf, size_t cap, const char *fmt, va_list ap);
+/* "dlshim: <message>\n" on stderr; at most DS_DIAG_MAX per process. */
+void ds_diag(const char *fmt, ...) DS_PRINTF(1, 2);
+/* Copies at most cap-1 bytes of s, replacing control bytes by '?'. */
+void ds_printable(char *out, size_t cap, const char *s, size_t n);
+
+/* ---- config.c: the option table at run time ----------------------------- */
+void ds_config_defaults(ds_config *c);
+/* Parses every DLSHIM_* entry of envp; bad values warn and keep defaults. */
+void ds_config_load(ds_config *c, char *const *envp);
+void ds_config_dump(const ds_config *c);
+int ds_event_lookup(const char *name, size_t len); /* -1 if unknown */
+const char *ds_event_name(int id);
+const char *ds_violation_name(int kind);
+
+/* ---- log.c: the event sink ---------------------------------------------- */
+/* Opens DLSHIM_LOG (stderr/off/path with %p); falls back to stderr. */
+void ds_log_open(const char *spec);
+void ds_log_after_fork(void);
+bool ds_log_enabled(void);
+/* Writes one complete line; a failed or short write drops it and counts. */
+bool ds_log_write(const char *line, size_t len);
+void ds_log_count_drop(void);
+uint64_t ds_log_dropped(void);
+
+/* ---- event.c: builds one event as a JSON object or an aligned text line - */
+bool ds_event_wanted(int id);
+void ds_ev_begin(ds_ev *e, int id);
+/* The same, building into a caller's buffer (the summary is large). */
+void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap);
+void ds_ev_str(ds_ev *e, const char *key, const char *val); /* NULL: null */
+void ds_ev_int(ds_ev *e, const char *key, int64_t v);
+void ds_ev_uint(ds_ev *e, const char *key, uint64_t v);
+void ds_ev_hex(ds_ev *e, const char *key, uintptr_t v);
+void ds_ev_bool(ds_ev *e, const char *key, bool v);
+void ds_ev_int_array(ds_ev *e, const char *key, const int64_t *v, int n); /* NULL: null */
+void ds_ev_open(ds_ev *e, const char *key, char bracket); /* '{' or '[' */
+void ds_ev_close(ds_ev *e);
+/* Terminates and writes the line; an overflowed event is dropped, counted. */
+void ds_ev_end(ds_ev *e);
+/* JSON string body escaping; invalid UTF-8 becomes U+FFFD.  Returns the
+ * bytes written, or (size_t)-1 if it did not fit.  Exposed for tests. */
+size_t ds_json_escape(char *out, size_t cap, const char *s, size_t n);
+
+/* ---- safe_mem.c: reading and writing memory the program handed us ------- */
+/* Copies up to n bytes; stops at the first unreadable byte.  Returns the
+ * count copied.  Never faults. */
+size_t ds_safe_read(void *dst, const void *src, size_t n);
+bool ds_safe_write(void *dst, const void *src, size_t n);
+/* Reads a NUL-terminated string of at most cap-1 bytes; NULL or unreadable
+ * gives `fallback`. */
+void ds_safe_string(char *out, size_t cap, const char *s, const char *fallback);
+
+/* ---- dlpack.c: reading, checking and naming DLPack structures ----------- */
+/* Reads the managed tensor at `p`.  Returns true when it is well formed;
+ * otherwise `why` holds one sentence naming the first problem. */
+bool ds_dlpack_read(const void *p, bool versioned, ds_tensor_view *v, char *why, size_t why_cap);
+void ds_dtype_name(char *out, size_t cap, DLDataType d);
+void ds_device_name(char *out, size_t cap, DLDevice d);
+/* Flag names, e.g. {"read_only","is_copied"}; returns how many. */
+int ds_flag_names(uint64_t flags, const char **out, int max);
+
+/* ---- names.c: interned producer/consumer names -------------------------- */
+#define DS_NAME_UNKNOWN 0
+uint16_t ds_name_intern(const char *name); /* registry lock held */
+const char *ds_name(uint16_t id);
+
+/* ---- registry.c: tensor records keyed by address ------------------------ */
+void ds_reg_init(size_t max_records);
+void ds_reg_lock(void);
+void ds_reg_unlock(void);
+bool ds_reg_locked_by_me(void);
+void ds_reg_atfork_prepare(void);
+void ds_reg_atfork_parent(void);
+void ds_reg_atfork_child(void);
+/* Lock held.  Pointers stay valid until the next ds_reg_insert. */
+ds_record *ds_reg_find(uintptr_t key);
+/* Lock held.  A cleared record with `key` (replacing any record with that
+ * key), or NULL when the table is full of live records. */
+ds_record *ds_reg_insert(uintptr_t key);
+/* Lock held. */
+void ds_reg_foreach(void (*fn)(const ds_record *r, void *arg), void *arg);
+uint64_t ds_reg_evicted(void);
+
+/* ---- stats.c: counters and the exit summary ----------------------------- */
+void ds_stats_share(uint16_t producer, uint16_t consumer, uint64_t bytes, bool zero_copy); /* lock held */
+void ds_stats_violation(int kind);
+uint64_t ds_stats_violations(void);
+void ds_stats_untracked(void);
+void ds_stats_after_fork(void);
+void ds_summary_write(void);
+
+/* ---- violation.c: reporting a violation --------------------------------- */
+/* Counts and logs a violation about the object at `addr` (`subject` is the
+ * field name: "tensor" or "data"), then applies DLSHIM_ON_ERROR: returns true
+ * when the caller must prevent the harmful action (protect); aborts the
+ * process with `abort`. */
+bool ds_violation(int kind, const char *subject, uintptr_t addr, const char *detail);
+
+/* ---- tensor.c: the DLPack ownership ledger ------------------------------ */
+void ds_tensor_export(void *managed, bool versioned, const char *producer);
+void ds_tensor_import(void *managed, bool versioned, const char *consumer);
+
+#endif /* DS_INTERNAL_H */

@@ -1,0 +1,164 @@
+/*
+ * log.c — the event sink.
+ *
+ * One write(2) per complete line: nothing is buffered, so a crash loses no
+ * event and lines of concurrent threads never interleave (a line is at most
+ * PIPE_BUF bytes; files are opened O_APPEND).  A write that fails or comes up
+ * short drops the line and counts it; the program never sees an error, and
+ * writing to a closed pipe never raises SIGPIPE in it.
+ *
+ * Files are created 0600 with O_NOFOLLOW, appended to (never truncated), and
+ * refused if they belong to another user.  `%p` in the path becomes the pid;
+ * a forked child reopens its own file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static atomic_int log_fd = -1;
+static bool log_is_pipe;   /* SIGPIPE must be kept away from the program */
+static bool log_per_pid;   /* the path has %p: a forked child reopens */
+static char log_spec[DS_PATH_MAX];
+static atomic_uint_fast64_t dropped;
+
+/* Expands %p (pid) and %% in spec; false when the result does not fit. */
+static bool expand_path(char *out, size_t cap, const char *spec)
+{
+    size_t len = 0;
+    for (const char *s = spec; *s; s++) {
+        char piece[24];
+        size_t n;
+        if (s[0] == '%' && s[1] == 'p') {
+            n = ds_fmt(piece, sizeof(piece), "%d", ds_pid());
+            s++;
+        } else if (s[0] == '%' && s[1] == '%') {
+            piece[0] = '%', n = 1;
+            s++;
+        } else {
+            piece[0] = *s, n = 1;
+        }
+        if (len + n >= cap)
+            return false;
+        memcpy(out + len, piece, n);
+        len += n;
+    }
+    out[len] = '\0';
+    return true;
+}
+
+static bool fd_is_pipe(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+}
+
+static int open_file(const char *spec)
+{
+    char path[DS_PATH_MAX];
+    if (!expand_path(path, sizeof(path), spec)) {
+        ds_diag("DLSHIM_LOG: the path is longer than %d bytes once %%p is expanded; "
+                "logging to stderr", DS_PATH_MAX - 1);
+        return STDERR_FILENO;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+    if (fd < 0) {
+        const char *why = strerrorname_np(errno);
+        ds_diag("cannot open log file %s (%s); logging to stderr", path, why ? why : "error");
+        return STDERR_FILENO;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (S_ISREG(st.st_mode) && st.st_uid != geteuid())) {
+        ds_diag("log file %s belongs to another user; logging to stderr", path);
+        close(fd);
+        return STDERR_FILENO;
+    }
+    return fd;
+}
+
+void ds_log_open(const char *spec)
+{
+    int fd;
+    if (strcmp(spec, "off") == 0)
+        fd = -1;
+    else if (strcmp(spec, "stderr") == 0)
+        fd = STDERR_FILENO;
+    else
+        fd = open_file(spec);
+    memcpy(log_spec, spec, strlen(spec) + 1);
+    log_per_pid = strstr(spec, "%p") != NULL;
+    log_is_pipe = fd >= 0 && fd_is_pipe(fd);
+    atomic_store(&log_fd, fd);
+}
+
+void ds_log_after_fork(void)
+{
+    if (!log_per_pid)
+        return;
+    int old = atomic_load(&log_fd);
+    ds_log_open(log_spec);
+    if (old > STDERR_FILENO && old != atomic_load(&log_fd))
+        close(old);
+}
+
+bool ds_log_enabled(void)
+{
+    return atomic_load_explicit(&log_fd, memory_order_relaxed) >= 0;
+}
+
+void ds_log_count_drop(void)
+{
+    atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
+}
+
+uint64_t ds_log_dropped(void)
+{
+    return atomic_load(&dropped);
+}
+
+/* write(2) with SIGPIPE held back: a reader that went away must not kill the
+ * program.  A SIGPIPE our write raised is consumed; one already pending for
+ * the program is left alone. */
+static ssize_t write_no_sigpipe(int fd, const char *p, size_t n)
+{
+    sigset_t pipe_only, old, pending;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    sigpending(&pending);
+    bool was_pending = sigismember(&pending, SIGPIPE);
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EPIPE && !was_pending) {
+        int saved = errno;
+        const struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_only, NULL, &zero) < 0 && errno == EINTR) {
+        }
+        errno = saved;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return w;
+}
+
+bool ds_log_write(const char *line, size_t len)
+{
+    int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
+    if (fd < 0)
+        return true; /* DLSHIM_LOG=off is not a loss */
+    int saved = errno;
+    ssize_t w;
+    do {
+        w = log_is_pipe ? write_no_sigpipe(fd, line, len) : write(fd, line, len);
+    } while (w < 0 && errno == EINTR);
+    errno = saved;
+    if (w == (ssize_t)len)
+        return true;
+    ds_log_count_drop(); /* a short write leaves a partial line: rare, counted */
+    return false;
+}

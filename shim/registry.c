@@ -1,0 +1,164 @@
+/*
+ * registry.c — tensor records keyed by the managed tensor's address.
+ *
+ * An open-addressing hash table (linear probing, load at most 1/2) in memory
+ * from mmap, so the registry never calls malloc and works from a deleter or a
+ * signal handler.  One mutex guards it; callers never call out of the shim
+ * (deleters, the log) while holding it.  The table grows by doubling up to
+ * DLSHIM_MAX_RECORDS records; at the cap, the older half of the released
+ * records is evicted in one rebuild, oldest release first.  Live records are
+ * never evicted: their trampolines need the original deleter.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static DS_TLS bool holding;
+
+static ds_record *table;
+static size_t cap;   /* slots, a power of two */
+static size_t used;  /* records in the table */
+static size_t max_records = 1u << 20;
+static uint64_t evicted;
+
+#define DS_INITIAL_SLOTS 1024u
+
+void ds_reg_lock(void)
+{
+    pthread_mutex_lock(&lock);
+    holding = true;
+}
+
+void ds_reg_unlock(void)
+{
+    holding = false;
+    pthread_mutex_unlock(&lock);
+}
+
+bool ds_reg_locked_by_me(void)
+{
+    return holding;
+}
+
+/* fork() while another thread holds the lock would leave the child's copy
+ * locked forever: take it around fork. */
+void ds_reg_atfork_prepare(void) { ds_reg_lock(); }
+void ds_reg_atfork_parent(void) { ds_reg_unlock(); }
+void ds_reg_atfork_child(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    holding = false;
+    lock = fresh;
+}
+
+static ds_record *map_slots(size_t n)
+{
+    void *p = mmap(NULL, n * sizeof(ds_record), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static size_t slot_of(uintptr_t key, size_t mask)
+{
+    /* Fibonacci hashing; tensor structs are at least 8-byte aligned. */
+    return (size_t)(((uint64_t)(key >> 3) * 0x9E3779B97F4A7C15ull) >> 17) & mask;
+}
+
+static ds_record *probe(ds_record *t, size_t n, uintptr_t key)
+{
+    size_t mask = n - 1;
+    for (size_t i = slot_of(key, mask);; i = (i + 1) & mask)
+        if (t[i].key == key || t[i].key == 0)
+            return &t[i];
+}
+
+void ds_reg_init(size_t max)
+{
+    max_records = max;
+    if (!table) {
+        table = map_slots(DS_INITIAL_SLOTS);
+        cap = table ? DS_INITIAL_SLOTS : 0;
+    }
+}
+
+/* Moves every record accepted by `keep` into a fresh table of n slots. */
+static bool rebuild(size_t n, uint64_t released_before)
+{
+    ds_record *fresh = map_slots(n);
+    if (!fresh)
+        return false;
+    size_t kept = 0;
+    for (size_t i = 0; i < cap; i++) {
+        ds_record *r = &table[i];
+        if (r->key == 0)
+            continue;
+        if (r->state == DS_RELEASED && r->t_release < released_before) {
+            evicted++;
+            continue;
+        }
+        *probe(fresh, n, r->key) = *r;
+        kept++;
+    }
+    munmap(table, cap * sizeof(ds_record));
+    table = fresh;
+    cap = n;
+    used = kept;
+    return true;
+}
+
+/* At the cap: drop released records older than the midpoint of the released
+ * records' release times (at least the oldest one). */
+static bool evict_released(void)
+{
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < cap; i++)
+        if (table[i].key && table[i].state == DS_RELEASED) {
+            uint64_t t = table[i].t_release;
+            lo = t < lo ? t : lo;
+            hi = t > hi ? t : hi;
+        }
+    if (lo == UINT64_MAX)
+        return false; /* every record is live */
+    return rebuild(cap, lo + (hi - lo) / 2 + 1);
+}
+
+ds_record *ds_reg_find(uintptr_t key)
+{
+    if (!table || key == 0)
+        return NULL;
+    ds_record *r = probe(table, cap, key);
+    return r->key ? r : NULL;
+}
+
+ds_record *ds_reg_insert(uintptr_t key)
+{
+    if (!table || key == 0)
+        return NULL;
+    ds_record *r = probe(table, cap, key);
+    if (r->key == 0) {
+        if (used >= max_records && !evict_released())
+            return NULL;
+        if ((used + 1) * 2 > cap && !rebuild(cap * 2, 0))
+            return NULL;
+        r = probe(table, cap, key);
+        used++;
+    }
+    memset(r, 0, sizeof(*r));
+    r->key = key;
+    return r;
+}
+
+void ds_reg_foreach(void (*fn)(const ds_record *r, void *arg), void *arg)
+{
+    for (size_t i = 0; i < cap; i++)
+        if (table[i].key)
+            fn(&table[i], arg);
+}
+
+uint64_t ds_reg_evicted(void)
+{
+    return evicted;
+}

@@ -1,0 +1,185 @@
+/*
+ * safe_mem.c — reading and writing memory whose address came from the
+ * program (a tensor pointer, a shape array, a name) without faulting.
+ *
+ * process_vm_readv/writev on our own pid copy through the kernel, which
+ * returns EFAULT instead of delivering SIGSEGV.  They transfer whole iovec
+ * elements only, so requests are cut at page boundaries to get every
+ * readable page up to the first bad one.
+ *
+ * Syscalls are slow (1-20 us in a VM), and DLPack structs live on a few heap
+ * pages used again and again, so pages that a syscall proved readable (or
+ * writable) are remembered in a small direct-mapped cache and later accesses
+ * to them are plain copies.  The trade-off, documented in
+ * docs/reliability.md: a page unmapped after it was proven, then handed to
+ * us through a dangling pointer, would fault.  Where a seccomp policy forbids
+ * the syscalls, mincore() checks that each page is mapped before a plain
+ * copy (weaker still: a mapped PROT_NONE page faults).
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define DS_PAGE 4096u
+#define DS_IOV_MAX 8
+#define DS_PAGE_CACHE 1024u /* entries per cache, a power of two */
+
+static atomic_bool syscalls_refused;
+
+/* Page numbers proven accessible; 0 never is (page 0 is never mapped). */
+static atomic_uintptr_t readable[DS_PAGE_CACHE], writable[DS_PAGE_CACHE];
+
+static atomic_uintptr_t *cache_slot(atomic_uintptr_t *cache, uintptr_t page)
+{
+    return &cache[(page ^ (page >> 10)) & (DS_PAGE_CACHE - 1)];
+}
+
+static bool cached(atomic_uintptr_t *cache, uintptr_t a, size_t n)
+{
+    uintptr_t first = a / DS_PAGE, last = (a + n - 1) / DS_PAGE;
+    for (uintptr_t p = first; p <= last; p++)
+        if (atomic_load_explicit(cache_slot(cache, p), memory_order_relaxed) != p)
+            return false;
+    return true;
+}
+
+static void remember(atomic_uintptr_t *cache, uintptr_t a, size_t n)
+{
+    for (uintptr_t p = a / DS_PAGE; p <= (a + n - 1) / DS_PAGE; p++)
+        atomic_store_explicit(cache_slot(cache, p), p, memory_order_relaxed);
+}
+
+static bool page_mapped(uintptr_t addr)
+{
+    unsigned char vec;
+    return mincore((void *)(addr & ~(uintptr_t)(DS_PAGE - 1)), 1, &vec) == 0;
+}
+
+/* Only canonical user-space addresses can be valid; rejecting the rest early
+ * saves a syscall for NULL-ish and kernel-half garbage. */
+static bool plausible(const void *p, size_t n)
+{
+    uintptr_t a = (uintptr_t)p;
+    return a >= DS_PAGE && a + n >= a && a + n <= ((uintptr_t)1 << 47);
+}
+
+static size_t transfer(void *local, const void *remote, size_t n, bool write_remote)
+{
+    if (n == 0 || !plausible(remote, n))
+        return 0;
+    atomic_uintptr_t *cache = write_remote ? writable : readable;
+    if (cached(cache, (uintptr_t)remote, n)) {
+        if (write_remote)
+            memcpy((void *)remote, local, n);
+        else
+            memcpy(local, remote, n);
+        return n;
+    }
+    size_t done = 0;
+    while (done < n && !atomic_load_explicit(&syscalls_refused, memory_order_relaxed)) {
+        struct iovec liov = {(char *)local + done, 0};
+        struct iovec riov[DS_IOV_MAX];
+        int cnt = 0;
+        uintptr_t a = (uintptr_t)remote + done;
+        size_t left = n - done;
+        while (left && cnt < DS_IOV_MAX) {
+            size_t chunk = DS_PAGE - (a & (DS_PAGE - 1));
+            if (chunk > left)
+                chunk = left;
+            riov[cnt].iov_base = (void *)a;
+            riov[cnt].iov_len = chunk;
+            liov.iov_len += chunk;
+            cnt++;
+            a += chunk;
+            left -= chunk;
+        }
+        ssize_t r = write_remote
+                        ? process_vm_writev(ds_pid(), &liov, 1, riov, (unsigned long)cnt, 0)
+                        : process_vm_readv(ds_pid(), &liov, 1, riov, (unsigned long)cnt, 0);
+        if (r < 0 && (errno == ENOSYS || errno == EPERM)) {
+            atomic_store(&syscalls_refused, true);
+            break;
+        }
+        if (r <= 0)
+            return done;
+        remember(cache, (uintptr_t)remote + done, (size_t)r);
+        done += (size_t)r;
+        if ((size_t)r < liov.iov_len)
+            return done;
+    }
+    /* Fallback: page by page after mincore. */
+    while (done < n) {
+        uintptr_t a = (uintptr_t)remote + done;
+        if (!page_mapped(a))
+            break;
+        size_t chunk = DS_PAGE - (a & (DS_PAGE - 1));
+        if (chunk > n - done)
+            chunk = n - done;
+        if (write_remote)
+            memcpy((void *)a, (char *)local + done, chunk);
+        else
+            memcpy((char *)local + done, (const void *)a, chunk);
+        done += chunk;
+    }
+    return done;
+}
+
+size_t ds_safe_read(void *dst, const void *src, size_t n)
+{
+    int saved = errno;
+    size_t r = transfer(dst, src, n, false);
+    errno = saved;
+    return r;
+}
+
+bool ds_safe_write(void *dst, const void *src, size_t n)
+{
+    int saved = errno;
+    bool ok = transfer((void *)src, dst, n, true) == n;
+    errno = saved;
+    return ok;
+}
+
+void ds_safe_string(char *out, size_t cap, const char *s, const char *fallback)
+{
+    /* Page by page: on a proven page, copy up to the NUL and no further (no
+     * read past the string's object); elsewhere one syscall to the page's
+     * end, so a name near the end of the last mapped page still reads. */
+    size_t got = 0;
+    while (s && got + 1 < cap) {
+        const char *p = s + got;
+        size_t to_page_end = DS_PAGE - ((uintptr_t)p & (DS_PAGE - 1));
+        size_t want = to_page_end < cap - 1 - got ? to_page_end : cap - 1 - got;
+        if (plausible(p, want) && cached(readable, (uintptr_t)p, 1)) {
+            size_t k = 0;
+            while (k < want && p[k])
+                out[got + k] = p[k], k++;
+            got += k;
+            if (k < want)
+                break;
+        } else {
+            size_t r = ds_safe_read(out + got, p, want);
+            const char *nul = memchr(out + got, '\0', r);
+            if (nul) {
+                got = (size_t)(nul - out);
+                break;
+            }
+            got += r;
+            if (r < want)
+                break;
+        }
+    }
+    out[got] = '\0';
+    if (got == 0) {
+        size_t n = strlen(fallback);
+        if (n >= cap)
+            n = cap - 1;
+        memcpy(out, fallback, n);
+        out[n] = '\0';
+    }
+}

@@ -1,0 +1,194 @@
+/*
+ * stats.c — the counters behind the exit summary, and the summary itself.
+ *
+ * Share counters and the producer→consumer pair table change under the
+ * registry lock (they move with the records); violation counts are atomics
+ * because violations are reported outside the lock.
+ */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define DS_PAIRS_MAX 256
+
+typedef struct {
+    uint16_t producer, consumer;
+    uint64_t shares, zero_copy, copies, bytes;
+} pair;
+
+static struct {
+    uint64_t shares, zero_copy, copies, bytes_shared, bytes_copied;
+    pair pairs[DS_PAIRS_MAX];
+    int npairs;
+    uint64_t pairs_overflow; /* shares whose pair did not fit the table */
+} st;
+
+static atomic_uint_fast64_t violations[DS_VIO_COUNT];
+static atomic_uint_fast64_t untracked;
+
+void ds_stats_share(uint16_t producer, uint16_t consumer, uint64_t bytes, bool zero_copy)
+{
+    st.shares++;
+    st.bytes_shared += bytes;
+    if (zero_copy) {
+        st.zero_copy++;
+    } else {
+        st.copies++;
+        st.bytes_copied += bytes;
+    }
+    pair *p = NULL;
+    for (int i = 0; i < st.npairs && !p; i++)
+        if (st.pairs[i].producer == producer && st.pairs[i].consumer == consumer)
+            p = &st.pairs[i];
+    if (!p && st.npairs < DS_PAIRS_MAX) {
+        p = &st.pairs[st.npairs++];
+        p->producer = producer;
+        p->consumer = consumer;
+    }
+    if (!p) {
+        st.pairs_overflow++;
+        return;
+    }
+    p->shares++;
+    p->bytes += bytes;
+    if (zero_copy)
+        p->zero_copy++;
+    else
+        p->copies++;
+}
+
+void ds_stats_violation(int kind)
+{
+    if (kind >= 0 && kind < DS_VIO_COUNT)
+        atomic_fetch_add(&violations[kind], 1);
+}
+
+uint64_t ds_stats_violations(void)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < DS_VIO_COUNT; i++)
+        n += atomic_load(&violations[i]);
+    return n;
+}
+
+void ds_stats_untracked(void)
+{
+    atomic_fetch_add(&untracked, 1);
+}
+
+/* ---- the summary -------------------------------------------------------- */
+
+/* The summary line may hold many pairs, so it is built in its own buffer
+ * (written once, at exit or before abort). */
+#define DS_SUMMARY_MAX (64 * 1024)
+static char summary_buf[DS_SUMMARY_MAX];
+static atomic_bool summary_written;
+
+/* Room one pair needs: two names escaped at worst six bytes per byte, and
+ * the numbers. */
+#define DS_PAIR_ROOM (2 * 6 * DS_NAME_MAX + 160)
+
+static void sort_by_shares(pair *p, int n)
+{
+    for (int i = 1; i < n; i++) {
+        pair x = p[i];
+        int j = i;
+        for (; j > 0 && p[j - 1].shares < x.shares; j--)
+            p[j] = p[j - 1];
+        p[j] = x;
+    }
+}
+
+static void count_outstanding(const ds_record *r, void *arg)
+{
+    /* A tensor without a deleter can never be released: not a leak. */
+    if (r->state != DS_RELEASED && r->orig_deleter)
+        ++*(uint64_t *)arg;
+}
+
+static void write_text_pairs(const pair *pairs, int n)
+{
+    char line[DS_LINE_MAX];
+    if (n == 0)
+        return;
+    ds_fmt(line, sizeof(line), "dlshim:   %-20s %-20s %8s %9s %7s %14s\n", "producer", "consumer",
+           "shares", "zero_copy", "copies", "bytes");
+    ds_log_write(line, __builtin_strlen(line));
+    for (int i = 0; i < n; i++) {
+        size_t len = ds_fmt(line, sizeof(line), "dlshim:   %-20s %-20s %8llu %9llu %7llu %14llu\n",
+                            ds_name(pairs[i].producer), ds_name(pairs[i].consumer),
+                            (unsigned long long)pairs[i].shares,
+                            (unsigned long long)pairs[i].zero_copy,
+                            (unsigned long long)pairs[i].copies,
+                            (unsigned long long)pairs[i].bytes);
+        ds_log_write(line, len);
+    }
+}
+
+void ds_summary_write(void)
+{
+    if (!ds_cfg.summary || !ds_event_wanted(DS_EV_SUMMARY) ||
+        atomic_exchange(&summary_written, true))
+        return;
+    uint64_t outstanding = 0;
+    ds_reg_lock();
+    ds_reg_foreach(count_outstanding, &outstanding);
+    /* A consistent copy; names are append-only, so ids stay valid. */
+    __typeof__(st) snap = st;
+    uint64_t evicted = ds_reg_evicted();
+    ds_reg_unlock();
+
+    ds_ev e;
+    ds_ev_begin_buf(&e, DS_EV_SUMMARY, summary_buf, sizeof(summary_buf));
+    ds_ev_uint(&e, "shares", snap.shares);
+    ds_ev_uint(&e, "zero_copy", snap.zero_copy);
+    ds_ev_uint(&e, "copies", snap.copies);
+    ds_ev_uint(&e, "bytes_shared", snap.bytes_shared);
+    ds_ev_uint(&e, "bytes_copied", snap.bytes_copied);
+    ds_ev_uint(&e, "outstanding", outstanding);
+    ds_ev_open(&e, "violations", '{');
+    for (int k = 0; k < DS_VIO_COUNT; k++) {
+        uint64_t n = atomic_load(&violations[k]);
+        if (n)
+            ds_ev_uint(&e, ds_violation_name(k), n);
+    }
+    ds_ev_close(&e);
+    ds_ev_uint(&e, "untracked", atomic_load(&untracked));
+    ds_ev_uint(&e, "evicted_records", evicted);
+    ds_ev_uint(&e, "dropped_events", ds_log_dropped());
+    sort_by_shares(snap.pairs, snap.npairs);
+    if (e.json) {
+        /* The busiest pairs, as many as fit one line. */
+        int shown = 0;
+        ds_ev_open(&e, "pairs", '[');
+        for (; shown < snap.npairs && e.len + DS_PAIR_ROOM < e.cap; shown++) {
+            const pair *p = &snap.pairs[shown];
+            ds_ev_open(&e, NULL, '{');
+            ds_ev_str(&e, "producer", ds_name(p->producer));
+            ds_ev_str(&e, "consumer", ds_name(p->consumer));
+            ds_ev_uint(&e, "shares", p->shares);
+            ds_ev_uint(&e, "zero_copy", p->zero_copy);
+            ds_ev_uint(&e, "copies", p->copies);
+            ds_ev_uint(&e, "bytes", p->bytes);
+            ds_ev_close(&e);
+        }
+        ds_ev_close(&e);
+        ds_ev_uint(&e, "pairs_omitted", (uint64_t)(snap.npairs - shown) + snap.pairs_overflow);
+        ds_ev_end(&e);
+        return;
+    }
+    ds_ev_end(&e);
+    write_text_pairs(snap.pairs, snap.npairs);
+}
+
+/* A forked child starts its own account: its summary covers its own work and
+ * never repeats the parent's. */
+void ds_stats_after_fork(void)
+{
+    memset(&st, 0, sizeof(st));
+    for (int k = 0; k < DS_VIO_COUNT; k++)
+        atomic_store(&violations[k], 0);
+    atomic_store(&untracked, 0);
+    atomic_store(&summary_written, false);
+}

@@ -1,0 +1,288 @@
+/*
+ * tensor.c — the DLPack ownership ledger: export → import → release.
+ *
+ * Export records the tensor and swaps its deleter for a trampoline (one for
+ * each layout) that records the release and forwards to the producer's
+ * deleter.  Every hook family that sees DLPack tensors (annotation API,
+ * Python capsules, entry points) feeds these two functions.
+ *
+ * Rules kept throughout: nothing from the program is read except through
+ * ds_safe_read; the registry lock is never held while logging, reporting or
+ * calling a deleter; a released tensor's memory is never read except its
+ * deleter field (see import_after_release below).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef void (*deleter_fn)(void *self);
+
+static void release(void *managed, bool versioned);
+static void trampoline_legacy(DLManagedTensor *t) { release(t, false); }
+static void trampoline_versioned(DLManagedTensorVersioned *t) { release(t, true); }
+
+static void *trampoline(bool versioned)
+{
+    return versioned ? (void *)trampoline_versioned : (void *)trampoline_legacy;
+}
+
+static void **deleter_field(void *managed, bool versioned)
+{
+    return versioned ? (void **)&((DLManagedTensorVersioned *)managed)->deleter
+                     : (void **)&((DLManagedTensor *)managed)->deleter;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+static void emit_export(void *m, const ds_tensor_view *v, const char *producer)
+{
+    if (!ds_event_wanted(DS_EV_EXPORT))
+        return;
+    char device[32], dtype[32];
+    const char *flags[64];
+    ds_ev e;
+    ds_ev_begin(&e, DS_EV_EXPORT);
+    ds_ev_hex(&e, "tensor", (uintptr_t)m);
+    ds_ev_bool(&e, "versioned", v->versioned);
+    ds_ev_str(&e, "producer", producer);
+    ds_ev_hex(&e, "data", (uintptr_t)v->t.data);
+    ds_ev_uint(&e, "byte_offset", v->t.byte_offset);
+    ds_device_name(device, sizeof(device), v->t.device);
+    ds_dtype_name(dtype, sizeof(dtype), v->t.dtype);
+    ds_ev_str(&e, "device", v->tensor_valid ? device : NULL);
+    ds_ev_str(&e, "dtype", v->tensor_valid ? dtype : NULL);
+    ds_ev_int_array(&e, "shape", v->tensor_valid ? v->shape : NULL, v->t.ndim);
+    ds_ev_int_array(&e, "strides", v->tensor_valid && v->has_strides ? v->strides : NULL, v->t.ndim);
+    ds_ev_uint(&e, "bytes", v->bytes);
+    ds_ev_open(&e, "flags", '[');
+    int n = ds_flag_names(v->flags, flags, (int)DS_ARRAY_LEN(flags));
+    for (int i = 0; i < n; i++)
+        ds_ev_str(&e, NULL, flags[i]);
+    ds_ev_close(&e);
+    ds_ev_end(&e);
+}
+
+typedef struct {
+    uintptr_t tensor;
+    uint16_t producer, consumer;
+    uint64_t bytes;
+    bool copied;
+    uint64_t t_export, t_release;
+} record_copy;
+
+static record_copy copy_of(const ds_record *r)
+{
+    return (record_copy){r->key, r->producer, r->consumer, r->bytes, r->copied, r->t_export,
+                         r->t_release};
+}
+
+static void emit_import(const record_copy *r)
+{
+    if (!ds_event_wanted(DS_EV_IMPORT))
+        return;
+    ds_ev e;
+    ds_ev_begin(&e, DS_EV_IMPORT);
+    ds_ev_hex(&e, "tensor", r->tensor);
+    ds_ev_str(&e, "consumer", ds_name(r->consumer));
+    ds_ev_str(&e, "producer", ds_name(r->producer));
+    ds_ev_bool(&e, "zero_copy", !r->copied);
+    ds_ev_uint(&e, "bytes", r->bytes);
+    ds_ev_end(&e);
+}
+
+static void emit_release(const record_copy *r, bool consumed)
+{
+    if (!ds_event_wanted(DS_EV_RELEASE))
+        return;
+    ds_ev e;
+    ds_ev_begin(&e, DS_EV_RELEASE);
+    ds_ev_hex(&e, "tensor", r->tensor);
+    ds_ev_bool(&e, "consumed", consumed);
+    ds_ev_uint(&e, "lifetime_ns", r->t_release - r->t_export);
+    ds_ev_str(&e, "producer", ds_name(r->producer));
+    ds_ev_str(&e, "consumer", consumed ? ds_name(r->consumer) : NULL);
+    ds_ev_end(&e);
+}
+
+/* ---- export ------------------------------------------------------------- */
+
+void ds_tensor_export(void *m, bool versioned, const char *producer)
+{
+    char name[DS_NAME_MAX], why[DS_DETAIL_MAX];
+    ds_safe_string(name, sizeof(name), producer, "unknown");
+    ds_tensor_view v;
+    if (!ds_dlpack_read(m, versioned, &v, why, sizeof(why))) {
+        char detail[DS_DETAIL_MAX + DS_NAME_MAX + 64];
+        ds_fmt(detail, sizeof(detail), "%s exported a malformed %s tensor: %s", name,
+               versioned ? "versioned" : "legacy", why);
+        ds_violation(DS_VIO_MALFORMED_TENSOR, "tensor", (uintptr_t)m, detail);
+        if (!v.readable)
+            return; /* nothing there to track */
+    }
+
+    void *tramp = trampoline(versioned);
+    void *orig = v.deleter, *chained = NULL;
+    ds_reg_lock();
+    ds_record *r = ds_reg_find((uintptr_t)m);
+    bool live = r && r->state != DS_RELEASED;
+    if (orig == tramp) {
+        /* Already ours: exported again while live, or a struct copied from an
+         * exported one.  The producer's deleter is the one recorded. */
+        orig = r ? r->orig_deleter : NULL;
+    } else if (live && r->wrapped) {
+        /* Exported again with a new deleter, which may well be a decorator
+         * calling the old one (our trampoline): remember where that leads. */
+        chained = r->orig_deleter;
+    }
+    if (!live)
+        r = ds_reg_insert((uintptr_t)m);
+    if (!r) {
+        ds_reg_unlock();
+        ds_stats_untracked();
+        emit_export(m, &v, name);
+        return;
+    }
+    r->orig_deleter = orig;
+    r->chained_deleter = chained;
+    r->data = (uintptr_t)v.t.data + (uintptr_t)v.t.byte_offset;
+    r->bytes = v.bytes;
+    r->t_export = ds_now_ns();
+    r->producer = ds_name_intern(name);
+    r->state = DS_EXPORTED;
+    r->versioned = versioned;
+    r->copied = (v.flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0;
+    r->wrapped = orig != NULL;
+    if (orig && v.deleter != tramp && !ds_safe_write(deleter_field(m, versioned), &tramp, sizeof(tramp))) {
+        /* Read-only memory: the release will pass unseen. */
+        r->wrapped = false;
+        r->orig_deleter = NULL;
+    }
+    ds_reg_unlock();
+    emit_export(m, &v, name);
+}
+
+/* ---- import ------------------------------------------------------------- */
+
+void ds_tensor_import(void *m, bool versioned, const char *consumer)
+{
+    char name[DS_NAME_MAX], detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
+    ds_safe_string(name, sizeof(name), consumer, "unknown");
+    for (int attempt = 0; attempt < 2; attempt++) {
+        ds_reg_lock();
+        ds_record *r = ds_reg_find((uintptr_t)m);
+        int state = r ? r->state : 0;
+        if (state == DS_EXPORTED) {
+            r->state = DS_IMPORTED;
+            r->consumer = ds_name_intern(name);
+            ds_stats_share(r->producer, r->consumer, r->bytes, !r->copied);
+            record_copy c = copy_of(r);
+            ds_reg_unlock();
+            emit_import(&c);
+            return;
+        }
+        record_copy c = r ? copy_of(r) : (record_copy){0};
+        ds_reg_unlock();
+        if (state == DS_IMPORTED) {
+            ds_fmt(detail, sizeof(detail),
+                   "%s imported tensor %p from %s, which %s had already imported", name, m,
+                   ds_name(c.producer), ds_name(c.consumer));
+            ds_violation(DS_VIO_DOUBLE_IMPORT, "tensor", (uintptr_t)m, detail);
+            return;
+        }
+        if (state == DS_RELEASED) {
+            /* The released struct still carries our trampoline (the field
+             * survives free() in practice); a new tensor that merely reuses
+             * the address does not, and is tracked as a new export. */
+            void *d = NULL;
+            ds_safe_read(&d, deleter_field(m, versioned), sizeof(d));
+            if (d == trampoline(versioned)) {
+                ds_fmt(detail, sizeof(detail),
+                       "%s imported tensor %p from %s %llu us after its deleter ran; "
+                       "its memory may already be reused",
+                       name, m, ds_name(c.producer),
+                       (unsigned long long)((ds_now_ns() - c.t_release) / 1000));
+                ds_violation(DS_VIO_IMPORT_AFTER_RELEASE, "tensor", (uintptr_t)m, detail);
+                return;
+            }
+        }
+        if (attempt == 0) /* never exported through the shim: producer unknown */
+            ds_tensor_export(m, versioned, NULL);
+    }
+}
+
+/* ---- release (the trampolines) ------------------------------------------ */
+
+/* The release this thread is forwarding, so that a decorated deleter calling
+ * our trampoline again for the same tensor reaches the deleter it wrapped. */
+typedef struct {
+    uintptr_t tensor;
+    deleter_fn chained;
+} release_frame;
+static DS_TLS release_frame releasing;
+
+static void forward(void *m, deleter_fn orig, deleter_fn chained)
+{
+    release_frame outer = releasing;
+    releasing = (release_frame){(uintptr_t)m, chained};
+    orig(m);
+    releasing = outer;
+}
+
+static void release(void *m, bool versioned)
+{
+    (void)versioned;
+    if (releasing.tensor == (uintptr_t)m && releasing.chained) {
+        deleter_fn next = releasing.chained;
+        releasing.chained = NULL;
+        next(m);
+        return;
+    }
+    if (ds_reg_locked_by_me()) {
+        /* Re-entered from a signal handler that interrupted our own
+         * bookkeeping: the producer's deleter is behind the lock this thread
+         * holds.  Leaking the tensor is the only safe choice. */
+        ds_stats_untracked();
+        return;
+    }
+    int saved = errno;
+    ds_reg_lock();
+    ds_record *r = ds_reg_find((uintptr_t)m);
+    if (!r) {
+        /* Trampolines are only installed with a record, and live records are
+         * never evicted: this is a late second release of a tensor whose
+         * record was evicted.  Its deleter is no longer known. */
+        ds_reg_unlock();
+        char detail[DS_DETAIL_MAX];
+        ds_fmt(detail, sizeof(detail),
+               "the deleter of tensor %p was called again long after it ran (its record was "
+               "evicted, so the call is not forwarded)", m);
+        ds_violation(DS_VIO_DOUBLE_RELEASE, "tensor", (uintptr_t)m, detail);
+        errno = saved;
+        return;
+    }
+    deleter_fn orig = (deleter_fn)r->orig_deleter;
+    if (r->state == DS_RELEASED) {
+        record_copy c = copy_of(r);
+        ds_reg_unlock();
+        char detail[DS_DETAIL_MAX];
+        ds_fmt(detail, sizeof(detail),
+               "the deleter of tensor %p from %s was called again, %llu us after it ran", m,
+               ds_name(c.producer), (unsigned long long)((ds_now_ns() - c.t_release) / 1000));
+        bool prevent = ds_violation(DS_VIO_DOUBLE_RELEASE, "tensor", (uintptr_t)m, detail);
+        errno = saved;
+        if (!prevent && orig)
+            orig(m);
+        return;
+    }
+    bool consumed = r->state == DS_IMPORTED;
+    deleter_fn chained = (deleter_fn)r->chained_deleter;
+    r->state = DS_RELEASED;
+    r->t_release = ds_now_ns();
+    record_copy c = copy_of(r);
+    ds_reg_unlock();
+    emit_release(&c, consumed);
+    errno = saved;
+    if (orig)
+        forward(m, orig, chained);
+}

@@ -1,0 +1,117 @@
+/*
+ * types.h — the structures shared between the core's files.
+ * Framework-agnostic: DLPack, buffers, names, events; never a framework.
+ */
+#ifndef DS_TYPES_H
+#define DS_TYPES_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlshim.h"
+
+/* ---- options (options.def) ---------------------------------------------- */
+#define DS_PATH_MAX PATH_MAX
+
+enum ds_format { DS_FORMAT_TEXT, DS_FORMAT_JSONL };
+enum ds_on_error { DS_ON_ERROR_WARN, DS_ON_ERROR_PROTECT, DS_ON_ERROR_ABORT };
+
+#define DS_CTYPE_BOOL bool
+#define DS_CTYPE_INT int64_t
+#define DS_CTYPE_ENUM int
+#define DS_CTYPE_EVENTS uint32_t
+typedef struct ds_config {
+#define DS_OPTION(field, NAME, TYPE, def, lo, hi, choices, doc) DS_FIELD_##TYPE(field)
+#define DS_FIELD_BOOL(f) bool f;
+#define DS_FIELD_INT(f) int64_t f; /* -1: unset */
+#define DS_FIELD_ENUM(f) int f;
+#define DS_FIELD_EVENTS(f) uint32_t f; /* bit per ds_event_id */
+#define DS_FIELD_PATH(f) char f[DS_PATH_MAX];
+#include "options.def"
+#undef DS_OPTION
+#undef DS_FIELD_BOOL
+#undef DS_FIELD_INT
+#undef DS_FIELD_ENUM
+#undef DS_FIELD_EVENTS
+#undef DS_FIELD_PATH
+} ds_config;
+
+/* ---- events (events.def) and violation kinds (violations.def) ----------- */
+enum ds_event_id {
+#define DS_EVENT(ID, name, frequent) DS_EV_##ID,
+#include "events.def"
+#undef DS_EVENT
+    DS_EV_COUNT
+};
+
+enum ds_violation_kind {
+#define DS_VIOLATION(ID, name) DS_VIO_##ID,
+#include "violations.def"
+#undef DS_VIOLATION
+    DS_VIO_COUNT
+};
+
+/* ---- event writer (event.c) --------------------------------------------- */
+/* Longest event line; also PIPE_BUF, so one line is one atomic pipe write. */
+#define DS_LINE_MAX 4096
+#define DS_EV_DEPTH 6
+
+typedef struct ds_ev {
+    char line[DS_LINE_MAX]; /* storage for ordinary events */
+    char *buf;              /* where the event is built: line, or larger */
+    size_t cap;
+    size_t len;
+    bool overflow;     /* the line did not fit: it is dropped, not cut */
+    bool json;
+    int depth;         /* open objects/arrays below the top level */
+    bool first[DS_EV_DEPTH + 1];   /* no value yet at this level */
+    char closers[DS_EV_DEPTH + 1]; /* closing bracket of each open level */
+} ds_ev;
+
+/* ---- DLPack view (dlpack.c) --------------------------------------------- */
+/* No framework supports more dimensions (NumPy 2 and PyTorch stop at 64). */
+#define DS_MAX_NDIM 64
+#define DS_NAME_MAX 48      /* producer/consumer names, NUL included */
+#define DS_DETAIL_MAX 256   /* a violation's one-sentence detail */
+
+/* A safe copy of a managed tensor, read without trusting its pointers. */
+typedef struct ds_tensor_view {
+    bool versioned;
+    bool readable;          /* the managed struct itself could be read */
+    bool tensor_valid;      /* dl_tensor passed every check below */
+    uint32_t major, minor;  /* versioned only */
+    uint64_t flags;         /* versioned only */
+    void *deleter;
+    DLTensor t;             /* shape/strides point into the arrays below */
+    bool has_strides;
+    uint64_t bytes;         /* logical size; 0 when unknown */
+    /* Last, so that clearing a view need not touch them. */
+    int64_t shape[DS_MAX_NDIM];
+    int64_t strides[DS_MAX_NDIM];
+} ds_tensor_view;
+
+/* ---- registry (registry.c) ---------------------------------------------- */
+enum ds_state { DS_EXPORTED = 1, DS_IMPORTED, DS_RELEASED };
+
+/* One managed tensor, keyed by its address.  Released records are kept (so a
+ * second deleter call or a late import is recognised) until evicted. */
+typedef struct ds_record {
+    uintptr_t key;          /* tensor address; 0 marks an empty slot */
+    void *orig_deleter;     /* the producer's deleter; NULL when it had none */
+    void *chained_deleter;  /* the deleter before a re-export replaced our
+                               trampoline; the new one may chain to it */
+    uintptr_t data;         /* data pointer + byte_offset */
+    uint64_t bytes;
+    uint64_t t_export;      /* ns since load */
+    uint64_t t_release;
+    uint16_t producer;      /* name ids (names.c) */
+    uint16_t consumer;
+    uint8_t state;          /* enum ds_state */
+    uint8_t versioned : 1;
+    uint8_t wrapped : 1;    /* our trampoline sits in the tensor's deleter */
+    uint8_t copied : 1;     /* the producer flagged the data as a copy */
+} ds_record;
+
+#endif /* DS_TYPES_H */

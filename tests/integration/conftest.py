@@ -1,0 +1,98 @@
+"""Helpers for the integration tests: run a program with or without the shim
+and read back its jsonl events.
+
+DLSHIM_TEST_BUILD names the build directory (the sanitizer run uses its own);
+DLSHIM_TEST_PRELOAD is put before the shim in LD_PRELOAD (libasan there)."""
+import itertools
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("DLSHIM_TEST_BUILD", ROOT / "build"))
+LIB = BUILD / "libdlshim.so"
+PRELOAD_FIRST = os.environ.get("DLSHIM_TEST_PRELOAD", "")
+CONSUMER = BUILD / "tests" / "consumer"
+LAUNCHER = ROOT / "scripts" / "dlshim"
+
+
+def parse_jsonl(text, where="log"):
+    """Every line must be one JSON object with the common fields."""
+    events = []
+    for n, line in enumerate(text.splitlines(), 1):
+        ev = json.loads(line)
+        assert isinstance(ev, dict), f"{where}:{n}: not an object"
+        for field in ("event", "pid", "tid", "t_ns"):
+            assert field in ev, f"{where}:{n}: no {field}"
+        events.append(ev)
+    return events
+
+
+class Result:
+    def __init__(self, proc, events):
+        self.rc = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.events = events
+
+    def of(self, name):
+        return [e for e in self.events if e["event"] == name]
+
+    def violations(self, kind=None):
+        return [e for e in self.of("violation") if kind is None or e["kind"] == kind]
+
+    @property
+    def summary(self):
+        found = self.of("summary")
+        assert len(found) == 1, f"expected one summary, got {len(found)}"
+        return found[0]
+
+    def diagnostics(self):
+        return [l for l in self.stderr.splitlines() if l.startswith("dlshim:")]
+
+
+def base_env():
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("DLSHIM_") and k != "LD_PRELOAD"}
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+        if k in os.environ:
+            env[k] = os.environ[k]
+    return env
+
+
+def preload_value():
+    return " ".join(p for p in (PRELOAD_FIRST, str(LIB)) if p)
+
+
+class Runner:
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        self.counter = itertools.count()
+
+    def run(self, args, shim=True, env=None, log=True, timeout=120):
+        """Runs args; with shim, under LD_PRELOAD with jsonl to a fresh file."""
+        e = base_env()
+        log_path = self.tmp / f"events-{next(self.counter)}.jsonl"
+        if shim:
+            e["LD_PRELOAD"] = preload_value()
+            e["DLSHIM_FORMAT"] = "jsonl"
+            if log:
+                e["DLSHIM_LOG"] = str(log_path)
+        e.update(env or {})
+        proc = subprocess.run([str(a) for a in args], env=e, capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        events = []
+        if shim and log and log_path.exists():
+            events = parse_jsonl(log_path.read_text(), str(log_path))
+        return Result(proc, events)
+
+    def consumer(self, *args, **kw):
+        return self.run([CONSUMER, *args], **kw)
+
+
+@pytest.fixture
+def dlshim(tmp_path):
+    return Runner(tmp_path)

@@ -1,0 +1,252 @@
+/* The consumer program of the integration tests: `consumer MODE [ARG]` runs
+ * one DLPack exchange scenario with the producer library, using only the
+ * annotation API (no dlshim link flag).  It prints the same lines with and
+ * without the shim unless the scenario is a bug the shim is asked to stop. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prod.h"
+
+static double sum(const DLTensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += ((const float *)t->data)[i];
+    return s;
+}
+
+static int clean(void)
+{
+    DLManagedTensor *t = prod_make(2, 3);
+    dlshim_import(t, "cons");
+    printf("sum=%g\n", sum(&t->dl_tensor));
+    t->deleter(t);
+    return 0;
+}
+
+static int versioned(uint64_t flags)
+{
+    DLManagedTensorVersioned *t = prod_make_versioned(4, flags);
+    dlshim_import_versioned(t, "cons");
+    printf("sum=%g\n", sum(&t->dl_tensor));
+    t->deleter(t);
+    return 0;
+}
+
+static int double_release(void)
+{
+    DLManagedTensor *t = prod_make(2, 3);
+    dlshim_import(t, "cons");
+    void (*release)(DLManagedTensor *) = t->deleter; /* cached, as consumers do */
+    release(t);
+    release(t); /* the bug: a double free without the shim's protect mode */
+    return 0;
+}
+
+static int import_after_release(void)
+{
+    DLManagedTensor *t = prod_make(2, 3);
+    dlshim_import(t, "cons");
+    t->deleter(t);
+    dlshim_import(t, "late"); /* the bug: t is gone */
+    return 0;
+}
+
+static int double_import(void)
+{
+    DLManagedTensor *t = prod_make(2, 3);
+    dlshim_import(t, "cons");
+    dlshim_import(t, "other");
+    t->deleter(t);
+    return 0;
+}
+
+static int unconsumed(void)
+{
+    DLManagedTensor *t = prod_make(1, 5);
+    t->deleter(t); /* the producer drops its own capsule */
+    return 0;
+}
+
+static int null_deleter(void)
+{
+    static int64_t shape[1] = {3};
+    static float data[3] = {1, 2, 3};
+    static DLManagedTensor t;
+    t.dl_tensor.data = data;
+    t.dl_tensor.device.device_type = kDLCPU;
+    t.dl_tensor.ndim = 1;
+    t.dl_tensor.dtype.code = kDLFloat;
+    t.dl_tensor.dtype.bits = 32;
+    t.dl_tensor.dtype.lanes = 1;
+    t.dl_tensor.shape = shape;
+    dlshim_export(&t, "static");
+    dlshim_import(&t, "cons");
+    printf("sum=%g deleter=%s\n", sum(&t.dl_tensor), t.deleter ? "set" : "null");
+    return 0;
+}
+
+static void free_plain(DLManagedTensor *t)
+{
+    free(t->dl_tensor.shape);
+    free(t->dl_tensor.data);
+    free(t);
+}
+
+static int unknown_import(void)
+{
+    DLManagedTensor *t = calloc(1, sizeof(*t));
+    t->dl_tensor.data = calloc(4, sizeof(int64_t));
+    t->dl_tensor.device.device_type = kDLCPU;
+    t->dl_tensor.ndim = 1;
+    t->dl_tensor.dtype.code = kDLInt;
+    t->dl_tensor.dtype.bits = 64;
+    t->dl_tensor.dtype.lanes = 1;
+    t->dl_tensor.shape = calloc(1, sizeof(int64_t));
+    t->dl_tensor.shape[0] = 4;
+    t->deleter = free_plain;
+    dlshim_import(t, "cons"); /* nobody announced the export */
+    t->deleter(t);
+    return 0;
+}
+
+static int malformed(const char *kind)
+{
+    DLManagedTensor *t = prod_make_malformed(kind);
+    dlshim_export(t, "prod");
+    dlshim_import(t, "cons");
+    t->deleter(t);
+    return 0;
+}
+
+static int future_version(void)
+{
+    DLManagedTensorVersioned *t = prod_make_future_version();
+    dlshim_export_versioned(t, "prod");
+    t->deleter(t); /* the only legal use of a tensor of an unknown major version */
+    return 0;
+}
+
+static int garbage(void)
+{
+    dlshim_export(NULL, "prod");
+    dlshim_import(NULL, "cons");
+    dlshim_export((DLManagedTensor *)(uintptr_t)0xdead0000, "prod");
+    dlshim_import_versioned((DLManagedTensorVersioned *)(uintptr_t)0x7, NULL);
+    DLManagedTensor *t = prod_make(1, 1);
+    dlshim_export(t, (const char *)(uintptr_t)0x10); /* unreadable name */
+    t->deleter(t);
+    printf("survived\n");
+    return 0;
+}
+
+static int keep_errno(void)
+{
+    DLManagedTensor *t = prod_make(2, 2);
+    errno = 1234;
+    dlshim_import(t, "cons");
+    int after_import = errno;
+    errno = 4321;
+    t->deleter(t);
+    printf("errno=%d,%d\n", after_import, errno);
+    return 0;
+}
+
+/* ---- threads: 8 exporters, then 8 consumers each taking another thread's tensors */
+#define NTHREADS 8
+static DLManagedTensor **made[NTHREADS];
+static int per_thread;
+
+static void *export_many(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    for (int i = 0; i < per_thread; i++)
+        made[id][i] = prod_make(1, 4);
+    return NULL;
+}
+
+static void *consume_many(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    DLManagedTensor **mine = made[(id + 1) % NTHREADS];
+    for (int i = 0; i < per_thread; i++) {
+        dlshim_import(mine[i], "cons");
+        mine[i]->deleter(mine[i]);
+    }
+    return NULL;
+}
+
+static int threads(int n)
+{
+    pthread_t th[NTHREADS];
+    per_thread = n;
+    for (int i = 0; i < NTHREADS; i++)
+        made[i] = calloc((size_t)n, sizeof(DLManagedTensor *));
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_create(&th[i], NULL, export_many, (void *)(intptr_t)i);
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_create(&th[i], NULL, consume_many, (void *)(intptr_t)i);
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < NTHREADS; i++)
+        free(made[i]);
+    return 0;
+}
+
+/* ---- a deleter that itself exports and imports (re-entrancy) */
+static void (*inner_delete)(DLManagedTensor *);
+
+static void reentrant_delete(DLManagedTensor *t)
+{
+    DLManagedTensor *other = prod_make(1, 2); /* exports from inside a deleter */
+    dlshim_import(other, "cons");
+    other->deleter(other);
+    inner_delete(t);
+}
+
+static int deleter_reenters(void)
+{
+    DLManagedTensor *t = prod_make(2, 2);
+    inner_delete = t->deleter;
+    t->deleter = reentrant_delete; /* the producer decorates before exporting again */
+    dlshim_export(t, "prod");
+    dlshim_import(t, "cons");
+    t->deleter(t);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "clean";
+    const char *arg = argc > 2 ? argv[2] : "";
+    int rc;
+    if (!strcmp(mode, "clean")) rc = clean();
+    else if (!strcmp(mode, "versioned")) rc = versioned(DLPACK_FLAG_BITMASK_READ_ONLY);
+    else if (!strcmp(mode, "copied")) rc = versioned(DLPACK_FLAG_BITMASK_IS_COPIED | DLPACK_FLAG_BITMASK_READ_ONLY);
+    else if (!strcmp(mode, "double_release")) rc = double_release();
+    else if (!strcmp(mode, "import_after_release")) rc = import_after_release();
+    else if (!strcmp(mode, "double_import")) rc = double_import();
+    else if (!strcmp(mode, "unconsumed")) rc = unconsumed();
+    else if (!strcmp(mode, "null_deleter")) rc = null_deleter();
+    else if (!strcmp(mode, "unknown_import")) rc = unknown_import();
+    else if (!strcmp(mode, "malformed")) rc = malformed(arg);
+    else if (!strcmp(mode, "future_version")) rc = future_version();
+    else if (!strcmp(mode, "garbage")) rc = garbage();
+    else if (!strcmp(mode, "errno")) rc = keep_errno();
+    else if (!strcmp(mode, "threads")) rc = threads(atoi(arg));
+    else if (!strcmp(mode, "deleter_reenters")) rc = deleter_reenters();
+    else {
+        fprintf(stderr, "consumer: unknown mode %s\n", mode);
+        return 2;
+    }
+    printf("live=%d\n", prod_live());
+    return rc;
+}

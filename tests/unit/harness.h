@@ -1,0 +1,98 @@
+/* Shared helpers of the unit tests: run the core against a temporary jsonl
+ * log and read it back; capture stderr diagnostics. */
+#ifndef HARNESS_H
+#define HARNESS_H
+
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+
+static char harness_log[64];
+
+/* (Re)initialises the shim with `extra` (NULL-ended; the first occurrence of
+ * a variable wins, so these override) and jsonl to a fresh log. */
+static inline void harness_init(const char *const *extra)
+{
+    static char log_var[128];
+    const char *env[16];
+    int n = 0;
+    for (; extra && *extra && n < 13; extra++)
+        env[n++] = *extra;
+    env[n++] = "DLSHIM_FORMAT=jsonl";
+    if (!harness_log[0]) {
+        strcpy(harness_log, "/tmp/dlshim-unit-XXXXXX");
+        int fd = mkstemp(harness_log);
+        assert_true(fd >= 0);
+        close(fd);
+    }
+    int fd = open(harness_log, O_WRONLY | O_TRUNC);
+    assert_true(fd >= 0);
+    close(fd);
+    snprintf(log_var, sizeof(log_var), "DLSHIM_LOG=%s", harness_log);
+    env[n++] = log_var;
+    env[n] = NULL;
+    ds_init_with_env((char *const *)env);
+}
+
+/* The whole log so far (caller frees). */
+static inline char *harness_read_log(void)
+{
+    FILE *f = fopen(harness_log, "r");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)size + 1);
+    assert_non_null(buf);
+    size_t n = fread(buf, 1, (size_t)size, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static inline int harness_count(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Runs fn with fd 2 redirected to a file; returns what was written. */
+static inline char *harness_stderr_of(void (*fn)(void *), void *arg)
+{
+    char path[] = "/tmp/dlshim-unit-err-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    int saved = dup(2);
+    dup2(fd, 2);
+    fn(arg);
+    dup2(saved, 2);
+    close(saved);
+    lseek(fd, 0, SEEK_SET);
+    static char buf[1 << 16];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    unlink(path);
+    buf[n > 0 ? n : 0] = '\0';
+    return strdup(buf);
+}
+
+static inline int harness_teardown(void **state)
+{
+    (void)state;
+    if (harness_log[0])
+        unlink(harness_log);
+    return 0;
+}
+
+#endif

@@ -1,0 +1,150 @@
+/* Unit tests of the option parser (shim/config.c). */
+#include "harness.h"
+
+static ds_config c;
+
+static void load(void *envp)
+{
+    ds_config_load(&c, envp);
+}
+
+/* Loads envp and returns how many diagnostics it printed. */
+static int load_count_warnings(const char **envp)
+{
+    char *err = harness_stderr_of(load, (void *)envp);
+    int n = harness_count(err, "dlshim: ");
+    free(err);
+    return n;
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    const char *env[] = {"PATH=/bin", NULL};
+    assert_int_equal(load_count_warnings(env), 0);
+    assert_false(c.disable);
+    assert_string_equal(c.log, "stderr");
+    assert_int_equal(c.format, DS_FORMAT_TEXT);
+    assert_int_equal(c.on_error, DS_ON_ERROR_WARN);
+    assert_true(c.summary);
+    assert_int_equal(c.exitcode, -1);
+    assert_int_equal(c.backtrace, 0);
+    assert_int_equal(c.max_records, 1 << 20);
+    assert_int_equal(c.events, (1u << DS_EV_COUNT) - 1); /* no frequent event yet */
+}
+
+static void test_good_values(void **state)
+{
+    (void)state;
+    const char *env[] = {"DLSHIM_DISABLE=on",        "DLSHIM_FORMAT=jsonl",
+                         "DLSHIM_ON_ERROR=protect",  "DLSHIM_SUMMARY=No",
+                         "DLSHIM_EXITCODE=255",      "DLSHIM_BACKTRACE=64",
+                         "DLSHIM_MAX_RECORDS=2K",    "DLSHIM_LOG=/tmp/x-%p.jsonl",
+                         "DLSHIM_EVENTS= import , summary", NULL};
+    assert_int_equal(load_count_warnings(env), 0);
+    assert_true(c.disable);
+    assert_int_equal(c.format, DS_FORMAT_JSONL);
+    assert_int_equal(c.on_error, DS_ON_ERROR_PROTECT);
+    assert_false(c.summary);
+    assert_int_equal(c.exitcode, 255);
+    assert_int_equal(c.backtrace, 64);
+    assert_int_equal(c.max_records, 2048);
+    assert_string_equal(c.log, "/tmp/x-%p.jsonl");
+    assert_int_equal(c.events, (1u << DS_EV_IMPORT) | (1u << DS_EV_SUMMARY));
+}
+
+static void test_int_edges(void **state)
+{
+    (void)state;
+    const char *suffix[] = {"DLSHIM_MAX_RECORDS=1m", NULL};
+    assert_int_equal(load_count_warnings(suffix), 0);
+    assert_int_equal(c.max_records, 1 << 20);
+    static const char *bad[] = {"-1", "0x10", "1.5", "2KB", "", " 5", "256",
+                                "99999999999999999999999", "9223372036854775807G"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char var[64];
+        snprintf(var, sizeof(var), "DLSHIM_BACKTRACE=%s", bad[i]);
+        const char *env[] = {var, NULL};
+        assert_int_equal(load_count_warnings(env), 1);
+        assert_int_equal(c.backtrace, 0);
+    }
+    const char *empty_exitcode[] = {"DLSHIM_EXITCODE=", NULL};
+    assert_int_equal(load_count_warnings(empty_exitcode), 0); /* empty: unset */
+    assert_int_equal(c.exitcode, -1);
+    const char *below_min[] = {"DLSHIM_MAX_RECORDS=10", NULL};
+    assert_int_equal(load_count_warnings(below_min), 1);
+    assert_int_equal(c.max_records, 1 << 20);
+}
+
+static void test_bad_values_warn_and_keep_defaults(void **state)
+{
+    (void)state;
+    const char *env[] = {"DLSHIM_FORMAT=JSONL", "DLSHIM_ON_ERROR=", "DLSHIM_DISABLE=2",
+                         "DLSHIM_EVENTS=export,nope", "DLSHIM_EVENTS_TYPO=1", "DLSHIM_LOG=",
+                         NULL};
+    assert_int_equal(load_count_warnings(env), 6);
+    assert_int_equal(c.format, DS_FORMAT_TEXT);
+    assert_int_equal(c.on_error, DS_ON_ERROR_WARN);
+    assert_false(c.disable);
+    assert_int_equal(c.events, (1u << DS_EV_COUNT) - 1);
+    assert_string_equal(c.log, "stderr");
+}
+
+static void test_events_keywords(void **state)
+{
+    (void)state;
+    const char *all[] = {"DLSHIM_EVENTS=all", NULL};
+    load_count_warnings(all);
+    assert_int_equal(c.events, (1u << DS_EV_COUNT) - 1);
+    const char *only_commas[] = {"DLSHIM_EVENTS=,,", NULL};
+    assert_int_equal(load_count_warnings(only_commas), 1);
+}
+
+static void test_first_occurrence_wins(void **state)
+{
+    (void)state;
+    const char *env[] = {"DLSHIM_FORMAT=jsonl", "DLSHIM_FORMAT=text", NULL};
+    assert_int_equal(load_count_warnings(env), 0);
+    assert_int_equal(c.format, DS_FORMAT_JSONL);
+}
+
+static void test_long_path_and_hostile_bytes(void **state)
+{
+    (void)state;
+    static char big[DS_PATH_MAX + 100];
+    memcpy(big, "DLSHIM_LOG=", 11);
+    memset(big + 11, 'a', sizeof(big) - 12);
+    const char *env[] = {big, "DLSHIM_FORMAT=\x01\x02\xff\n", "DLSHIM_\xc3\xa9=1", "DLSHIM_", NULL};
+    char *err = harness_stderr_of(load, (void *)env);
+    assert_int_equal(harness_count(err, "dlshim: "), 4);
+    assert_null(strchr(err, '\x01')); /* control bytes are never echoed */
+    assert_int_equal(harness_count(err, "\n"), 4); /* one line each */
+    free(err);
+    assert_string_equal(c.log, "stderr");
+}
+
+static void test_event_names_round_trip(void **state)
+{
+    (void)state;
+    for (int i = 0; i < DS_EV_COUNT; i++) {
+        const char *name = ds_event_name(i);
+        assert_int_equal(ds_event_lookup(name, strlen(name)), i);
+    }
+    assert_int_equal(ds_event_lookup("exports", 7), -1);
+    assert_int_equal(ds_event_lookup("expor", 5), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_good_values),
+        cmocka_unit_test(test_int_edges),
+        cmocka_unit_test(test_bad_values_warn_and_keep_defaults),
+        cmocka_unit_test(test_events_keywords),
+        cmocka_unit_test(test_first_occurrence_wins),
+        cmocka_unit_test(test_long_path_and_hostile_bytes),
+        cmocka_unit_test(test_event_names_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, harness_teardown);
+}

@@ -1,0 +1,146 @@
+/* Unit tests of the event writer (shim/event.c) and the formatter (fmt.c):
+ * strings escaped, every line valid JSON, overflow dropped not cut. */
+#include "harness.h"
+#include "json_check.h"
+
+static void check_escape(const char *in, size_t n, const char *want)
+{
+    char out[256];
+    size_t w = ds_json_escape(out, sizeof(out), in, n);
+    assert_int_not_equal(w, (size_t)-1);
+    out[w] = '\0';
+    assert_string_equal(out, want);
+}
+
+static void test_escape(void **state)
+{
+    (void)state;
+    check_escape("plain", 5, "plain");
+    check_escape("a\"b\\c", 5, "a\\\"b\\\\c");
+    check_escape("\n\t\x01\x1f", 4, "\\u000a\\u0009\\u0001\\u001f");
+    check_escape("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    check_escape("\xff", 1, "\\ufffd");                 /* never valid */
+    check_escape("\xc3", 1, "\\ufffd");                 /* truncated */
+    check_escape("\xc0\xaf", 2, "\\ufffd\\ufffd");      /* overlong */
+    check_escape("\xed\xa0\x80", 3, "\\ufffd\\ufffd\\ufffd"); /* surrogate */
+    check_escape("\xf4\x90\x80\x80", 4, "\\ufffd\\ufffd\\ufffd\\ufffd"); /* > U+10FFFF */
+    check_escape("\x80x", 2, "\\ufffdx");               /* stray continuation */
+    char small[4];
+    assert_int_equal(ds_json_escape(small, sizeof(small), "\"\"\"", 3), (size_t)-1);
+}
+
+/* Every line of the log parses as one JSON object. */
+static int check_lines(const char *log)
+{
+    int lines = 0;
+    for (const char *p = log; *p;) {
+        const char *nl = strchr(p, '\n');
+        assert_non_null(nl);
+        assert_true(json_is_object(p, (size_t)(nl - p)));
+        lines++;
+        p = nl + 1;
+    }
+    return lines;
+}
+
+static void test_every_line_is_json(void **state)
+{
+    (void)state;
+    harness_init(NULL);
+    static const char *const nasty[] = {
+        "", "\"", "\\", "\x7f", "\x01\x02\x03", "\xff\xfe", "tab\there", "\xe2\x82",
+        "quote\"and\\slash/", "\xf0\x9f\x98\x80 ok"};
+    for (size_t i = 0; i < sizeof(nasty) / sizeof(nasty[0]); i++) {
+        ds_ev e;
+        ds_ev_begin(&e, DS_EV_VIOLATION);
+        ds_ev_str(&e, "kind", nasty[i]);
+        ds_ev_str(&e, "null", NULL);
+        ds_ev_int(&e, "neg", INT64_MIN);
+        ds_ev_uint(&e, "big", UINT64_MAX);
+        ds_ev_hex(&e, "ptr", UINTPTR_MAX);
+        ds_ev_bool(&e, "b", i % 2);
+        int64_t arr[3] = {-1, 0, 1};
+        ds_ev_int_array(&e, "arr", arr, 3);
+        ds_ev_int_array(&e, "none", NULL, 0);
+        ds_ev_int_array(&e, "empty", arr, 0);
+        ds_ev_open(&e, "obj", '{');
+        ds_ev_open(&e, "inner", '[');
+        ds_ev_str(&e, NULL, nasty[i]);
+        ds_ev_close(&e);
+        ds_ev_close(&e);
+        ds_ev_end(&e);
+    }
+    char *log = harness_read_log();
+    assert_int_equal(check_lines(log), 10);
+    assert_int_equal(harness_count(log, "\"neg\":-9223372036854775808"), 10);
+    assert_int_equal(harness_count(log, "\"big\":18446744073709551615"), 10);
+    assert_int_equal(harness_count(log, "\"ptr\":\"0xffffffffffffffff\""), 10);
+    assert_int_equal(harness_count(log, "\"arr\":[-1,0,1]"), 10);
+    assert_int_equal(harness_count(log, "\"none\":null,\"empty\":[]"), 10);
+    free(log);
+}
+
+static void test_overflow_is_dropped_and_counted(void **state)
+{
+    (void)state;
+    harness_init(NULL);
+    uint64_t before = ds_log_dropped();
+    static char huge[DS_LINE_MAX];
+    memset(huge, '"', sizeof(huge) - 1); /* escapes to twice its size */
+    ds_ev e;
+    ds_ev_begin(&e, DS_EV_EXPORT);
+    ds_ev_open(&e, "a", '[');
+    ds_ev_str(&e, NULL, huge);
+    ds_ev_end(&e); /* closes the open array itself */
+    /* Nesting past the limit also overflows rather than corrupts. */
+    ds_ev_begin(&e, DS_EV_EXPORT);
+    for (int i = 0; i < DS_EV_DEPTH + 3; i++)
+        ds_ev_open(&e, NULL, '[');
+    ds_ev_end(&e);
+    char *log = harness_read_log();
+    assert_string_equal(log, "");
+    assert_int_equal(ds_log_dropped() - before, 2);
+    free(log);
+}
+
+static void test_filtered_events_are_not_wanted(void **state)
+{
+    (void)state;
+    const char *env[] = {"DLSHIM_EVENTS=import", NULL};
+    harness_init(env);
+    assert_true(ds_event_wanted(DS_EV_IMPORT));
+    assert_false(ds_event_wanted(DS_EV_EXPORT));
+    const char *off[] = {"DLSHIM_LOG=off", NULL};
+    harness_init(off);
+    assert_false(ds_event_wanted(DS_EV_IMPORT));
+}
+
+static void test_formatter(void **state)
+{
+    (void)state;
+    char b[64];
+    ds_fmt(b, sizeof(b), "%d|%5d|%-5d|%05d|%u|%x|%s|%c|%%", -42, 7, 7, 42, 4000000000u, 255,
+           "str", 'z');
+    assert_string_equal(b, "-42|    7|7    |00042|4000000000|ff|str|z|%");
+    ds_fmt(b, sizeof(b), "%lld %llu %zu %ld %lx", (long long)INT64_MIN, 18446744073709551615ull,
+           (size_t)12, -5L, 0xabcdefUL);
+    assert_string_equal(b, "-9223372036854775808 18446744073709551615 12 -5 abcdef");
+    ds_fmt(b, sizeof(b), "%p %s %-4s|", (void *)0x1234, (const char *)NULL, "ab");
+    assert_string_equal(b, "0x1234 (null) ab  |");
+    char tiny[5];
+    assert_int_equal(ds_fmt(tiny, sizeof(tiny), "%s", "truncated"), 4);
+    assert_string_equal(tiny, "trun");
+    assert_int_equal(ds_fmt(tiny, 0, "x"), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_every_line_is_json),
+        cmocka_unit_test(test_overflow_is_dropped_and_counted),
+        cmocka_unit_test(test_filtered_events_are_not_wanted),
+        cmocka_unit_test(test_formatter),
+    };
+    return cmocka_run_group_tests(tests, NULL, harness_teardown);
+}

@@ -1,0 +1,280 @@
+/* Unit tests of the ownership ledger (shim/tensor.c over registry.c): the
+ * export → import → release state machine and every violation it detects. */
+#include "harness.h"
+
+static int deleted;
+static void count_delete(DLManagedTensor *t) { (void)t; deleted++; }
+static void count_delete_v(DLManagedTensorVersioned *t) { (void)t; deleted++; }
+static void other_delete(DLManagedTensor *t) { (void)t; deleted += 100; }
+
+static int64_t shape[2] = {2, 3};
+static float data[6];
+
+static void make(DLManagedTensor *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->dl_tensor.data = data;
+    t->dl_tensor.device.device_type = kDLCPU;
+    t->dl_tensor.ndim = 2;
+    t->dl_tensor.dtype.code = kDLFloat;
+    t->dl_tensor.dtype.bits = 32;
+    t->dl_tensor.dtype.lanes = 1;
+    t->dl_tensor.shape = shape;
+    t->deleter = count_delete;
+}
+
+static int events(const char *log, const char *name)
+{
+    char needle[64];
+    snprintf(needle, sizeof(needle), "\"event\":\"%s\"", name);
+    return harness_count(log, needle);
+}
+
+static int violations(const char *log, const char *kind)
+{
+    char needle[64];
+    snprintf(needle, sizeof(needle), "\"kind\":\"%s\"", kind);
+    return harness_count(log, needle);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    deleted = 0;
+    harness_init(NULL);
+    return 0;
+}
+
+static void test_full_cycle(void **state)
+{
+    (void)state;
+    DLManagedTensor t;
+    make(&t);
+    ds_tensor_export(&t, false, "p");
+    assert_ptr_not_equal(t.deleter, count_delete); /* the trampoline */
+    ds_tensor_import(&t, false, "c");
+    t.deleter(&t);
+    assert_int_equal(deleted, 1);
+    char *log = harness_read_log();
+    const char *e = strstr(log, "\"event\":\"export\"");
+    const char *i = strstr(log, "\"event\":\"import\"");
+    const char *r = strstr(log, "\"event\":\"release\"");
+    assert_true(e && i && r && e < i && i < r);
+    assert_non_null(strstr(log, "\"consumed\":true"));
+    assert_non_null(strstr(log, "\"zero_copy\":true,\"bytes\":24"));
+    assert_int_equal(events(log, "violation"), 0);
+    free(log);
+}
+
+static void test_versioned_cycle(void **state)
+{
+    (void)state;
+    DLManagedTensorVersioned t;
+    memset(&t, 0, sizeof(t));
+    t.version.major = 1;
+    t.dl_tensor.data = data;
+    t.dl_tensor.device.device_type = kDLCUDA;
+    t.dl_tensor.device.device_id = 1;
+    t.dl_tensor.ndim = 2;
+    t.dl_tensor.dtype.code = 4; /* bfloat */
+    t.dl_tensor.dtype.bits = 16;
+    t.dl_tensor.dtype.lanes = 1;
+    t.dl_tensor.shape = shape;
+    t.flags = DLPACK_FLAG_BITMASK_IS_COPIED;
+    t.deleter = count_delete_v;
+    ds_tensor_export(&t, true, "p");
+    ds_tensor_import(&t, true, "c");
+    t.deleter(&t);
+    assert_int_equal(deleted, 1);
+    char *log = harness_read_log();
+    assert_non_null(strstr(log, "\"device\":\"cuda:1\",\"dtype\":\"bfloat16\""));
+    assert_non_null(strstr(log, "\"flags\":[\"is_copied\"]"));
+    assert_non_null(strstr(log, "\"zero_copy\":false"));
+    free(log);
+}
+
+static void test_release_without_import(void **state)
+{
+    (void)state;
+    DLManagedTensor t;
+    make(&t);
+    ds_tensor_export(&t, false, "p");
+    t.deleter(&t);
+    char *log = harness_read_log();
+    assert_non_null(strstr(log, "\"consumed\":false"));
+    assert_int_equal(events(log, "import"), 0);
+    assert_int_equal(events(log, "violation"), 0);
+    free(log);
+}
+
+static void test_double_release_warn_forwards(void **state)
+{
+    (void)state;
+    DLManagedTensor t;
+    make(&t);
+    ds_tensor_export(&t, false, "p");
+    ds_tensor_import(&t, false, "c");
+    t.deleter(&t);
+    t.deleter(&t);
+    assert_int_equal(deleted, 2);
+    char *log = harness_read_log();
+    assert_int_equal(violations(log, "double_release"), 1);
+    assert_int_equal(events(log, "release"), 1);
+    free(log);
+}
+
+static void test_double_release_protect_swallows(void **state)
+{
+    (void)state;
+    const char *env[] = {"DLSHIM_ON_ERROR=protect", NULL};
+    harness_init(env);
+    DLManagedTensor t;
+    make(&t);
+    ds_tensor_export(&t, false, "p");
+    t.deleter(&t);
+    t.deleter(&t);
+    t.deleter(&t);
+    assert_int_equal(deleted, 1);
+    char *log = harness_read_log();
+    assert_int_equal(violations(log, "double_release"), 2);
+    free(log);
+}
+
+static void test_import_after_release(void **state)
+{
+    (void)state;
+    DLManagedTensor t;
+    make(&t);
+    ds_tensor_export(&t, false, "p");
+    t.deleter(&t);
+    ds_tensor_import(&t, false, "late");
+    char *log = harness_read_log();
+    assert_int_equal(violations(log, "import_after_release"), 1);
+    assert_int_equal(events(log, "import"), 0);
+    free(log);
+}
+
+static void test_new_tensor_at_reused_address(void **state)
+{
+    (void)state;
+    DLManagedTensor t;
+    make(&t);
+    ds_tensor_export(&t, false, "p");
+    t.deleter(&t);
+    make(&t); /* a new tensor in the same memory, never announced */
+    ds_tensor_import(&t, false, "c");
+    t.deleter(&t);
+    assert_int_equal(deleted, 2);
+    char *log = harness_read_log();
+    assert_int_equal(events(log, "violation"), 0);
+    assert_int_equal(events(log, "export"), 2);
+    assert_non_null(strstr(log, "\"producer\":\"unknown\""));
+    assert_int_equal(events(log, "release"), 2);
+    free(log);
+}
+
+static void test_double_import(void **state)
+{
+    (void)state;
+    DLManagedTensor t;
+    make(&t);
+    ds_tensor_export(&t, false, "p");
+    ds_tensor_import(&t, false, "c1");
+    ds_tensor_import(&t, false, "c2");
+    t.deleter(&t);
+    char *log = harness_read_log();
+    assert_int_equal(violations(log, "double_import"), 1);
+    assert_int_equal(events(log, "import"), 1);
+    free(log);
+}
+
+static void test_reexport_does_not_wrap_twice(void **state)
+{
+    (void)state;
+    DLManagedTensor t;
+    make(&t);
+    ds_tensor_export(&t, false, "p");
+    void (*first)(DLManagedTensor *) = t.deleter;
+    ds_tensor_export(&t, false, "p2");
+    assert_ptr_equal(t.deleter, first);
+    ds_tensor_import(&t, false, "c");
+    t.deleter(&t);
+    assert_int_equal(deleted, 1);
+    char *log = harness_read_log();
+    assert_int_equal(events(log, "violation"), 0);
+    assert_non_null(strstr(log, "\"producer\":\"p2\""));
+    free(log);
+}
+
+static void test_replaced_deleter_is_the_new_producers(void **state)
+{
+    (void)state;
+    DLManagedTensor t;
+    make(&t);
+    ds_tensor_export(&t, false, "p");
+    t.deleter = other_delete; /* not a decorator: the old deleter is dropped */
+    ds_tensor_export(&t, false, "p");
+    t.deleter(&t);
+    assert_int_equal(deleted, 100);
+}
+
+static void test_null_deleter(void **state)
+{
+    (void)state;
+    DLManagedTensor t;
+    make(&t);
+    t.deleter = NULL;
+    ds_tensor_export(&t, false, "p");
+    assert_null(t.deleter);
+    ds_tensor_import(&t, false, "c");
+    char *log = harness_read_log();
+    assert_int_equal(events(log, "export") + events(log, "import"), 2);
+    free(log);
+}
+
+static void test_eviction_keeps_live_records(void **state)
+{
+    (void)state;
+    const char *env[] = {"DLSHIM_MAX_RECORDS=1024", NULL};
+    harness_init(env);
+    DLManagedTensor live;
+    make(&live);
+    ds_tensor_export(&live, false, "p");
+    enum { N = 5000 };
+    static DLManagedTensor many[N];
+    uint64_t before = ds_reg_evicted();
+    for (int i = 0; i < N; i++) {
+        make(&many[i]);
+        ds_tensor_export(&many[i], false, "p");
+        ds_tensor_import(&many[i], false, "c");
+        many[i].deleter(&many[i]);
+    }
+    assert_true(ds_reg_evicted() - before >= N - 1024);
+    live.deleter(&live); /* still forwarded: live records are never evicted */
+    assert_int_equal(deleted, N + 1);
+    /* A late second release of an evicted record is still reported. */
+    many[0].deleter(&many[0]);
+    assert_int_equal(deleted, N + 1);
+    char *log = harness_read_log();
+    assert_int_equal(violations(log, "double_release"), 1);
+    free(log);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_full_cycle, setup),
+        cmocka_unit_test_setup(test_versioned_cycle, setup),
+        cmocka_unit_test_setup(test_release_without_import, setup),
+        cmocka_unit_test_setup(test_double_release_warn_forwards, setup),
+        cmocka_unit_test_setup(test_double_release_protect_swallows, setup),
+        cmocka_unit_test_setup(test_import_after_release, setup),
+        cmocka_unit_test_setup(test_new_tensor_at_reused_address, setup),
+        cmocka_unit_test_setup(test_double_import, setup),
+        cmocka_unit_test_setup(test_reexport_does_not_wrap_twice, setup),
+        cmocka_unit_test_setup(test_replaced_deleter_is_the_new_producers, setup),
+        cmocka_unit_test_setup(test_null_deleter, setup),
+        cmocka_unit_test_setup(test_eviction_keeps_live_records, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, harness_teardown);
+}
