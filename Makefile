@@ -58,7 +58,24 @@ $(BUILD)/tests/%: tests/integration/progs/%.c $(BUILD)/tests/libprod.so tests/in
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -Itests/integration/progs -o $@ $< \
 	    -L$(BUILD)/tests -lprod -Wl,-rpath,'$$ORIGIN' -pthread $(VARIANT_LDFLAGS)
 
-test-programs: $(LIB) $(PROG_BINS)
+# ---- Python test material: a DLPack 1.x extension, a shared-libpython host
+PY_CONFIG ?= /usr/bin/python3-config
+PY_CFLAGS = $(shell $(PY_CONFIG) --includes)
+PY_EXT = $(shell $(PY_CONFIG) --extension-suffix)
+PY_EMBED_LIBS = $(shell $(PY_CONFIG) --ldflags --embed)
+PY_PROGS = $(BUILD)/tests/python/dlpack1ext$(PY_EXT) $(BUILD)/tests/python/embed
+
+$(BUILD)/tests/python/dlpack1ext$(PY_EXT): tests/python/dlpack1ext.c include/dlshim.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude $(PY_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) \
+	    -fPIC -shared -o $@ $< $(VARIANT_LDFLAGS)
+
+$(BUILD)/tests/python/embed: tests/python/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -Werror $(PY_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -o $@ $< \
+	    $(PY_EMBED_LIBS) $(VARIANT_LDFLAGS)
+
+test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS)
 
 # ---- the options table in README.md comes from shim/options.def ----------
 $(BUILD)/options-md: scripts/options-md.c shim/options.def

@@ -55,6 +55,7 @@ static int setup(char *const *envp)
         void *frame[2];
         backtrace(frame, 2);
     }
+    ds_hooks_install();
     static atomic_bool fork_handlers;
     if (!atomic_exchange(&fork_handlers, true))
         pthread_atfork(ds_reg_atfork_prepare, ds_reg_atfork_parent, atfork_child);

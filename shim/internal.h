@@ -141,4 +141,37 @@ bool ds_violation(int kind, const char *subject, uintptr_t addr, const char *det
 void ds_tensor_export(void *managed, bool versioned, const char *producer);
 void ds_tensor_import(void *managed, bool versioned, const char *consumer);
 
+/* ---- elf.c: a loaded module's dynamic section and GOT -------------------- */
+/* NULL on success, else why the module cannot be patched. */
+const char *ds_elf_open(ds_elf_module *m, uintptr_t base, const void *phdrs, int phnum);
+/* Calls fn for every JUMP_SLOT and GLOB_DAT relocation with its symbol. */
+void ds_elf_each_import(const ds_elf_module *m, void (*fn)(void **slot, const char *name, void *arg),
+                        void *arg);
+/* A NUL-terminated string of the string table, or NULL if out of bounds. */
+const char *ds_elf_string(const ds_elf_module *m, size_t offset);
+bool ds_elf_write_slot(const ds_elf_module *m, void **slot, void *value);
+
+/* ---- modules.c: loaded modules, their names, and GOT patching ----------- */
+/* Hook families register before the first ds_modules_refresh. */
+void ds_got_hooks_add(const ds_got_hook *hooks, size_t n);
+/* Names a module from its path (hooks/frameworks.c provides it). */
+void ds_modules_set_namer(void (*namer)(const char *path, char *out, size_t cap));
+/* Patches modules loaded since the last call; forgets unloaded ones. */
+void ds_modules_refresh(void);
+/* The name of the module holding `addr` (a return address). */
+void ds_module_name_at(const void *addr, char *out, size_t cap);
+uint64_t ds_modules_patched_slots(void);
+
+/* ---- resolve.c: finding the real function behind a hook ----------------- */
+/* The next definition of `name` after the shim, else the first that is not
+ * `ours` (the executable's, where libpython is linked in). */
+void *ds_resolve_real(const char *name, const void *ours);
+
+/* ---- hooks/families.c: the hook families (the only list of them) -------- */
+void ds_hooks_install(void);
+/* ---- hooks/frameworks.c: module path → framework name ------------------- */
+void ds_framework_name(const char *path, char *out, size_t cap);
+/* ---- hooks/python_capsule.c --------------------------------------------- */
+void ds_python_capsule_install(void);
+
 #endif /* DS_INTERNAL_H */

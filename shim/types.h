@@ -114,4 +114,27 @@ typedef struct ds_record {
     uint8_t copied : 1;     /* the producer flagged the data as a copy */
 } ds_record;
 
+/* ---- ELF modules (elf.c) and GOT hooks (modules.c) ---------------------- */
+/* What elf.c needs of one loaded module; every pointer lies in [lo, hi). */
+typedef struct ds_elf_module {
+    uintptr_t base;             /* load bias */
+    uintptr_t lo, hi;           /* the loaded image (PT_LOAD union) */
+    uintptr_t relro_lo, relro_hi; /* pages made read-only after relocation */
+    const void *symtab;         /* Elf64_Sym[nsyms] */
+    size_t nsyms;
+    const char *strtab;
+    size_t strsz;
+    const void *jmprel, *rela;  /* Elf64_Rela[] */
+    size_t njmprel, nrela;
+    size_t runpath_off, rpath_off; /* string table offsets */
+    bool has_runpath, has_rpath;
+} ds_elf_module;
+
+/* One function a hook family takes over in every module's GOT. */
+typedef struct ds_got_hook {
+    const char *name;  /* exact symbol name */
+    void *wrapper;     /* ours */
+    void **real;       /* where the real function's address is kept */
+} ds_got_hook;
+
 #endif /* DS_TYPES_H */

@@ -17,6 +17,10 @@ LIB = BUILD / "libdlshim.so"
 PRELOAD_FIRST = os.environ.get("DLSHIM_TEST_PRELOAD", "")
 CONSUMER = BUILD / "tests" / "consumer"
 LAUNCHER = ROOT / "scripts" / "dlshim"
+PYTHON_DIR = ROOT / "tests" / "python"
+EXT_DIR = BUILD / "tests" / "python"
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's: libpython linked into the executable
+EMBED = EXT_DIR / "embed"           # the same interpreter through libpython3.x.so
 
 
 def parse_jsonl(text, where="log"):
@@ -91,6 +95,27 @@ class Runner:
 
     def consumer(self, *args, **kw):
         return self.run([CONSUMER, *args], **kw)
+
+    def python(self, script, *args, host=SYSTEM_PYTHON, shim=True, env=None):
+        """Runs tests/python/SCRIPT with events and MARK lines both on stderr,
+        in the order they happened; .events holds both (marks as
+        {"event": "mark", "name": ...})."""
+        e = {"DLSHIM_TEST_EXT_DIR": str(EXT_DIR), "PYTHONDONTWRITEBYTECODE": "1",
+             "DLSHIM_LOG": "stderr"}
+        if PRELOAD_FIRST:
+            # CPython and torch are not built for LeakSanitizer's exit check.
+            e["ASAN_OPTIONS"] = "detect_leaks=0"
+        e.update(env or {})
+        r = self.run([host, PYTHON_DIR / script, *args], shim=shim, log=False, env=e,
+                     timeout=300)
+        stream = []
+        for n, line in enumerate(r.stderr.splitlines(), 1):
+            if line.startswith("{"):
+                stream.extend(parse_jsonl(line, f"stderr:{n}"))
+            elif line.startswith("MARK "):
+                stream.append({"event": "mark", "name": line[5:]})
+        r.events = stream
+        return r
 
 
 @pytest.fixture

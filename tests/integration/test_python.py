@@ -1,0 +1,151 @@
+"""Python programs, unmodified, under the shim: capsules between PyTorch,
+NumPy and a DLPack 1.x extension, in Debian's python3 (libpython linked into
+the executable) and through the shared libpython."""
+import subprocess
+
+import pytest
+
+from conftest import EMBED, SYSTEM_PYTHON
+
+
+def between(events, start, end):
+    """The events after MARK start and before MARK end."""
+    names = [e.get("name") for e in events]
+    i, j = names.index(start), names.index(end)
+    return [e for e in events[i + 1:j] if e["event"] != "mark"]
+
+
+def shares(events):
+    return [e for e in events if e["event"] == "import"]
+
+
+def test_layouts_are_what_the_tests_claim():
+    ldd = subprocess.run(["ldd", SYSTEM_PYTHON], capture_output=True, text=True).stdout
+    assert "libpython" not in ldd  # the static layout, as on Debian and conda
+    ldd = subprocess.run(["ldd", str(EMBED)], capture_output=True, text=True).stdout
+    assert "libpython3" in ldd
+
+
+def check_torch_numpy(r):
+    assert r.rc == 0, r.stderr[-2000:]
+    ev = r.events
+    exports, imports = r.of("export"), r.of("import")
+    assert [(e["producer"], e["dtype"], e["shape"]) for e in exports] == [
+        ("torch", "float32", [2, 3]), ("numpy", "int64", [4])]
+    assert [(e["producer"], e["consumer"], e["zero_copy"], e["bytes"]) for e in imports] == [
+        ("torch", "numpy", True, 24), ("numpy", "torch", True, 32)]
+    for exp, imp in zip(exports, imports):
+        assert exp["tensor"] == imp["tensor"]
+    # Each release happens when the consumer's object dies, not before.
+    [rel1] = between(ev, "numpy array dropped", "numpy to torch")
+    assert rel1["event"] == "release" and rel1["tensor"] == exports[0]["tensor"]
+    assert rel1["consumed"] is True and rel1["consumer"] == "numpy"
+    [rel2] = between(ev, "torch tensor dropped", "end")
+    assert rel2["tensor"] == exports[1]["tensor"] and rel2["consumer"] == "torch"
+    assert r.violations() == []
+    s = r.summary
+    assert (s["shares"], s["zero_copy"], s["copies"], s["outstanding"]) == (2, 2, 0, 0)
+    assert sorted((p["producer"], p["consumer"], p["shares"], p["bytes"]) for p in s["pairs"]) == [
+        ("numpy", "torch", 1, 32), ("torch", "numpy", 1, 24)]
+
+
+def test_torch_numpy_both_ways(dlshim):
+    check_torch_numpy(dlshim.python("torch_numpy.py"))
+
+
+def test_torch_numpy_through_shared_libpython(dlshim):
+    check_torch_numpy(dlshim.python("torch_numpy.py", host=EMBED))
+
+
+def test_both_layouts_give_identical_events(dlshim):
+    def shape_of(r):
+        keep = ("event", "name", "producer", "consumer", "versioned", "dtype", "shape",
+                "zero_copy", "consumed", "bytes")
+        return [{k: e[k] for k in keep if k in e} for e in r.events if e["event"] != "summary"]
+    static = dlshim.python("torch_numpy.py")
+    shared = dlshim.python("torch_numpy.py", host=EMBED)
+    assert shape_of(static) == shape_of(shared)
+
+
+def test_unconsumed_capsule(dlshim):
+    r = dlshim.python("unconsumed.py")
+    assert r.rc == 0
+    [exp] = r.of("export")
+    assert exp["producer"] == "torch"
+    assert shares(r.events) == []
+    [rel] = between(r.events, "capsule dropped", "end")
+    assert rel["event"] == "release" and rel["consumed"] is False
+    assert r.violations() == [] and r.summary["outstanding"] == 0
+
+
+def test_consumer_outlives_producer(dlshim):
+    r = dlshim.python("consumer_outlives.py")
+    assert r.rc == 0 and "sum after producer died 499500.0" in r.stdout
+    assert between(r.events, "producer deleted", "consumer deleted") == []
+    [rel] = between(r.events, "consumer deleted", "end")
+    assert rel["event"] == "release" and rel["consumer"] == "numpy"
+
+
+def test_threads(dlshim):
+    r = dlshim.python("threads.py")
+    assert r.rc == 0
+    total = 4 * 50
+    imports = r.of("import")
+    assert len(imports) == total
+    assert all((e["producer"], e["consumer"]) == ("torch", "numpy") for e in imports)
+    assert len(r.of("release")) == total
+    assert len({e["tid"] for e in imports}) == 4
+    assert r.summary["shares"] == total and r.summary["outstanding"] == 0
+
+
+def test_module_loaded_after_start_is_patched(dlshim):
+    r = dlshim.python("late_import.py")
+    assert r.rc == 0
+    before = [e for e in r.events[:[e.get("name") for e in r.events].index("importing numpy")]
+              if e["event"] == "import"]
+    assert [e["consumer"] for e in before] == ["dlpack1ext"]
+    after = shares(between(r.events, "importing numpy", "end"))
+    assert [(e["producer"], e["consumer"]) for e in after] == [("numpy", "torch")]
+
+
+def test_dlpack1_extension(dlshim):
+    r = dlshim.python("dlpack1.py")
+    assert r.rc == 0, r.stderr[-2000:]
+    ev = r.events
+    for name in ("copied", "jax style", "by destructor"):
+        [rel] = between(ev, f"drop {name}", f"dropped {name}")
+        assert rel["event"] == "release" and rel["consumed"] is True
+
+    exports, imports = r.of("export"), r.of("import")
+    assert all(e["versioned"] and e["producer"] == "dlpack1ext" for e in exports)
+    assert exports[0]["flags"] == ["read_only", "is_copied"]
+    assert [e["zero_copy"] for e in imports] == [False, True, True, True]
+    # JAX style (rename, then NULL destructor) is one import, not two; a NULL
+    # destructor alone is an import too: copied, jax style, by destructor, and
+    # the exchange table's to_py_object.
+    assert len(imports) == 4
+
+    # The exchange table: from_py_object exports, to_py_object imports the
+    # same tensor, the allocator exports one more.
+    window = between(ev, "dropped by destructor", "drop exchange")
+    assert [e["event"] for e in window] == ["export", "import", "export"]
+    assert window[0]["tensor"] == window[1]["tensor"] != window[2]["tensor"]
+    assert window[1]["consumer"] == "dlpack1ext"
+    released = between(ev, "drop exchange", "dropped exchange")
+    assert sorted(e["consumed"] for e in released) == [False, True]
+
+    [last] = between(ev, "drop unconsumed", "end")
+    assert last["event"] == "release" and last["consumed"] is False
+    assert r.violations() == []
+    s = r.summary
+    assert (s["shares"], s["copies"], s["outstanding"]) == (4, 1, 0)
+
+
+@pytest.mark.parametrize("script", ["torch_numpy.py", "unconsumed.py", "consumer_outlives.py",
+                                    "threads.py", "late_import.py", "dlpack1.py"])
+def test_same_output_with_and_without_shim(dlshim, script):
+    bare = dlshim.python(script, shim=False)
+    traced = dlshim.python(script)
+    assert bare.rc == traced.rc == 0
+    assert bare.stdout == traced.stdout
+    assert traced.of("export")

@@ -1,0 +1,15 @@
+"""Shared by the test scripts: markers that land in the event stream.
+
+With DLSHIM_LOG=stderr the shim's events and these markers share one file
+descriptor, so the order of lines is the order of what happened."""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# The compiled test extensions: DLSHIM_TEST_EXT_DIR (the build tree).
+sys.path.insert(0, os.environ.get("DLSHIM_TEST_EXT_DIR", HERE))
+
+
+def mark(name):
+    sys.stderr.write(f"MARK {name}\n")
+    sys.stderr.flush()
