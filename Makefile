@@ -24,8 +24,7 @@ LIB      := $(BUILD)/libdlshim.so
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
 PROG_SRCS  := $(wildcard tests/integration/progs/*.c)
-PROG_BINS  := $(BUILD)/tests/libprod.so \
-              $(patsubst tests/integration/progs/%.c,$(BUILD)/tests/%,$(filter-out %/libprod.c,$(PROG_SRCS)))
+PROG_BINS  := $(BUILD)/tests/libprod.so $(BUILD)/tests/consumer
 EXAMPLE    := $(BUILD)/examples/exchange
 
 .PHONY: all deps check check-unit check-integration check-docs check-sanitize \
@@ -46,8 +45,27 @@ $(LIB): $(LIB_OBJS)
 # ---- unit tests (cmocka), linked with the core's objects ------------------
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -DDLSHIM_BUILDING $(CFLAGS) $(VARIANT_CFLAGS) -Itests/unit -o $@ $< \
-	    $(LIB_OBJS) $(VARIANT_LDFLAGS) -lcmocka
+	$(CC) $(BASE_CFLAGS) -DDLSHIM_BUILDING $(CFLAGS) $(VARIANT_CFLAGS) $(EXTRA_UNIT_FLAGS) \
+	    -Itests/unit -o $@ $< $(LIB_OBJS) $(VARIANT_LDFLAGS) -lcmocka
+
+# The ELF tests' modules: target.c in every link variant, calling impl.c.
+ELF_DIR := $(BUILD)/tests/elf
+ELF_FLAGS_lazy := -Wl,-z,lazy,-z,norelro
+ELF_FLAGS_relro := -Wl,-z,lazy,-z,relro
+ELF_FLAGS_now := -Wl,-z,now,-z,relro
+ELF_FLAGS_noplt := -fno-plt -Wl,-z,now,-z,relro
+ELF_LIBS := $(patsubst %,$(ELF_DIR)/libtarget_%.so,lazy relro now noplt)
+
+$(ELF_DIR)/libimpl.so: tests/unit/elf/impl.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -fPIC -shared -o $@ $<
+
+$(ELF_DIR)/libtarget_%.so: tests/unit/elf/target.c $(ELF_DIR)/libimpl.so
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -fPIC -shared $(ELF_FLAGS_$*) -o $@ $< \
+	    -L$(ELF_DIR) -limpl -Wl,-rpath,'$$ORIGIN'
+
+$(BUILD)/tests/unit/test_elf: $(ELF_LIBS)
+$(BUILD)/tests/unit/test_elf: EXTRA_UNIT_FLAGS = -DELF_TEST_DIR='"$(abspath $(ELF_DIR))"'
 
 # ---- integration test programs (annotation API users, no dlshim link) -----
 $(BUILD)/tests/libprod.so: tests/integration/progs/libprod.c tests/integration/progs/prod.h include/dlshim.h
@@ -75,7 +93,23 @@ $(BUILD)/tests/python/embed: tests/python/embed.c
 	$(CC) -std=c11 -Wall -Wextra -Werror $(PY_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -o $@ $< \
 	    $(PY_EMBED_LIBS) $(VARIANT_LDFLAGS)
 
-test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS)
+# GOT patching of executables linked every way, against a capsule test double.
+CAPSULE_VARIANTS := pie nopie noplt now
+CAPSULE_FLAGS_pie := -fPIE -pie
+CAPSULE_FLAGS_nopie := -fno-pie -no-pie
+CAPSULE_FLAGS_noplt := -fPIE -pie -fno-plt
+CAPSULE_FLAGS_now := -fPIE -pie -Wl,-z,now,-z,relro
+CAPSULE_BINS := $(patsubst %,$(BUILD)/tests/capsule_%,$(CAPSULE_VARIANTS))
+
+$(BUILD)/tests/libfakepy.so: tests/integration/progs/libfakepy.c tests/integration/progs/fakepy.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -fPIC -shared -o $@ $< $(VARIANT_LDFLAGS)
+
+$(BUILD)/tests/capsule_%: tests/integration/progs/capsule_user.c $(BUILD)/tests/libfakepy.so
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) $(CAPSULE_FLAGS_$*) -o $@ $< \
+	    -L$(BUILD)/tests -lfakepy -Wl,-rpath,'$$ORIGIN' $(VARIANT_LDFLAGS)
+
+test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS)
 
 # ---- the options table in README.md comes from shim/options.def ----------
 $(BUILD)/options-md: scripts/options-md.c shim/options.def

@@ -47,16 +47,20 @@ static int kind_of(const char *name, const char *legacy, const char *versioned)
     return !strcmp(name, legacy) ? LEGACY : !strcmp(name, versioned) ? VERSIONED : NOT_DLPACK;
 }
 
+static void *wrap_GetPointer(PyObject *capsule, const char *name);
+
 /* The tensor in a DLPack capsule nobody consumed yet, else NULL.  Asks with
  * the exact name, so no Python exception is ever raised. */
-static void *unconsumed_tensor(PyObject *capsule, int kind)
+static void *unconsumed_tensor(PyObject *capsule, int kind, const void *caller)
 {
     if (!real_IsValid)
         real_IsValid = (int (*)(PyObject *, const char *))ds_resolve_real("PyCapsule_IsValid", NULL);
     const char *name = kind == VERSIONED ? "dltensor_versioned" : "dltensor";
-    if (!real_IsValid || !real_GetPointer || !real_IsValid(capsule, name))
+    void *(*get)(PyObject *, const char *) = (void *(*)(PyObject *, const char *))ds_got_original(
+        (void *)wrap_GetPointer, (void **)&real_GetPointer, "PyCapsule_GetPointer", caller);
+    if (!real_IsValid || !get || !real_IsValid(capsule, name))
         return NULL;
-    return real_GetPointer(capsule, name);
+    return get(capsule, name);
 }
 
 static void import_by(void *tensor, int kind, const void *caller)
@@ -71,7 +75,7 @@ static void import_by(void *tensor, int kind, const void *caller)
 static PyObject *wrap_New(void *pointer, const char *name, capsule_destructor destructor)
 {
     const void *caller = __builtin_return_address(0);
-    PyObject *capsule = real_New(pointer, name, destructor);
+    PyObject *capsule = DS_REAL(wrap_New, real_New, "PyCapsule_New")(pointer, name, destructor);
     int saved = errno;
     int kind = kind_of(name, "dltensor", "dltensor_versioned");
     if (capsule && kind != NOT_DLPACK && ds_active()) {
@@ -88,9 +92,10 @@ static int wrap_SetName(PyObject *capsule, const char *name)
     const void *caller = __builtin_return_address(0);
     int saved = errno;
     int kind = kind_of(name, "used_dltensor", "used_dltensor_versioned");
-    void *tensor = kind != NOT_DLPACK && ds_active() ? unconsumed_tensor(capsule, kind) : NULL;
+    void *tensor =
+        kind != NOT_DLPACK && ds_active() ? unconsumed_tensor(capsule, kind, caller) : NULL;
     errno = saved;
-    int result = real_SetName(capsule, name);
+    int result = DS_REAL(wrap_SetName, real_SetName, "PyCapsule_SetName")(capsule, name);
     saved = errno;
     if (result == 0 && tensor)
         import_by(tensor, kind, caller);
@@ -106,14 +111,15 @@ static int wrap_SetDestructor(PyObject *capsule, capsule_destructor destructor)
     int kind = NOT_DLPACK;
     if (!destructor && ds_active()) {
         kind = LEGACY;
-        tensor = unconsumed_tensor(capsule, kind);
+        tensor = unconsumed_tensor(capsule, kind, caller);
         if (!tensor) {
             kind = VERSIONED;
-            tensor = unconsumed_tensor(capsule, kind);
+            tensor = unconsumed_tensor(capsule, kind, caller);
         }
     }
     errno = saved;
-    int result = real_SetDestructor(capsule, destructor);
+    int result =
+        DS_REAL(wrap_SetDestructor, real_SetDestructor, "PyCapsule_SetDestructor")(capsule, destructor);
     saved = errno;
     if (result == 0 && tensor)
         import_by(tensor, kind, caller);
@@ -125,7 +131,7 @@ static void *wrapped_exchange_api(void *table);
 
 static void *wrap_GetPointer(PyObject *capsule, const char *name)
 {
-    void *pointer = real_GetPointer(capsule, name);
+    void *pointer = DS_REAL(wrap_GetPointer, real_GetPointer, "PyCapsule_GetPointer")(capsule, name);
     int saved = errno;
     if (pointer && name && !strcmp(name, "dlpack_exchange_api") && ds_active())
         pointer = wrapped_exchange_api(pointer);

@@ -156,6 +156,16 @@ bool ds_elf_write_slot(const ds_elf_module *m, void **slot, void *value);
 void ds_got_hooks_add(const ds_got_hook *hooks, size_t n);
 /* Names a module from its path (hooks/frameworks.c provides it). */
 void ds_modules_set_namer(void (*namer)(const char *path, char *out, size_t cap));
+/* The definition a wrapper forwards to when called from `caller`: the one
+ * the caller's own GOT slot held, else the global one (*global_real, found
+ * by name on first use). */
+void *ds_got_original(const void *wrapper, void **global_real, const char *name,
+                      const void *caller);
+/* In a wrapper: its real function for this call, e.g.
+ * DS_REAL(wrap_New, real_New, "PyCapsule_New")(args...). */
+#define DS_REAL(wrapper, real, name)                                                       \
+    ((__typeof__(real))ds_got_original((void *)(wrapper), (void **)&(real), (name),       \
+                                       __builtin_return_address(0)))
 /* Patches modules loaded since the last call; forgets unloaded ones. */
 void ds_modules_refresh(void);
 /* The name of the module holding `addr` (a return address). */

@@ -7,8 +7,14 @@
  * modules gone since the last walk are forgotten, so a module loaded later
  * at the same address is patched afresh.  It runs at start-up and after
  * every dlopen/dlclose (hooks/dlopen.c).  Patching is idempotent: a slot that
- * already holds the wrapper (the shim exported the symbol, or the module was
- * seen before) is left alone, so no call is ever wrapped twice.
+ * already holds the wrapper is left alone, so no call is wrapped twice.
+ *
+ * Each patched module keeps the function its own slot pointed to: two
+ * modules may bind one name to different definitions (RTLD_LOCAL and
+ * RTLD_DEEPBIND scopes, two bundled copies of a runtime), and a definition
+ * dies with its library.  A wrapper asks ds_got_original() for its caller's
+ * one; calls from elsewhere (dlsym, the shim's own exports) get the global
+ * definition.
  */
 #include <dlfcn.h>
 #include <link.h>
@@ -20,23 +26,32 @@
 #include "internal.h"
 
 #define DS_HOOKS_MAX 64
-#define DS_HOOK_BUCKETS 256u  /* a power of two, well above DS_HOOKS_MAX */
-#define DS_MODULES_MAX 8192
+#define DS_HOOK_BUCKETS 256u /* a power of two, well above DS_HOOKS_MAX */
+#define DS_MODULES_MAX 4096
 
 typedef struct {
     uintptr_t lo, hi, base;
     bool seen; /* present in the current walk */
     char name[DS_NAME_MAX];
+    void *original[DS_HOOKS_MAX]; /* by hook index; NULL: slot not patched */
 } module;
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static ds_got_hook hooks[DS_HOOKS_MAX];
 static int nhooks;
 static int16_t bucket[DS_HOOK_BUCKETS]; /* index + 1 into hooks; 0: empty */
 static module *mods;                    /* mmap'd, DS_MODULES_MAX */
 static int nmods;
+static atomic_uint generation;          /* changes whenever mods[] does */
 static void (*namer)(const char *path, char *out, size_t cap);
 static atomic_uint_fast64_t patched_slots;
+
+/* The last module a thread's caller was found in. */
+typedef struct {
+    unsigned generation;
+    int index;
+} module_hint;
+static DS_TLS module_hint hint;
 
 static uint32_t name_hash(const char *s)
 {
@@ -46,22 +61,22 @@ static uint32_t name_hash(const char *s)
     return h;
 }
 
-static const ds_got_hook *hook_for(const char *name)
+static int hook_index(const char *name)
 {
     for (uint32_t i = name_hash(name);; i++) {
         int16_t b = bucket[i & (DS_HOOK_BUCKETS - 1)];
         if (b == 0)
-            return NULL;
+            return -1;
         if (strcmp(hooks[b - 1].name, name) == 0)
-            return &hooks[b - 1];
+            return b - 1;
     }
 }
 
 void ds_got_hooks_add(const ds_got_hook *add, size_t n)
 {
-    pthread_mutex_lock(&lock);
+    pthread_rwlock_wrlock(&lock);
     for (size_t k = 0; k < n && nhooks < DS_HOOKS_MAX; k++) {
-        if (hook_for(add[k].name))
+        if (hook_index(add[k].name) >= 0)
             continue;
         hooks[nhooks] = add[k];
         uint32_t i = name_hash(add[k].name);
@@ -69,7 +84,7 @@ void ds_got_hooks_add(const ds_got_hook *add, size_t n)
             i++;
         bucket[i & (DS_HOOK_BUCKETS - 1)] = (int16_t)(++nhooks);
     }
-    pthread_mutex_unlock(&lock);
+    pthread_rwlock_unlock(&lock);
 }
 
 void ds_modules_set_namer(void (*fn)(const char *path, char *out, size_t cap))
@@ -82,31 +97,71 @@ uint64_t ds_modules_patched_slots(void)
     return atomic_load(&patched_slots);
 }
 
+/* Lock held (read or write).  -1 if no module holds addr. */
+static int module_at(uintptr_t a)
+{
+    unsigned gen = atomic_load_explicit(&generation, memory_order_acquire);
+    if (hint.generation == gen && hint.index < nmods && a >= mods[hint.index].lo &&
+        a < mods[hint.index].hi)
+        return hint.index;
+    for (int i = 0; i < nmods; i++)
+        if (a >= mods[i].lo && a < mods[i].hi) {
+            hint = (module_hint){gen, i};
+            return i;
+        }
+    return -1;
+}
+
+void *ds_got_original(const void *wrapper, void **global_real, const char *name,
+                      const void *caller)
+{
+    void *f = NULL;
+    pthread_rwlock_rdlock(&lock);
+    int m = mods ? module_at((uintptr_t)caller) : -1;
+    if (m >= 0)
+        for (int h = 0; h < nhooks && !f; h++)
+            if (hooks[h].wrapper == wrapper)
+                f = mods[m].original[h];
+    pthread_rwlock_unlock(&lock);
+    if (f)
+        return f;
+    f = __atomic_load_n(global_real, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = ds_resolve_real(name, wrapper);
+        __atomic_store_n(global_real, f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+
 /* ---- patching one module ------------------------------------------------ */
 
 typedef struct {
     ds_elf_module elf;
+    module *mod;
 } patch_ctx;
 
 static void patch_slot(void **slot, const char *name, void *arg)
 {
     patch_ctx *c = arg;
-    const ds_got_hook *h = hook_for(name);
-    if (!h)
+    int h = hook_index(name);
+    if (h < 0)
         return;
     void *current = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-    if (current == h->wrapper)
+    if (current == hooks[h].wrapper)
         return;
-    if (!*h->real) {
-        /* A bound slot already holds the real function; a lazy one holds the
-         * module's own PLT stub, which is no use. */
-        uintptr_t cur = (uintptr_t)current;
-        bool bound = current && (cur < c->elf.lo || cur >= c->elf.hi);
-        *h->real = bound ? current : ds_resolve_real(name, h->wrapper);
-    }
-    if (!*h->real)
-        return; /* nothing to forward to: leave the module alone */
-    if (ds_elf_write_slot(&c->elf, slot, h->wrapper))
+    /* A bound slot holds this module's definition.  A lazy one holds the
+     * module's own PLT stub, no use: the global definition stands in (found
+     * only where the module's scope is the global one). */
+    uintptr_t cur = (uintptr_t)current;
+    void *original = current && (cur < c->elf.lo || cur >= c->elf.hi)
+                         ? current
+                         : ds_resolve_real(name, hooks[h].wrapper);
+    if (!original)
+        return; /* nothing to forward to: leave the slot alone */
+    c->mod->original[h] = original;
+    if (!*hooks[h].real)
+        __atomic_store_n(hooks[h].real, original, __ATOMIC_RELEASE);
+    if (ds_elf_write_slot(&c->elf, slot, hooks[h].wrapper))
         atomic_fetch_add(&patched_slots, 1);
 }
 
@@ -135,21 +190,31 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg)
         }
     if ((uintptr_t)&self_anchor >= elf.lo && (uintptr_t)&self_anchor < elf.hi)
         return 0; /* the shim itself */
-    if (nmods < DS_MODULES_MAX) {
-        module *mod = &mods[nmods++];
-        *mod = (module){elf.lo, elf.hi, elf.base, true, ""};
-        module_name(info->dlpi_name ? info->dlpi_name : "", mod->name, sizeof(mod->name));
-    }
+    if (nmods == DS_MODULES_MAX)
+        return 0;
+    module *mod = &mods[nmods++];
+    *mod = (module){.lo = elf.lo, .hi = elf.hi, .base = elf.base, .seen = true};
+    module_name(info->dlpi_name ? info->dlpi_name : "", mod->name, sizeof(mod->name));
     if (nhooks) {
-        patch_ctx c = {elf};
+        patch_ctx c = {elf, mod};
         ds_elf_each_import(&c.elf, patch_slot, &c);
     }
     return 0;
 }
 
+/* A global definition that lived in a module now gone must not be used. */
+static void forget_definitions_in(const module *gone)
+{
+    for (int h = 0; h < nhooks; h++) {
+        uintptr_t f = (uintptr_t)*hooks[h].real;
+        if (f >= gone->lo && f < gone->hi)
+            __atomic_store_n(hooks[h].real, NULL, __ATOMIC_RELEASE);
+    }
+}
+
 void ds_modules_refresh(void)
 {
-    pthread_mutex_lock(&lock);
+    pthread_rwlock_wrlock(&lock);
     if (!mods) {
         void *p = mmap(NULL, DS_MODULES_MAX * sizeof(module), PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -158,28 +223,33 @@ void ds_modules_refresh(void)
     if (mods) {
         for (int i = 0; i < nmods; i++)
             mods[i].seen = false;
+        int before = nmods;
         dl_iterate_phdr(visit, NULL);
         int kept = 0;
-        for (int i = 0; i < nmods; i++)
-            if (mods[i].seen)
-                mods[kept++] = mods[i];
+        for (int i = 0; i < nmods; i++) {
+            if (mods[i].seen) {
+                if (kept != i)
+                    mods[kept] = mods[i];
+                kept++;
+            } else {
+                forget_definitions_in(&mods[i]);
+            }
+        }
+        if (kept != before || nmods != before)
+            atomic_fetch_add_explicit(&generation, 1, memory_order_release);
         nmods = kept;
     }
-    pthread_mutex_unlock(&lock);
+    pthread_rwlock_unlock(&lock);
 }
 
 void ds_module_name_at(const void *addr, char *out, size_t cap)
 {
-    uintptr_t a = (uintptr_t)addr;
-    bool found = false;
-    pthread_mutex_lock(&lock);
-    for (int i = 0; i < nmods && !found; i++)
-        if (a >= mods[i].lo && a < mods[i].hi) {
-            ds_fmt(out, cap, "%s", mods[i].name);
-            found = true;
-        }
-    pthread_mutex_unlock(&lock);
-    if (found)
+    pthread_rwlock_rdlock(&lock);
+    int m = mods ? module_at((uintptr_t)addr) : -1;
+    if (m >= 0)
+        ds_fmt(out, cap, "%s", mods[m].name);
+    pthread_rwlock_unlock(&lock);
+    if (m >= 0)
         return;
     Dl_info info; /* a module the walk has not seen yet */
     if (dladdr(addr, &info) && info.dli_fname)

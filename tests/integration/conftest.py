@@ -103,8 +103,11 @@ class Runner:
         e = {"DLSHIM_TEST_EXT_DIR": str(EXT_DIR), "PYTHONDONTWRITEBYTECODE": "1",
              "DLSHIM_LOG": "stderr"}
         if PRELOAD_FIRST:
-            # CPython and torch are not built for LeakSanitizer's exit check.
+            # CPython and torch are not built for LeakSanitizer's exit check,
+            # and the sanitized extension needs the runtime without the shim too.
             e["ASAN_OPTIONS"] = "detect_leaks=0"
+            if not shim:
+                e["LD_PRELOAD"] = PRELOAD_FIRST
         e.update(env or {})
         r = self.run([host, PYTHON_DIR / script, *args], shim=shim, log=False, env=e,
                      timeout=300)

@@ -1,0 +1,56 @@
+/* A program that exchanges DLPack tensors through (test-double) capsules
+ * the way Python extensions do.  The Makefile links it as PIE, non-PIE,
+ * -fno-plt and full RELRO; under the shim each must show an export, an
+ * import and a release (GOT patching of the executable itself). */
+#include <dlpack/dlpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fakepy.h"
+
+static int64_t shape[1] = {4};
+static float data[4] = {1, 2, 3, 4};
+
+static void delete_tensor(DLManagedTensor *t)
+{
+    free(t);
+}
+
+/* The producer's capsule destructor, as the DLPack spec prescribes. */
+static void destructor(PyObject *capsule)
+{
+    if (PyCapsule_IsValid(capsule, "used_dltensor"))
+        return;
+    DLManagedTensor *t = PyCapsule_GetPointer(capsule, "dltensor");
+    if (t)
+        t->deleter(t);
+}
+
+static PyObject *produce(void)
+{
+    DLManagedTensor *t = calloc(1, sizeof(*t));
+    t->dl_tensor.data = data;
+    t->dl_tensor.device.device_type = kDLCPU;
+    t->dl_tensor.ndim = 1;
+    t->dl_tensor.dtype.code = kDLFloat;
+    t->dl_tensor.dtype.bits = 32;
+    t->dl_tensor.dtype.lanes = 1;
+    t->dl_tensor.shape = shape;
+    t->deleter = delete_tensor;
+    return PyCapsule_New(t, "dltensor", destructor);
+}
+
+int main(void)
+{
+    PyObject *capsule = produce();
+    DLManagedTensor *t = PyCapsule_GetPointer(capsule, "dltensor");
+    PyCapsule_SetName(capsule, "used_dltensor"); /* the consumer takes it */
+    float sum = 0;
+    for (int i = 0; i < 4; i++)
+        sum += ((float *)t->dl_tensor.data)[i];
+    t->deleter(t);
+    fake_capsule_free(capsule);
+    fake_capsule_free(produce()); /* never consumed: the destructor releases it */
+    printf("sum=%g\n", sum);
+    return 0;
+}

@@ -1,0 +1,18 @@
+/* Calls target_fn through its GOT (a JUMP_SLOT, or with -fno-plt a
+ * GLOB_DAT), and takes target_fn2's address (always a GLOB_DAT).  Built in
+ * several link variants (lazy, partial and full RELRO, -fno-plt) by the
+ * Makefile for test_elf.c. */
+int target_fn(int x);
+int target_fn2(int x);
+int call_target(int x);
+int (*target_address(void))(int);
+
+int call_target(int x)
+{
+    return target_fn(x);
+}
+
+int (*target_address(void))(int)
+{
+    return target_fn2;
+}

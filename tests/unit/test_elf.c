@@ -1,0 +1,192 @@
+/* Unit tests of shim/elf.c and shim/modules.c: GOT patching of modules
+ * linked every way (lazy, partial RELRO, full RELRO, -fno-plt), re-patching
+ * after dlclose, RELRO protection restored, malformed images refused. */
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+
+#include "harness.h"
+
+static int (*real_target)(int), (*real_target2)(int);
+static int wrapped_calls;
+
+static int wrapper(int x)
+{
+    wrapped_calls++;
+    return DS_REAL(wrapper, real_target, "target_fn")(x) + 1000;
+}
+
+static int wrapper2(int x)
+{
+    return DS_REAL(wrapper2, real_target2, "target_fn2")(x) + 2000;
+}
+
+static const ds_got_hook hooks[] = {
+    {"target_fn", (void *)wrapper, (void **)&real_target},
+    {"target_fn2", (void *)wrapper2, (void **)&real_target2},
+};
+
+static const char *variants[] = {"lazy", "relro", "now", "noplt"};
+
+static void *open_variant(const char *v)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/libtarget_%s.so", ELF_TEST_DIR, v);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        fail_msg("%s", dlerror());
+    return h;
+}
+
+static void test_every_link_variant_is_patched(void **state)
+{
+    (void)state;
+    ds_got_hooks_add(hooks, 2);
+    for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+        void *h = open_variant(variants[i]); /* the dlopen hook refreshes */
+        int (*call)(int) = (int (*)(int))dlsym(h, "call_target");
+        int (*(*address)(void))(int) = (int (*(*)(void))(int))dlsym(h, "target_address");
+        assert_non_null(call);
+        wrapped_calls = 0;
+        assert_int_equal(call(21), 1042);        /* wrapped, and forwarded */
+        assert_int_equal(wrapped_calls, 1);
+        assert_int_equal(address()(1), 2003); /* the address taken is the wrapper's */
+        dlclose(h);
+    }
+}
+
+static void test_reloaded_module_is_patched_again(void **state)
+{
+    (void)state;
+    ds_got_hooks_add(hooks, 2);
+    for (int round = 0; round < 3; round++) {
+        void *h = open_variant("now");
+        int (*call)(int) = (int (*)(int))dlsym(h, "call_target");
+        assert_int_equal(call(1), 1002);
+        dlclose(h);
+    }
+}
+
+typedef struct {
+    void **slot;
+} find_ctx;
+
+static void find_slot(void **slot, const char *name, void *arg)
+{
+    if (!strcmp(name, "target_fn"))
+        ((find_ctx *)arg)->slot = slot;
+}
+
+static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    if (!strstr(info->dlpi_name, "libtarget_now.so"))
+        return 0;
+    return ds_elf_open(arg, info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum) == NULL;
+}
+
+/* "rw" or "r-" for the page holding addr, from /proc/self/maps. */
+static void page_perms(const void *addr, char out[3])
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    out[0] = '\0';
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        char perms[5];
+        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 && (uintptr_t)addr >= lo &&
+            (uintptr_t)addr < hi) {
+            out[0] = perms[0], out[1] = perms[1], out[2] = '\0';
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static void test_relro_stays_read_only(void **state)
+{
+    (void)state;
+    ds_got_hooks_add(hooks, 2);
+    void *h = open_variant("now");
+    ds_elf_module m;
+    assert_int_equal(dl_iterate_phdr(find_module, &m), 1);
+    find_ctx c = {NULL};
+    ds_elf_each_import(&m, find_slot, &c);
+    assert_non_null(c.slot);
+    assert_true((uintptr_t)c.slot >= m.relro_lo && (uintptr_t)c.slot < m.relro_hi);
+    assert_ptr_equal(*c.slot, (void *)wrapper);
+    char perms[3];
+    page_perms(c.slot, perms);
+    assert_string_equal(perms, "r-");
+    dlclose(h);
+}
+
+/* ---- malformed images are refused, never followed ----------------------- */
+static union {
+    uint64_t align;
+    unsigned char bytes[4096];
+} image;
+
+static Elf64_Phdr phdrs[2];
+
+static const char *open_fake(Elf64_Dyn *dyn, size_t ndyn)
+{
+    memset(&image, 0, sizeof(image));
+    memcpy(image.bytes + 512, dyn, ndyn * sizeof(*dyn));
+    phdrs[0] = (Elf64_Phdr){.p_type = PT_LOAD, .p_vaddr = 0, .p_memsz = sizeof(image)};
+    phdrs[1] = (Elf64_Phdr){.p_type = PT_DYNAMIC, .p_vaddr = 512, .p_memsz = ndyn * sizeof(*dyn)};
+    ds_elf_module m;
+    return ds_elf_open(&m, (uintptr_t)image.bytes, phdrs, 2);
+}
+
+static void test_malformed_images(void **state)
+{
+    (void)state;
+    uintptr_t base = (uintptr_t)image.bytes;
+    Elf64_Dyn outside_strtab[] = {{DT_SYMTAB, {64}}, {DT_STRTAB, {1 << 20}}, {DT_STRSZ, {10}},
+                                  {DT_NULL, {0}}};
+    assert_non_null(open_fake(outside_strtab, 4));
+    Elf64_Dyn huge_strsz[] = {{DT_SYMTAB, {64}}, {DT_STRTAB, {1024}}, {DT_STRSZ, {UINT64_MAX}},
+                              {DT_NULL, {0}}};
+    assert_non_null(open_fake(huge_strsz, 4));
+    Elf64_Dyn outside_rela[] = {{DT_SYMTAB, {64}}, {DT_STRTAB, {1024}}, {DT_STRSZ, {10}},
+                                {DT_JMPREL, {4000}}, {DT_PLTRELSZ, {4096}}, {DT_NULL, {0}}};
+    assert_non_null(open_fake(outside_rela, 6));
+    Elf64_Dyn no_symtab[] = {{DT_STRTAB, {1024}}, {DT_STRSZ, {10}}, {DT_NULL, {0}}};
+    assert_non_null(open_fake(no_symtab, 3));
+    Elf64_Dyn rel_not_rela[] = {{DT_SYMTAB, {64}}, {DT_STRTAB, {1024}}, {DT_STRSZ, {10}},
+                                {DT_PLTREL, {DT_REL}}, {DT_NULL, {0}}};
+    assert_non_null(open_fake(rel_not_rela, 5));
+    /* Well formed, with relocations whose symbols and slots are out of range:
+     * opened, and the bad entries skipped. */
+    Elf64_Dyn good[] = {{DT_SYMTAB, {64}}, {DT_STRTAB, {1024}}, {DT_STRSZ, {32}},
+                        {DT_JMPREL, {2048}}, {DT_PLTRELSZ, {3 * sizeof(Elf64_Rela)}},
+                        {DT_NULL, {0}}};
+    assert_null(open_fake(good, 6));
+    Elf64_Rela *rel = (Elf64_Rela *)(image.bytes + 2048);
+    rel[0] = (Elf64_Rela){.r_offset = 3000, .r_info = ELF64_R_INFO(1, R_X86_64_JUMP_SLOT)};
+    rel[1] = (Elf64_Rela){.r_offset = 1u << 30, .r_info = ELF64_R_INFO(1, R_X86_64_JUMP_SLOT)};
+    rel[2] = (Elf64_Rela){.r_offset = 3008, .r_info = ELF64_R_INFO(100000, R_X86_64_GLOB_DAT)};
+    Elf64_Sym *sym = (Elf64_Sym *)(image.bytes + 64);
+    sym[1].st_name = 1;
+    memcpy(image.bytes + 1024, "\0target_fn", 11);
+    memset(image.bytes + 1024 + 11, 'x', 32 - 11); /* an unterminated tail */
+    ds_elf_module m;
+    assert_null(ds_elf_open(&m, base, phdrs, 2));
+    find_ctx c = {NULL};
+    ds_elf_each_import(&m, find_slot, &c);
+    assert_ptr_equal(c.slot, (void *)(image.bytes + 3000)); /* only the in-range one */
+    assert_null(ds_elf_string(&m, 12));  /* no NUL before the table's end */
+    assert_null(ds_elf_string(&m, 1000));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_link_variant_is_patched),
+        cmocka_unit_test(test_reloaded_module_is_patched_again),
+        cmocka_unit_test(test_relro_stays_read_only),
+        cmocka_unit_test(test_malformed_images),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
