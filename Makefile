@@ -109,7 +109,18 @@ $(BUILD)/tests/capsule_%: tests/integration/progs/capsule_user.c $(BUILD)/tests/
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) $(CAPSULE_FLAGS_$*) -o $@ $< \
 	    -L$(BUILD)/tests -lfakepy -Wl,-rpath,'$$ORIGIN' $(VARIANT_LDFLAGS)
 
-test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS)
+# A PyO3 extension built offline with Debian's cargo and librust-pyo3-dev
+# (crates from /usr/share/cargo/registry, see its .cargo/config.toml); one
+# cargo target directory serves every build variant.
+RUST_EXT = $(BUILD)/tests/python/dlpack_rs.so
+RUST_TARGET := build/cargo
+$(RUST_EXT): tests/rust/dlpack_rs/src/lib.rs tests/rust/dlpack_rs/Cargo.toml tests/rust/dlpack_rs/Cargo.lock
+	@mkdir -p $(dir $@)
+	cd tests/rust/dlpack_rs && PYO3_PYTHON=/usr/bin/python3 RUSTC=/usr/bin/rustc \
+	    CARGO_TARGET_DIR=$(abspath $(RUST_TARGET)) /usr/bin/cargo build --release --offline --quiet
+	cp $(RUST_TARGET)/release/libdlpack_rs.so $@
+
+test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(RUST_EXT)
 
 # ---- the options table in README.md comes from shim/options.def ----------
 $(BUILD)/options-md: scripts/options-md.c shim/options.def

@@ -142,10 +142,34 @@ def test_dlpack1_extension(dlshim):
 
 
 @pytest.mark.parametrize("script", ["torch_numpy.py", "unconsumed.py", "consumer_outlives.py",
-                                    "threads.py", "late_import.py", "dlpack1.py"])
+                                    "threads.py", "late_import.py", "dlpack1.py",
+                                    "rust_exchange.py"])
 def test_same_output_with_and_without_shim(dlshim, script):
     bare = dlshim.python(script, shim=False)
     traced = dlshim.python(script)
     assert bare.rc == traced.rc == 0
     assert bare.stdout == traced.stdout
     assert traced.of("export")
+
+
+def test_rust_pyo3_extension(dlshim):
+    r = dlshim.python("rust_exchange.py")
+    assert r.rc == 0, r.stderr[-2000:]
+    ev = r.events
+
+    def pairs(window):
+        return [(e["producer"], e["consumer"]) for e in window if e["event"] == "import"]
+
+    legacy = [e for e in ev if e["event"] == "export"][0]
+    assert (legacy["producer"], legacy["versioned"], legacy["dtype"]) == ("dlpack_rs", False, "float64")
+    [rel] = between(ev, "drop rust legacy", "rust versioned")
+    assert rel["consumed"] is True and rel["consumer"] == "dlpack_rs"
+    versioned = between(ev, "rust versioned", "drop rust versioned")
+    assert [e["event"] for e in versioned] == ["export", "import"]
+    assert versioned[0]["versioned"] is True and versioned[0]["flags"] == ["read_only"]
+    assert pairs(between(ev, "torch to rust", "rust to numpy")) == [("torch", "dlpack_rs")]
+    assert pairs(between(ev, "rust to numpy", "unconsumed")) == [("dlpack_rs", "numpy")]
+    unconsumed = between(ev, "unconsumed", "end")
+    assert [(e["event"], e.get("consumed")) for e in unconsumed] == [("export", None),
+                                                                     ("release", False)]
+    assert r.violations() == [] and r.summary["outstanding"] == 0
