@@ -9,8 +9,11 @@ SAN_BUILD := build/sanitize
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wformat=2 -Wundef -Wvla
 CFLAGS  ?= -O2 -g
+# Device API headers (types and signatures only: nothing links to them).
+CUDA_HOME ?= /usr/local/cuda
+DEVICE_INCLUDES := -isystem $(CUDA_HOME)/include -D__HIP_PLATFORM_AMD__
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Ishim
-LIB_CFLAGS  := $(BASE_CFLAGS) -DDLSHIM_BUILDING -fPIC -fvisibility=hidden \
+LIB_CFLAGS  := $(BASE_CFLAGS) $(DEVICE_INCLUDES) -DDLSHIM_BUILDING -fPIC -fvisibility=hidden \
                -fno-semantic-interposition -fno-strict-aliasing
 LIB_LDFLAGS := -shared -Wl,-soname,libdlshim.so -Wl,-z,relro,-z,now -Wl,--no-undefined
 # Extra flags for a variant build (the sanitizer run sets these).

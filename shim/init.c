@@ -34,6 +34,7 @@ static DS_TLS bool initialising_here;
 static void atfork_child(void)
 {
     ds_reg_atfork_child();
+    ds_alloc_after_fork();
     ds_thread_after_fork();
     ds_log_after_fork();
     ds_stats_after_fork();
@@ -94,6 +95,7 @@ void ds_finish(void)
 {
     if (atomic_load(&state) != ACTIVE || atomic_exchange(&finished, true))
         return;
+    ds_alloc_report_leaks();
     ds_summary_write();
     if (ds_cfg.exitcode >= 0 && ds_stats_violations() > 0) {
         /* Runs after the program's atexit handlers; stdio is flushed here

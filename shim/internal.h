@@ -33,6 +33,11 @@ void ds_clock_start(void);
 long ds_tid(void);
 int ds_pid(void);                     /* cached; re-read after fork */
 void ds_thread_after_fork(void);
+/* Nesting of device API calls on this thread: a runtime call that reaches
+ * the driver through wrapped pointers is recorded once, by the outermost.
+ * ds_api_enter returns true for the outermost call. */
+bool ds_api_enter(void);
+void ds_api_leave(void);
 
 /* ---- fmt.c: the one formatter (never allocates) and diagnostics --------- */
 /* printf subset: %s %c %d %i %u %x %p %%, flags '-' '0', width, l/ll/z.
@@ -131,11 +136,33 @@ void ds_stats_after_fork(void);
 void ds_summary_write(void);
 
 /* ---- violation.c: reporting a violation --------------------------------- */
+int ds_backtrace_capture(void **frames, int max);
+/* A "backtrace" array field: the frames outside the shim, at most
+ * DLSHIM_BACKTRACE of them, rendered as "symbol+0xoff (module)". */
+void ds_backtrace_field(ds_ev *e, void *const *frames, int n);
 /* Counts and logs a violation about the object at `addr` (`subject` is the
  * field name: "tensor" or "data"), then applies DLSHIM_ON_ERROR: returns true
  * when the caller must prevent the harmful action (protect); aborts the
  * process with `abort`. */
 bool ds_violation(int kind, const char *subject, uintptr_t addr, const char *detail);
+
+/* ---- allocs.c: device allocations and the policy for frees -------------- */
+void ds_alloc_set_releaser(int family, void (*release)(uintptr_t base, int kind));
+/* After a successful allocation; `owner` names the calling module. */
+void ds_alloc_record(const ds_alloc_info *a, const char *owner);
+bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out);
+/* Before forwarding a free of p: DS_FREE_FORWARD, or (protect) DS_FREE_DEFER
+ * (report success, freed at the last release) / DS_FREE_REFUSE (report the
+ * runtime's invalid-value error).  Reports the violations. */
+int ds_alloc_free_check(uintptr_t p, int family, int kind, const char *caller);
+/* After a successful free. */
+void ds_alloc_forget(uintptr_t base, const char *caller);
+void ds_alloc_share(uintptr_t base, uint32_t generation, int delta);
+void ds_alloc_totals(uint64_t *live, uint64_t *bytes, uint64_t *untracked_frees);
+void ds_alloc_report_leaks(void);
+void ds_alloc_after_fork(void);
+const char *ds_alloc_kind_name(int kind);
+const char *ds_family_name(int family);
 
 /* ---- tensor.c: the DLPack ownership ledger ------------------------------ */
 void ds_tensor_export(void *managed, bool versioned, const char *producer);
@@ -166,6 +193,11 @@ void *ds_got_original(const void *wrapper, void **global_real, const char *name,
 #define DS_REAL(wrapper, real, name)                                                       \
     ((__typeof__(real))ds_got_original((void *)(wrapper), (void **)&(real), (name),       \
                                        __builtin_return_address(0)))
+/* For a function pointer a lookup API hands out (dlsym, cuGetProcAddress):
+ * the wrapper of the hook `name`, with `real` kept as the definition for
+ * `caller`'s module (and as the global one if none is known yet); `real`
+ * itself when `name` is not hooked. */
+void *ds_hook_for_lookup(const char *name, void *real, const void *caller);
 /* Patches modules loaded since the last call; forgets unloaded ones. */
 void ds_modules_refresh(void);
 /* The name of the module holding `addr` (a return address). */
@@ -176,11 +208,33 @@ uint64_t ds_modules_patched_slots(void);
 /* The next definition of `name` after the shim, else the first that is not
  * `ours` (the executable's, where libpython is linked in). */
 void *ds_resolve_real(const char *name, const void *ours);
+/* `name` as defined by the library that defines `fn` (its local scope), so a
+ * helper call (cudaGetDevice beside cudaMalloc) reaches the same runtime. */
+void *ds_resolve_beside(const void *fn, const char *name);
+/* glibc's own dlsym (hooks/dlsym.c interposes the symbol). */
+void *ds_real_dlsym(void *handle, const char *name);
 
 /* ---- hooks/families.c: the hook families (the only list of them) -------- */
 void ds_hooks_install(void);
 /* ---- hooks/frameworks.c: module path → framework name ------------------- */
 void ds_framework_name(const char *path, char *out, size_t cap);
+/* ---- hooks/device.c: shared by the CUDA runtime, driver and HIP hooks --- */
+/* After a successful allocation that wrote its pointer (ptr_size bytes) to
+ * out_ptr. */
+void ds_device_allocated(int family, int kind, const void *out_ptr, size_t ptr_size,
+                         uint64_t bytes, int device, void *stream, const void *caller);
+/* Before forwarding a free: DS_FREE_FORWARD / DEFER / REFUSE. */
+int ds_device_free_check(int family, int kind, uintptr_t ptr, const void *caller);
+/* After a successful free. */
+void ds_device_freed(uintptr_t ptr, const void *caller);
+/* ---- the device hook families -------------------------------------------- */
+void ds_cuda_runtime_install(void);
+void ds_cuda_driver_install(void);
+void ds_hip_install(void);
+/* The driver hook name for a cuGetProcAddress-style request (e.g.
+ * "cuMemAlloc" at version 12000 → "cuMemAlloc_v2"), in buf. */
+const char *ds_cuda_driver_hook_name(const char *symbol, int version, uint64_t flags, char *buf,
+                                     size_t cap);
 /* ---- hooks/python_capsule.c --------------------------------------------- */
 void ds_python_capsule_install(void);
 

@@ -133,6 +133,25 @@ void *ds_got_original(const void *wrapper, void **global_real, const char *name,
     return f;
 }
 
+void *ds_hook_for_lookup(const char *name, void *real, const void *caller)
+{
+    if (!name || !real)
+        return real;
+    void *wrapper = NULL;
+    pthread_rwlock_wrlock(&lock);
+    int h = hook_index(name);
+    if (h >= 0 && real != hooks[h].wrapper) {
+        wrapper = hooks[h].wrapper;
+        int m = mods ? module_at((uintptr_t)caller) : -1;
+        if (m >= 0)
+            mods[m].original[h] = real;
+        if (!*hooks[h].real)
+            __atomic_store_n(hooks[h].real, real, __ATOMIC_RELEASE);
+    }
+    pthread_rwlock_unlock(&lock);
+    return wrapper ? wrapper : real;
+}
+
 /* ---- patching one module ------------------------------------------------ */
 
 typedef struct {

@@ -5,17 +5,45 @@
  * libpython.so, libcudart.so, ...).  The executable comes before the shim in
  * the lookup order, so a function it defines itself (libpython linked into
  * python3) is only found by RTLD_DEFAULT, which must then not answer with
- * the shim's own wrapper.
+ * the shim's own wrapper.  The shim interposes dlsym (hooks/dlsym.c), so its
+ * own lookups go to glibc's, found with dlvsym, which is not interposed.
  */
 #include <dlfcn.h>
+#include <link.h>
 
 #include "internal.h"
 
+static void *(*glibc_dlsym)(void *, const char *);
+
+void *ds_real_dlsym(void *handle, const char *name)
+{
+    if (!glibc_dlsym) {
+        void *f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+        if (!f)
+            f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+        glibc_dlsym = (void *(*)(void *, const char *))f;
+        if (!glibc_dlsym)
+            return NULL;
+    }
+    return glibc_dlsym(handle, name);
+}
+
 void *ds_resolve_real(const char *name, const void *ours)
 {
-    void *f = dlsym(RTLD_NEXT, name);
+    void *f = ds_real_dlsym(RTLD_NEXT, name);
     if (f && f != ours)
         return f;
-    f = dlsym(RTLD_DEFAULT, name);
+    f = ds_real_dlsym(RTLD_DEFAULT, name);
     return f == ours ? NULL : f;
+}
+
+void *ds_resolve_beside(const void *fn, const char *name)
+{
+    Dl_info info;
+    struct link_map *lm = NULL;
+    /* glibc's dlopen handles are link_map pointers, so the defining
+     * library's link_map serves as a handle for its own scope. */
+    if (!fn || !dladdr1(fn, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+        return NULL;
+    return ds_real_dlsym(lm, name);
 }

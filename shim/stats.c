@@ -154,6 +154,11 @@ void ds_summary_write(void)
             ds_ev_uint(&e, ds_violation_name(k), n);
     }
     ds_ev_close(&e);
+    uint64_t allocs, alloc_bytes, untracked_frees;
+    ds_alloc_totals(&allocs, &alloc_bytes, &untracked_frees);
+    ds_ev_uint(&e, "allocations_live", allocs);
+    ds_ev_uint(&e, "allocation_bytes_live", alloc_bytes);
+    ds_ev_uint(&e, "untracked_frees", untracked_frees);
     ds_ev_uint(&e, "untracked", atomic_load(&untracked));
     ds_ev_uint(&e, "evicted_records", evicted);
     ds_ev_uint(&e, "dropped_events", ds_log_dropped());

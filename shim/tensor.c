@@ -35,7 +35,8 @@ static void **deleter_field(void *managed, bool versioned)
 
 /* ---- events ------------------------------------------------------------- */
 
-static void emit_export(void *m, const ds_tensor_view *v, const char *producer)
+static void emit_export(void *m, const ds_tensor_view *v, const char *producer,
+                        const ds_alloc_info *alloc)
 {
     if (!ds_event_wanted(DS_EV_EXPORT))
         return;
@@ -60,6 +61,10 @@ static void emit_export(void *m, const ds_tensor_view *v, const char *producer)
     for (int i = 0; i < n; i++)
         ds_ev_str(&e, NULL, flags[i]);
     ds_ev_close(&e);
+    if (alloc) {
+        ds_ev_hex(&e, "allocation", alloc->base);
+        ds_ev_str(&e, "allocation_owner", ds_name(alloc->owner));
+    }
     ds_ev_end(&e);
 }
 
@@ -69,12 +74,15 @@ typedef struct {
     uint64_t bytes;
     bool copied;
     uint64_t t_export, t_release;
+    uintptr_t alloc_base;
+    uint32_t alloc_generation;
 } record_copy;
 
 static record_copy copy_of(const ds_record *r)
 {
-    return (record_copy){r->key, r->producer, r->consumer, r->bytes, r->copied, r->t_export,
-                         r->t_release};
+    return (record_copy){r->key,      r->producer,  r->consumer,   r->bytes,
+                         r->copied,   r->t_export,  r->t_release,  r->alloc_base,
+                         r->alloc_generation};
 }
 
 static void emit_import(const record_copy *r)
@@ -121,6 +129,12 @@ void ds_tensor_export(void *m, bool versioned, const char *producer)
             return; /* nothing there to track */
     }
 
+    /* The tracked allocation the data lies in, if any (looked up before the
+     * registry lock: the two locks are never held together). */
+    ds_alloc_info alloc;
+    bool linked = v.tensor_valid && v.t.data &&
+                  ds_alloc_lookup((uintptr_t)v.t.data + (uintptr_t)v.t.byte_offset, &alloc);
+
     void *tramp = trampoline(versioned);
     void *orig = v.deleter, *chained = NULL;
     ds_reg_lock();
@@ -140,7 +154,7 @@ void ds_tensor_export(void *m, bool versioned, const char *producer)
     if (!r) {
         ds_reg_unlock();
         ds_stats_untracked();
-        emit_export(m, &v, name);
+        emit_export(m, &v, name, linked ? &alloc : NULL);
         return;
     }
     r->orig_deleter = orig;
@@ -153,13 +167,15 @@ void ds_tensor_export(void *m, bool versioned, const char *producer)
     r->versioned = versioned;
     r->copied = (v.flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0;
     r->wrapped = orig != NULL;
+    r->alloc_base = linked ? alloc.base : 0;
+    r->alloc_generation = linked ? alloc.generation : 0;
     if (orig && v.deleter != tramp && !ds_safe_write(deleter_field(m, versioned), &tramp, sizeof(tramp))) {
         /* Read-only memory: the release will pass unseen. */
         r->wrapped = false;
         r->orig_deleter = NULL;
     }
     ds_reg_unlock();
-    emit_export(m, &v, name);
+    emit_export(m, &v, name, linked ? &alloc : NULL);
 }
 
 /* ---- import ------------------------------------------------------------- */
@@ -178,6 +194,8 @@ void ds_tensor_import(void *m, bool versioned, const char *consumer)
             ds_stats_share(r->producer, r->consumer, r->bytes, !r->copied);
             record_copy c = copy_of(r);
             ds_reg_unlock();
+            if (c.alloc_base)
+                ds_alloc_share(c.alloc_base, c.alloc_generation, +1);
             emit_import(&c);
             return;
         }
@@ -282,6 +300,10 @@ static void release(void *m, bool versioned)
     record_copy c = copy_of(r);
     ds_reg_unlock();
     emit_release(&c, consumed);
+    /* The share ends before the producer's deleter runs: that deleter may
+     * well free the buffer itself. */
+    if (consumed && c.alloc_base)
+        ds_alloc_share(c.alloc_base, c.alloc_generation, -1);
     errno = saved;
     if (orig)
         forward(m, orig, chained);

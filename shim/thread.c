@@ -61,3 +61,16 @@ void ds_thread_after_fork(void)
     atomic_store(&pid, (int)getpid());
     atomic_fetch_add_explicit(&fork_generation, 1, memory_order_relaxed);
 }
+
+static DS_TLS unsigned api_depth;
+
+bool ds_api_enter(void)
+{
+    return api_depth++ == 0;
+}
+
+void ds_api_leave(void)
+{
+    if (api_depth)
+        api_depth--;
+}

@@ -112,7 +112,28 @@ typedef struct ds_record {
     uint8_t versioned : 1;
     uint8_t wrapped : 1;    /* our trampoline sits in the tensor's deleter */
     uint8_t copied : 1;     /* the producer flagged the data as a copy */
+    uintptr_t alloc_base;   /* the tracked allocation the data lies in; 0: none */
+    uint32_t alloc_generation;
 } ds_record;
+
+/* ---- device allocations (allocs.c) -------------------------------------- */
+enum ds_alloc_kind { DS_ALLOC_DEVICE, DS_ALLOC_HOST, DS_ALLOC_MANAGED, DS_ALLOC_ASYNC };
+/* The API family an allocation came through, for naming and deferred frees. */
+enum ds_family { DS_FAMILY_CUDART, DS_FAMILY_CUDA, DS_FAMILY_HIP, DS_FAMILY_COUNT };
+/* What a hooked free must do (ds_alloc_free_check). */
+enum { DS_FREE_FORWARD, DS_FREE_DEFER, DS_FREE_REFUSE };
+#define DS_BACKTRACE_CAPTURE 64
+
+typedef struct ds_alloc_info {
+    uintptr_t base;
+    uint64_t size;
+    void *stream;  /* async allocations */
+    uint16_t owner; /* name id (set by ds_alloc_record) */
+    int device;
+    int kind;      /* enum ds_alloc_kind */
+    int family;    /* enum ds_family */
+    uint32_t generation;
+} ds_alloc_info;
 
 /* ---- ELF modules (elf.c) and GOT hooks (modules.c) ---------------------- */
 /* What elf.c needs of one loaded module; every pointer lies in [lo, hi). */

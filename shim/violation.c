@@ -9,15 +9,16 @@
 
 #include "internal.h"
 
-#define DS_BACKTRACE_MAX 64
-
-static void add_backtrace(ds_ev *e)
+int ds_backtrace_capture(void **frames, int max)
 {
-    void *frames[DS_BACKTRACE_MAX + 8];
+    return backtrace(frames, max);
+}
+
+void ds_backtrace_field(ds_ev *e, void *const *frames, int n)
+{
     int want = (int)ds_cfg.backtrace;
-    int n = backtrace(frames, (int)DS_ARRAY_LEN(frames));
     Dl_info self;
-    if (!dladdr((void *)add_backtrace, &self))
+    if (!dladdr((void *)ds_backtrace_field, &self))
         self.dli_fbase = NULL;
     ds_ev_open(e, "backtrace", '[');
     for (int i = 0, shown = 0; i < n && shown < want; i++) {
@@ -52,8 +53,10 @@ bool ds_violation(int kind, const char *subject, uintptr_t addr, const char *det
         ds_ev_str(&e, "kind", ds_violation_name(kind));
         ds_ev_hex(&e, subject, addr);
         ds_ev_str(&e, "detail", detail);
-        if (ds_cfg.backtrace > 0)
-            add_backtrace(&e);
+        if (ds_cfg.backtrace > 0) {
+            void *frames[DS_BACKTRACE_CAPTURE];
+            ds_backtrace_field(&e, frames, ds_backtrace_capture(frames, DS_BACKTRACE_CAPTURE));
+        }
         ds_ev_end(&e);
     }
     switch (ds_cfg.on_error) {

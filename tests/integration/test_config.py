@@ -131,4 +131,4 @@ def test_only_the_public_api_is_exported():
     names = sorted(l.split()[-1] for l in out.splitlines() if l.strip())
     # The annotation API, and the functions interposed by symbol.
     assert names == ["dlclose", "dlopen", "dlshim_export", "dlshim_export_versioned",
-                     "dlshim_import", "dlshim_import_versioned"]
+                     "dlshim_import", "dlshim_import_versioned", "dlsym"]

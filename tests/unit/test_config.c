@@ -3,6 +3,9 @@
 
 static ds_config c;
 
+/* DLSHIM_EVENTS=default: every event but the frequent ones. */
+#define DEFAULT_EVENTS (((1u << DS_EV_COUNT) - 1) & ~((1u << DS_EV_ALLOC) | (1u << DS_EV_FREE)))
+
 static void load(void *envp)
 {
     ds_config_load(&c, envp);
@@ -30,7 +33,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.exitcode, -1);
     assert_int_equal(c.backtrace, 0);
     assert_int_equal(c.max_records, 1 << 20);
-    assert_int_equal(c.events, (1u << DS_EV_COUNT) - 1); /* no frequent event yet */
+    assert_int_equal(c.events, DEFAULT_EVENTS);
 }
 
 static void test_good_values(void **state)
@@ -86,7 +89,7 @@ static void test_bad_values_warn_and_keep_defaults(void **state)
     assert_int_equal(c.format, DS_FORMAT_TEXT);
     assert_int_equal(c.on_error, DS_ON_ERROR_WARN);
     assert_false(c.disable);
-    assert_int_equal(c.events, (1u << DS_EV_COUNT) - 1);
+    assert_int_equal(c.events, DEFAULT_EVENTS);
     assert_string_equal(c.log, "stderr");
 }
 
@@ -96,6 +99,9 @@ static void test_events_keywords(void **state)
     const char *all[] = {"DLSHIM_EVENTS=all", NULL};
     load_count_warnings(all);
     assert_int_equal(c.events, (1u << DS_EV_COUNT) - 1);
+    const char *mixed[] = {"DLSHIM_EVENTS=default,alloc", NULL};
+    load_count_warnings(mixed);
+    assert_int_equal(c.events, DEFAULT_EVENTS | (1u << DS_EV_ALLOC));
     const char *only_commas[] = {"DLSHIM_EVENTS=,,", NULL};
     assert_int_equal(load_count_warnings(only_commas), 1);
 }

@@ -1,0 +1,46 @@
+/*
+ * device.c — what the CUDA runtime, CUDA driver and HIP hook families share:
+ * turning a successful allocation into a record, and a free into a decision.
+ * Each family file keeps its wrappers to one shape around these calls.
+ */
+#include <errno.h>
+
+#include "internal.h"
+
+void ds_device_allocated(int family, int kind, const void *out_ptr, size_t ptr_size,
+                         uint64_t bytes, int device, void *stream, const void *caller)
+{
+    int saved = errno;
+    uintptr_t base = 0;
+    if (ds_active() && ds_safe_read(&base, out_ptr, ptr_size) == ptr_size && base) {
+        char owner[DS_NAME_MAX];
+        ds_module_name_at(caller, owner, sizeof(owner));
+        ds_alloc_info a = {.base = base, .size = bytes, .stream = stream, .device = device,
+                           .kind = kind, .family = family};
+        ds_alloc_record(&a, owner);
+    }
+    errno = saved;
+}
+
+int ds_device_free_check(int family, int kind, uintptr_t ptr, const void *caller)
+{
+    if (!ptr || !ds_active())
+        return DS_FREE_FORWARD; /* freeing NULL is legal and does nothing */
+    int saved = errno;
+    char who[DS_NAME_MAX];
+    ds_module_name_at(caller, who, sizeof(who));
+    int action = ds_alloc_free_check(ptr, family, kind, who);
+    errno = saved;
+    return action;
+}
+
+void ds_device_freed(uintptr_t ptr, const void *caller)
+{
+    if (!ptr || !ds_active())
+        return;
+    int saved = errno;
+    char who[DS_NAME_MAX];
+    ds_module_name_at(caller, who, sizeof(who));
+    ds_alloc_forget(ptr, who);
+    errno = saved;
+}

@@ -1,0 +1,458 @@
+/*
+ * allocs.c — every live device, pinned-host and managed allocation, with its
+ * owner, and the policy for frees: free_while_shared, invalid_free, deferred
+ * frees under DLSHIM_ON_ERROR=protect, and the leak count at exit.
+ *
+ * An AVL tree keyed by base address, its nodes in one mmap'd pool (never
+ * malloc: hooks run inside allocators, deleters and signal handlers), gives
+ * range lookup (pointer → allocation) in O(log n) at a million live
+ * allocations, at 56 bytes per allocation.  Written by hand: no Debian
+ * library offers an allocation-free interval map for C.  One mutex; nothing
+ * is called out of the shim while it is held.
+ *
+ * Shares: an import of a tensor whose data lies in an allocation counts one
+ * share on it until the tensor's release.  Freeing an allocation with shares
+ * is free_while_shared; with protect the free is deferred, reported to the
+ * caller as done, and performed by the hook family's releaser at the last
+ * release.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+
+#define DS_ALLOC_NODES_MAX (1u << 24) /* virtual reservation; pages touched on use */
+#define DS_RECENT_FREES 4096u          /* remembered bases, to name double frees (a power of two) */
+
+typedef struct {
+    uintptr_t base;
+    uint64_t size;
+    void *stream;
+    uint32_t left, right; /* node indices; 0: none */
+    uint32_t shares;      /* live imports of tensors inside */
+    uint32_t generation;  /* tells a reused base from the allocation it replaced */
+    uint16_t owner;       /* name id */
+    int16_t device;
+    uint8_t kind, family, height;
+    uint8_t deferred; /* freed while shared under protect: free at the last release */
+    uint8_t freed_with; /* the family's free kind (host or device) for the deferred free */
+    uint8_t pad[3];
+} node;
+_Static_assert(sizeof(node) <= 64, "at most 64 bytes per tracked allocation");
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static node *pool;              /* pool[0] is the null node */
+static uint32_t root, next_free_node, free_list;
+static uint32_t generation_counter;
+static uint64_t live_count, live_bytes;
+/* Bases freed through a hook, direct-mapped: a collision forgets one (a
+ * double free then goes unnamed), never invents one. */
+static uintptr_t recent[DS_RECENT_FREES];
+static void (*releasers[DS_FAMILY_COUNT])(uintptr_t base, int kind);
+static atomic_uint_fast64_t untracked_frees;
+
+static const char *const kind_names[] = {"device", "host_pinned", "managed", "async_pool"};
+static const char *const family_names[] = {"cuda_runtime", "cuda_driver", "hip"};
+
+const char *ds_alloc_kind_name(int kind)
+{
+    return kind >= 0 && kind < (int)DS_ARRAY_LEN(kind_names) ? kind_names[kind] : "?";
+}
+
+const char *ds_family_name(int family)
+{
+    return family >= 0 && family < DS_FAMILY_COUNT ? family_names[family] : "?";
+}
+
+/* The DLPack device name of an allocation ("cuda:0", "rocm_host:0", ...). */
+static void device_name(char *out, size_t cap, const ds_alloc_info *a)
+{
+    bool hip = a->family == DS_FAMILY_HIP;
+    const char *type = a->kind == DS_ALLOC_HOST      ? (hip ? "rocm_host" : "cuda_host")
+                       : a->kind == DS_ALLOC_MANAGED ? (hip ? "rocm" : "cuda_managed")
+                                                     : (hip ? "rocm" : "cuda");
+    ds_fmt(out, cap, "%s:%d", type, a->device);
+}
+
+static uintptr_t *recent_slot(uintptr_t base)
+{
+    return &recent[((base >> 8) ^ (base >> 20)) & (DS_RECENT_FREES - 1)];
+}
+
+static bool pool_ready(void)
+{
+    if (pool)
+        return true;
+    void *p = mmap(NULL, (size_t)DS_ALLOC_NODES_MAX * sizeof(node), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return false;
+    pool = p;
+    next_free_node = 1;
+    return true;
+}
+
+static uint32_t new_node(void)
+{
+    uint32_t n = free_list;
+    if (n) {
+        free_list = pool[n].left;
+    } else if (next_free_node < DS_ALLOC_NODES_MAX) {
+        n = next_free_node++;
+    }
+    return n;
+}
+
+/* ---- AVL ------------------------------------------------------------------ */
+
+static int height(uint32_t n) { return n ? pool[n].height : 0; }
+
+static void update(uint32_t n)
+{
+    int l = height(pool[n].left), r = height(pool[n].right);
+    pool[n].height = (uint8_t)(1 + (l > r ? l : r));
+}
+
+static uint32_t rotate_right(uint32_t n)
+{
+    uint32_t l = pool[n].left;
+    pool[n].left = pool[l].right;
+    pool[l].right = n;
+    update(n);
+    update(l);
+    return l;
+}
+
+static uint32_t rotate_left(uint32_t n)
+{
+    uint32_t r = pool[n].right;
+    pool[n].right = pool[r].left;
+    pool[r].left = n;
+    update(n);
+    update(r);
+    return r;
+}
+
+static uint32_t balance(uint32_t n)
+{
+    update(n);
+    int b = height(pool[n].left) - height(pool[n].right);
+    if (b > 1) {
+        if (height(pool[pool[n].left].left) < height(pool[pool[n].left].right))
+            pool[n].left = rotate_left(pool[n].left);
+        return rotate_right(n);
+    }
+    if (b < -1) {
+        if (height(pool[pool[n].right].right) < height(pool[pool[n].right].left))
+            pool[n].right = rotate_right(pool[n].right);
+        return rotate_left(n);
+    }
+    return n;
+}
+
+static uint32_t insert(uint32_t t, uint32_t n)
+{
+    if (!t)
+        return n;
+    if (pool[n].base < pool[t].base)
+        pool[t].left = insert(pool[t].left, n);
+    else
+        pool[t].right = insert(pool[t].right, n);
+    return balance(t);
+}
+
+static uint32_t take_min(uint32_t t, uint32_t *min)
+{
+    if (!pool[t].left) {
+        *min = t;
+        return pool[t].right;
+    }
+    pool[t].left = take_min(pool[t].left, min);
+    return balance(t);
+}
+
+/* Unlinks the node with `base`; *out receives it (0 if none). */
+static uint32_t unlink_base(uint32_t t, uintptr_t base, uint32_t *out)
+{
+    if (!t)
+        return 0;
+    if (base < pool[t].base) {
+        pool[t].left = unlink_base(pool[t].left, base, out);
+    } else if (base > pool[t].base) {
+        pool[t].right = unlink_base(pool[t].right, base, out);
+    } else {
+        *out = t;
+        if (!pool[t].left || !pool[t].right)
+            return pool[t].left ? pool[t].left : pool[t].right;
+        uint32_t min;
+        uint32_t right = take_min(pool[t].right, &min);
+        pool[min].left = pool[t].left;
+        pool[min].right = right;
+        return balance(min);
+    }
+    return balance(t);
+}
+
+/* The allocation holding p: the greatest base <= p, if p is inside it. */
+static uint32_t containing(uintptr_t p)
+{
+    uint32_t best = 0;
+    for (uint32_t t = root; t;) {
+        if (pool[t].base <= p) {
+            best = t;
+            t = pool[t].right;
+        } else {
+            t = pool[t].left;
+        }
+    }
+    if (best && p - pool[best].base < (pool[best].size ? pool[best].size : 1))
+        return best;
+    return 0;
+}
+
+static void fill_info(uint32_t n, ds_alloc_info *out)
+{
+    *out = (ds_alloc_info){pool[n].base,   pool[n].size,   pool[n].stream,
+                           pool[n].owner,  pool[n].device, pool[n].kind,
+                           pool[n].family, pool[n].generation};
+}
+
+/* ---- events ----------------------------------------------------------------- */
+
+static void emit(int id, const ds_alloc_info *a, const char *caller, void *const *frames, int nframes)
+{
+    if (!ds_event_wanted(id))
+        return;
+    ds_ev e;
+    char device[32];
+    ds_ev_begin(&e, id);
+    ds_ev_hex(&e, "base", a->base);
+    ds_ev_uint(&e, "bytes", a->size);
+    device_name(device, sizeof(device), a);
+    ds_ev_str(&e, "device", device);
+    ds_ev_str(&e, "kind", ds_alloc_kind_name(a->kind));
+    ds_ev_str(&e, "api", ds_family_name(a->family));
+    ds_ev_str(&e, "owner", ds_name(a->owner));
+    if (caller)
+        ds_ev_str(&e, "by", caller);
+    if (a->stream)
+        ds_ev_hex(&e, "stream", (uintptr_t)a->stream);
+    if (frames && nframes > 0)
+        ds_backtrace_field(&e, frames, nframes);
+    ds_ev_end(&e);
+}
+
+/* ---- the API ---------------------------------------------------------------- */
+
+void ds_alloc_set_releaser(int family, void (*release)(uintptr_t base, int kind))
+{
+    if (family >= 0 && family < DS_FAMILY_COUNT)
+        releasers[family] = release;
+}
+
+void ds_alloc_record(const ds_alloc_info *a, const char *owner)
+{
+    ds_alloc_info info = *a;
+    void *frames[DS_BACKTRACE_CAPTURE];
+    int nframes = ds_cfg.backtrace > 0 ? ds_backtrace_capture(frames, (int)DS_ARRAY_LEN(frames)) : 0;
+    pthread_mutex_lock(&lock);
+    uint32_t n = pool_ready() ? new_node() : 0;
+    if (n) {
+        /* A base still in the tree was freed behind our back (an untracked
+         * route): the new allocation replaces it. */
+        uint32_t stale = 0;
+        root = unlink_base(root, info.base, &stale);
+        if (stale) {
+            live_count--;
+            live_bytes -= pool[stale].size;
+            pool[stale].left = free_list;
+            free_list = stale;
+        }
+        info.owner = ds_name_intern(owner);
+        info.generation = ++generation_counter;
+        pool[n] = (node){.base = info.base, .size = info.size, .stream = info.stream,
+                         .owner = info.owner, .device = (int16_t)info.device,
+                         .kind = (uint8_t)info.kind, .family = (uint8_t)info.family,
+                         .height = 1, .generation = info.generation};
+        root = insert(root, n);
+        live_count++;
+        live_bytes += info.size;
+        if (*recent_slot(info.base) == info.base)
+            *recent_slot(info.base) = 0;
+    }
+    pthread_mutex_unlock(&lock);
+    if (!n) {
+        ds_stats_untracked();
+        return;
+    }
+    emit(DS_EV_ALLOC, &info, NULL, frames, nframes);
+}
+
+bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out)
+{
+    pthread_mutex_lock(&lock);
+    uint32_t n = pool ? containing(p) : 0;
+    if (n)
+        fill_info(n, out);
+    pthread_mutex_unlock(&lock);
+    return n != 0;
+}
+
+int ds_alloc_free_check(uintptr_t p, int family, int kind, const char *caller)
+{
+    (void)family;
+    ds_alloc_info info;
+    char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
+    pthread_mutex_lock(&lock);
+    uint32_t n = pool ? containing(p) : 0;
+    bool exact = n && pool[n].base == p;
+    bool recently_freed = !n && *recent_slot(p) == p;
+    uint32_t shares = exact ? pool[n].shares : 0;
+    if (n)
+        fill_info(n, &info);
+    if (exact && shares && ds_cfg.on_error == DS_ON_ERROR_PROTECT) {
+        pool[n].deferred = 1;
+        pool[n].freed_with = (uint8_t)kind;
+    }
+    pthread_mutex_unlock(&lock);
+
+    if (exact && shares) {
+        ds_fmt(detail, sizeof(detail),
+               "%s freed the %llu-byte allocation %p of %s while %u imported tensor%s in it "
+               "%s not released; the consumer may still read it",
+               caller, (unsigned long long)info.size, (void *)p, ds_name(info.owner), shares,
+               shares == 1 ? "" : "s", shares == 1 ? "is" : "are");
+        return ds_violation(DS_VIO_FREE_WHILE_SHARED, "data", p, detail) ? DS_FREE_DEFER
+                                                                          : DS_FREE_FORWARD;
+    }
+    if (n && !exact) {
+        ds_fmt(detail, sizeof(detail),
+               "%s freed %p, %llu bytes inside the allocation %p of %s, not its start", caller,
+               (void *)p, (unsigned long long)(p - info.base), (void *)info.base,
+               ds_name(info.owner));
+        return ds_violation(DS_VIO_INVALID_FREE, "data", p, detail) ? DS_FREE_REFUSE
+                                                                     : DS_FREE_FORWARD;
+    }
+    if (recently_freed) {
+        ds_fmt(detail, sizeof(detail), "%s freed %p again: it was already freed", caller,
+               (void *)p);
+        return ds_violation(DS_VIO_INVALID_FREE, "data", p, detail) ? DS_FREE_REFUSE
+                                                                     : DS_FREE_FORWARD;
+    }
+    if (!n)
+        atomic_fetch_add(&untracked_frees, 1);
+    return DS_FREE_FORWARD;
+}
+
+void ds_alloc_forget(uintptr_t base, const char *caller)
+{
+    uint32_t n = 0;
+    ds_alloc_info info;
+    pthread_mutex_lock(&lock);
+    if (pool)
+        root = unlink_base(root, base, &n);
+    if (n) {
+        fill_info(n, &info);
+        live_count--;
+        live_bytes -= pool[n].size;
+        pool[n].left = free_list;
+        free_list = n;
+        *recent_slot(base) = base;
+    }
+    pthread_mutex_unlock(&lock);
+    if (n)
+        emit(DS_EV_FREE, &info, caller, NULL, 0);
+}
+
+void ds_alloc_share(uintptr_t base, uint32_t generation, int delta)
+{
+    uint32_t n = 0;
+    bool release_now = false;
+    int family = 0, kind = 0;
+    pthread_mutex_lock(&lock);
+    if (pool) {
+        uint32_t c = containing(base);
+        if (c && pool[c].base == base && pool[c].generation == generation)
+            n = c;
+    }
+    if (n) {
+        if (delta > 0)
+            pool[n].shares++;
+        else if (pool[n].shares)
+            pool[n].shares--;
+        if (pool[n].deferred && pool[n].shares == 0) {
+            release_now = true;
+            family = pool[n].family;
+            kind = pool[n].freed_with;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (release_now && releasers[family]) {
+        releasers[family](base, kind); /* the deferred free, now safe */
+        ds_alloc_forget(base, "dlshim (deferred free)");
+    }
+}
+
+#define DS_LEAKS_NAMED 32
+
+typedef struct {
+    uint64_t count, bytes;
+    ds_alloc_info named[DS_LEAKS_NAMED];
+    uint32_t shares[DS_LEAKS_NAMED];
+} leak_sum;
+
+static void collect_shared(uint32_t t, leak_sum *s)
+{
+    if (!t)
+        return;
+    collect_shared(pool[t].left, s);
+    if (pool[t].shares && !pool[t].deferred) {
+        if (s->count < DS_LEAKS_NAMED) {
+            fill_info(t, &s->named[s->count]);
+            s->shares[s->count] = pool[t].shares;
+        }
+        s->count++;
+        s->bytes += pool[t].size;
+    }
+    collect_shared(pool[t].right, s);
+}
+
+void ds_alloc_totals(uint64_t *live, uint64_t *bytes, uint64_t *untracked)
+{
+    pthread_mutex_lock(&lock);
+    *live = live_count;
+    *bytes = live_bytes;
+    pthread_mutex_unlock(&lock);
+    *untracked = atomic_load(&untracked_frees);
+}
+
+void ds_alloc_report_leaks(void)
+{
+    static leak_sum s; /* once, at exit */
+    memset(&s, 0, sizeof(s));
+    pthread_mutex_lock(&lock);
+    if (pool)
+        collect_shared(root, &s);
+    pthread_mutex_unlock(&lock);
+    char detail[DS_DETAIL_MAX];
+    for (uint64_t i = 0; i < s.count && i < DS_LEAKS_NAMED; i++) {
+        ds_fmt(detail, sizeof(detail),
+               "the %llu-byte allocation %p of %s is still shared by %u unreleased import%s at exit",
+               (unsigned long long)s.named[i].size, (void *)s.named[i].base,
+               ds_name(s.named[i].owner), s.shares[i], s.shares[i] == 1 ? "" : "s");
+        ds_violation(DS_VIO_LEAK, "data", s.named[i].base, detail);
+    }
+    if (s.count > DS_LEAKS_NAMED) {
+        ds_fmt(detail, sizeof(detail), "%llu more allocations are still shared at exit",
+               (unsigned long long)(s.count - DS_LEAKS_NAMED));
+        ds_violation(DS_VIO_LEAK, "data", 0, detail);
+    }
+}
+
+void ds_alloc_after_fork(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    lock = fresh;
+}
