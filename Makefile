@@ -123,7 +123,60 @@ $(RUST_EXT): tests/rust/dlpack_rs/src/lib.rs tests/rust/dlpack_rs/Cargo.toml tes
 	    CARGO_TARGET_DIR=$(abspath $(RUST_TARGET)) /usr/bin/cargo build --release --offline --quiet
 	cp $(RUST_TARGET)/release/libdlpack_rs.so $@
 
-test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(RUST_EXT)
+# ---- the simulated device: CUDA runtime, driver and HIP test doubles --------
+SIMDEV := $(BUILD)/simdev
+SIMDEV_CFLAGS = $(BASE_CFLAGS) $(DEVICE_INCLUDES) $(CFLAGS) $(VARIANT_CFLAGS) -fPIC \
+                -fvisibility=hidden -Wno-missing-prototypes -pthread
+SIMDEV_LIBS := $(SIMDEV)/libcuda.so.1 $(SIMDEV)/libcudart.so.13 $(SIMDEV)/libamdhip64.so.5
+
+$(SIMDEV)/libcuda.so.1: tests/simdev/cuda_driver.c tests/simdev/engine.c tests/simdev/engine.h
+	@mkdir -p $(dir $@)
+	$(CC) $(SIMDEV_CFLAGS) -shared -Wl,-soname,libcuda.so.1 -o $@ \
+	    tests/simdev/cuda_driver.c tests/simdev/engine.c $(VARIANT_LDFLAGS)
+
+$(SIMDEV)/libcudart.so.13: tests/simdev/cuda_runtime.c tests/simdev/cudart.map
+	@mkdir -p $(dir $@)
+	$(CC) $(SIMDEV_CFLAGS) -shared -Wl,-soname,libcudart.so.13 \
+	    -Wl,--version-script=tests/simdev/cudart.map -o $@ tests/simdev/cuda_runtime.c \
+	    $(VARIANT_LDFLAGS)
+
+$(SIMDEV)/libamdhip64.so.5: tests/simdev/hip.c tests/simdev/engine.c tests/simdev/hip.map
+	@mkdir -p $(dir $@)
+	$(CC) $(SIMDEV_CFLAGS) -shared -Wl,-soname,libamdhip64.so.5 \
+	    -Wl,--version-script=tests/simdev/hip.map -o $@ tests/simdev/hip.c tests/simdev/engine.c \
+	    $(VARIANT_LDFLAGS)
+
+# Device test programs: linked against the real toolkit's libraries (their
+# SONAMEs), run against the simulated device through LD_LIBRARY_PATH, or
+# against a real GPU without it.
+DEVICE_BIN := $(BUILD)/tests/device
+DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN)/hip_alloc \
+                $(DEVICE_BIN)/culike_user
+DEVICE_PROG_FLAGS = $(BASE_CFLAGS) $(DEVICE_INCLUDES) $(CFLAGS) $(VARIANT_CFLAGS) \
+                    -Wno-missing-prototypes -pthread
+
+$(DEVICE_BIN)/rt_alloc: tests/device/rt_alloc.c include/dlshim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
+
+$(DEVICE_BIN)/drv_alloc: tests/device/drv_alloc.c
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda $(VARIANT_LDFLAGS)
+
+$(DEVICE_BIN)/hip_alloc: tests/device/hip_alloc.c
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -lamdhip64 $(VARIANT_LDFLAGS)
+
+$(DEVICE_BIN)/libculike.so: tests/device/libculike.c
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -fPIC -shared -o $@ $< $(VARIANT_LDFLAGS)
+
+$(DEVICE_BIN)/culike_user: tests/device/culike_user.c $(DEVICE_BIN)/libculike.so
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(DEVICE_BIN) -lculike -Wl,-rpath,'$$ORIGIN' \
+	    $(VARIANT_LDFLAGS)
+
+test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(RUST_EXT) $(SIMDEV_LIBS) \
+               $(DEVICE_PROGS)
 
 # ---- the options table in README.md comes from shim/options.def ----------
 $(BUILD)/options-md: scripts/options-md.c shim/options.def

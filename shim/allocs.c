@@ -390,7 +390,11 @@ void ds_alloc_share(uintptr_t base, uint32_t generation, int delta)
     }
     pthread_mutex_unlock(&lock);
     if (release_now && releasers[family]) {
-        releasers[family](base, kind); /* the deferred free, now safe */
+        /* The deferred free, now safe; inside the nesting guard, so that the
+         * runtime's own driver call underneath is not recorded again. */
+        ds_api_enter();
+        releasers[family](base, kind);
+        ds_api_leave();
         ds_alloc_forget(base, "dlshim (deferred free)");
     }
 }

@@ -62,6 +62,7 @@ static int setup(char *const *envp)
         pthread_atfork(ds_reg_atfork_prepare, ds_reg_atfork_parent, atfork_child);
     if (ds_cfg.verbose)
         ds_config_dump(&ds_cfg);
+    ds_dlsym_enable();
     return ACTIVE;
 }
 

@@ -216,6 +216,8 @@ void *ds_real_dlsym(void *handle, const char *name);
 
 /* ---- hooks/families.c: the hook families (the only list of them) -------- */
 void ds_hooks_install(void);
+/* ---- hooks/dlsym.c ------------------------------------------------------- */
+void ds_dlsym_enable(void); /* at the end of start-up */
 /* ---- hooks/frameworks.c: module path → framework name ------------------- */
 void ds_framework_name(const char *path, char *out, size_t cap);
 /* ---- hooks/device.c: shared by the CUDA runtime, driver and HIP hooks --- */

@@ -9,7 +9,6 @@
  * own lookups go to glibc's, found with dlvsym, which is not interposed.
  */
 #include <dlfcn.h>
-#include <link.h>
 
 #include "internal.h"
 
@@ -39,11 +38,21 @@ void *ds_resolve_real(const char *name, const void *ours)
 
 void *ds_resolve_beside(const void *fn, const char *name)
 {
+    static void *(*glibc_dlopen)(const char *, int);
+    static int (*glibc_dlclose)(void *);
+    if (!glibc_dlopen) {
+        glibc_dlopen = (void *(*)(const char *, int))ds_real_dlsym(RTLD_NEXT, "dlopen");
+        glibc_dlclose = (int (*)(void *))ds_real_dlsym(RTLD_NEXT, "dlclose");
+    }
     Dl_info info;
-    struct link_map *lm = NULL;
-    /* glibc's dlopen handles are link_map pointers, so the defining
-     * library's link_map serves as a handle for its own scope. */
-    if (!fn || !dladdr1(fn, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+    if (!fn || !glibc_dlopen || !glibc_dlclose || !dladdr(fn, &info) || !info.dli_fname)
         return NULL;
-    return ds_real_dlsym(lm, name);
+    /* A handle for the already loaded library (not its link_map: glibc sets
+     * up the search scope only of objects opened with dlopen). */
+    void *handle = glibc_dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (!handle)
+        return NULL;
+    void *f = ds_real_dlsym(handle, name);
+    glibc_dlclose(handle);
+    return f;
 }

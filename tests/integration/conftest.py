@@ -19,6 +19,8 @@ CONSUMER = BUILD / "tests" / "consumer"
 LAUNCHER = ROOT / "scripts" / "dlshim"
 PYTHON_DIR = ROOT / "tests" / "python"
 EXT_DIR = BUILD / "tests" / "python"
+SIMDEV = BUILD / "simdev"           # the simulated CUDA/HIP runtimes
+DEVICE_BIN = BUILD / "tests" / "device"
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's: libpython linked into the executable
 EMBED = EXT_DIR / "embed"           # the same interpreter through libpython3.x.so
 
@@ -95,6 +97,16 @@ class Runner:
 
     def consumer(self, *args, **kw):
         return self.run([CONSUMER, *args], **kw)
+
+    def device(self, program, *args, shim=True, env=None):
+        """Runs a tests/device program on the simulated device, with every
+        event on; .simdev_frees lists the frees that reached the device."""
+        frees = self.tmp / f"simdev-{next(self.counter)}.log"
+        e = {"LD_LIBRARY_PATH": str(SIMDEV), "SIMDEV_LOG": str(frees), "DLSHIM_EVENTS": "all"}
+        e.update(env or {})
+        r = self.run([DEVICE_BIN / program, *args], shim=shim, env=e)
+        r.simdev_frees = frees.read_text().split() if frees.exists() else []
+        return r
 
     def python(self, script, *args, host=SYSTEM_PYTHON, shim=True, env=None):
         """Runs tests/python/SCRIPT with events and MARK lines both on stderr,

@@ -1,0 +1,326 @@
+/*
+ * The simulated device's CUDA runtime (libcudart.so.13): the subset of the
+ * runtime API the tests use.  Like the real runtime it reaches the driver
+ * only through pointers from cuGetProcAddress, after dlopen("libcuda.so.1"),
+ * so a tracer sees the runtime call and, nested inside it, the driver call.
+ */
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stddef.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* The driver, as the runtime sees it. */
+static struct {
+    __typeof__(cuInit) *init;
+    __typeof__(cuMemAlloc) *alloc;
+    __typeof__(cuMemAllocPitch) *alloc_pitch;
+    __typeof__(cuMemAllocAsync) *alloc_async;
+    __typeof__(cuMemAllocFromPoolAsync) *alloc_from_pool;
+    __typeof__(cuMemAllocManaged) *alloc_managed;
+    __typeof__(cuMemAllocHost) *alloc_host;
+    __typeof__(cuMemFree) *free;
+    __typeof__(cuMemFreeAsync) *free_async;
+    __typeof__(cuMemFreeHost) *free_host;
+    __typeof__(cuMemcpy) *copy;
+    __typeof__(cuMemcpyAsync) *copy_async;
+    __typeof__(cuMemsetD8) *fill;
+    __typeof__(cuMemsetD8Async) *fill_async;
+    __typeof__(cuStreamCreate) *stream_create;
+    __typeof__(cuStreamDestroy) *stream_destroy;
+    __typeof__(cuStreamSynchronize) *stream_sync;
+    __typeof__(cuStreamWaitEvent) *stream_wait;
+    __typeof__(cuEventCreate) *event_create;
+    __typeof__(cuEventRecord) *event_record;
+    __typeof__(cuEventQuery) *event_query;
+    __typeof__(cuEventSynchronize) *event_sync;
+    __typeof__(cuEventDestroy) *event_destroy;
+    __typeof__(cuLaunchHostFunc) *host_func;
+    __typeof__(cuCtxSynchronize) *ctx_sync;
+    __typeof__(cuCtxGetDevice) *ctx_device;
+} drv;
+static __typeof__(cuGetProcAddress_v2) *get_proc;
+static cudaError_t init_error;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static __thread cudaError_t last_error;
+
+static void load_driver(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    get_proc = h ? (__typeof__(get_proc))dlsym(h, "cuGetProcAddress_v2") : NULL;
+    if (!get_proc) {
+        init_error = cudaErrorInsufficientDriver;
+        return;
+    }
+#define GET(field, name) get_proc(name, (void **)&drv.field, 13000, 0, NULL)
+    GET(init, "cuInit");
+    GET(alloc, "cuMemAlloc");
+    GET(alloc_pitch, "cuMemAllocPitch");
+    GET(alloc_async, "cuMemAllocAsync");
+    GET(alloc_from_pool, "cuMemAllocFromPoolAsync");
+    GET(alloc_managed, "cuMemAllocManaged");
+    GET(alloc_host, "cuMemAllocHost");
+    GET(free, "cuMemFree");
+    GET(free_async, "cuMemFreeAsync");
+    GET(free_host, "cuMemFreeHost");
+    GET(copy, "cuMemcpy");
+    GET(copy_async, "cuMemcpyAsync");
+    GET(fill, "cuMemsetD8");
+    GET(fill_async, "cuMemsetD8Async");
+    GET(stream_create, "cuStreamCreate");
+    GET(stream_destroy, "cuStreamDestroy");
+    GET(stream_sync, "cuStreamSynchronize");
+    GET(stream_wait, "cuStreamWaitEvent");
+    GET(event_create, "cuEventCreate");
+    GET(event_record, "cuEventRecord");
+    GET(event_query, "cuEventQuery");
+    GET(event_sync, "cuEventSynchronize");
+    GET(event_destroy, "cuEventDestroy");
+    GET(host_func, "cuLaunchHostFunc");
+    GET(ctx_sync, "cuCtxSynchronize");
+    GET(ctx_device, "cuCtxGetDevice");
+#undef GET
+    if (drv.init(0) == CUDA_ERROR_NO_DEVICE)
+        init_error = cudaErrorNoDevice;
+}
+
+/* Driver results → runtime results, for the codes the simulation produces. */
+static cudaError_t from(CUresult r)
+{
+    switch (r) {
+    case CUDA_SUCCESS: return cudaSuccess;
+    case CUDA_ERROR_INVALID_VALUE: return cudaErrorInvalidValue;
+    case CUDA_ERROR_OUT_OF_MEMORY: return cudaErrorMemoryAllocation;
+    case CUDA_ERROR_NO_DEVICE: return cudaErrorNoDevice;
+    case CUDA_ERROR_NOT_READY: return cudaErrorNotReady;
+    case CUDA_ERROR_INVALID_HANDLE: return cudaErrorInvalidResourceHandle;
+    default: return cudaErrorUnknown;
+    }
+}
+
+#define CALL(expr)                                       \
+    do {                                                 \
+        pthread_once(&once, load_driver);                \
+        if (init_error)                                  \
+            return last_error = init_error;              \
+        cudaError_t e_ = from(expr);                     \
+        if (e_ != cudaSuccess && e_ != cudaErrorNotReady) \
+            last_error = e_;                             \
+        return e_;                                       \
+    } while (0)
+
+EXPORT cudaError_t cudaGetDeviceCount(int *count)
+{
+    pthread_once(&once, load_driver);
+    if (init_error)
+        return init_error;
+    if (!count)
+        return cudaErrorInvalidValue;
+    *count = 1;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGetDevice(int *device)
+{
+    CALL(drv.ctx_device((CUdevice *)device));
+}
+
+EXPORT cudaError_t cudaSetDevice(int device)
+{
+    pthread_once(&once, load_driver);
+    if (init_error)
+        return init_error;
+    return device == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
+EXPORT cudaError_t cudaDeviceSynchronize(void)
+{
+    CALL(drv.ctx_sync());
+}
+
+EXPORT cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+EXPORT const char *cudaGetErrorString(cudaError_t error)
+{
+    return error == cudaSuccess ? "no error" : "simulated device error";
+}
+
+/* ---- memory ----------------------------------------------------------------------- */
+
+EXPORT cudaError_t cudaMalloc(void **ptr, size_t size)
+{
+    CALL(drv.alloc((CUdeviceptr *)ptr, size));
+}
+
+EXPORT cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream)
+{
+    CALL(drv.alloc_async((CUdeviceptr *)ptr, size, (CUstream)stream));
+}
+
+EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool,
+                                           cudaStream_t stream)
+{
+    CALL(drv.alloc_from_pool((CUdeviceptr *)ptr, size, (CUmemoryPool)pool, (CUstream)stream));
+}
+
+EXPORT cudaError_t cudaMallocManaged(void **ptr, size_t size, unsigned int flags)
+{
+    CALL(drv.alloc_managed((CUdeviceptr *)ptr, size, flags));
+}
+
+EXPORT cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height)
+{
+    CALL(drv.alloc_pitch((CUdeviceptr *)ptr, pitch, width, height, 4));
+}
+
+EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
+{
+    CALL(drv.alloc_host(ptr, size));
+}
+
+EXPORT cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
+{
+    (void)flags;
+    CALL(drv.alloc_host(ptr, size));
+}
+
+EXPORT cudaError_t cudaFree(void *ptr)
+{
+    CALL(drv.free((CUdeviceptr)(uintptr_t)ptr));
+}
+
+EXPORT cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream)
+{
+    CALL(drv.free_async((CUdeviceptr)(uintptr_t)ptr, (CUstream)stream));
+}
+
+EXPORT cudaError_t cudaFreeHost(void *ptr)
+{
+    CALL(drv.free_host(ptr));
+}
+
+EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    CALL(drv.copy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n));
+}
+
+EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+                                   cudaStream_t stream)
+{
+    (void)kind;
+    CALL(drv.copy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n,
+                        (CUstream)stream));
+}
+
+EXPORT cudaError_t cudaMemset(void *dst, int value, size_t n)
+{
+    CALL(drv.fill((CUdeviceptr)(uintptr_t)dst, (unsigned char)value, n));
+}
+
+EXPORT cudaError_t cudaMemsetAsync(void *dst, int value, size_t n, cudaStream_t stream)
+{
+    CALL(drv.fill_async((CUdeviceptr)(uintptr_t)dst, (unsigned char)value, n, (CUstream)stream));
+}
+
+/* ---- streams and events ----------------------------------------------------------- */
+
+EXPORT cudaError_t cudaStreamCreate(cudaStream_t *stream)
+{
+    CALL(drv.stream_create((CUstream *)stream, 0));
+}
+
+EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags)
+{
+    CALL(drv.stream_create((CUstream *)stream,
+                           flags & cudaStreamNonBlocking ? CU_STREAM_NON_BLOCKING : 0));
+}
+
+EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    CALL(drv.stream_destroy((CUstream)stream));
+}
+
+EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    CALL(drv.stream_sync((CUstream)stream));
+}
+
+EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+    CALL(drv.stream_wait((CUstream)stream, (CUevent)event, flags));
+}
+
+EXPORT cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+    CALL(drv.event_create((CUevent *)event, 0));
+}
+
+EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+    CALL(drv.event_create((CUevent *)event, flags));
+}
+
+EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    CALL(drv.event_record((CUevent)event, (CUstream)stream));
+}
+
+EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
+                                            unsigned int flags)
+{
+    (void)flags;
+    CALL(drv.event_record((CUevent)event, (CUstream)stream));
+}
+
+EXPORT cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+    CALL(drv.event_query((CUevent)event));
+}
+
+EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    CALL(drv.event_sync((CUevent)event));
+}
+
+EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    CALL(drv.event_destroy((CUevent)event));
+}
+
+EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data)
+{
+    CALL(drv.host_func((CUstream)stream, (CUhostFn)fn, data));
+}
+
+/* ---- driver entry points through the runtime -------------------------------------- */
+
+EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn,
+                                                    unsigned int version, unsigned long long flags,
+                                                    enum cudaDriverEntryPointQueryResult *status)
+{
+    pthread_once(&once, load_driver);
+    if (init_error)
+        return init_error;
+    CUdriverProcAddressQueryResult s;
+    CUresult r = get_proc(symbol, fn, (int)version, flags, &s);
+    if (status)
+        *status = s == CU_GET_PROC_ADDRESS_SUCCESS ? cudaDriverEntryPointSuccess
+                                                   : cudaDriverEntryPointSymbolNotFound;
+    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorSymbolNotFound;
+}
+
+EXPORT cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **fn, unsigned long long flags,
+                                           enum cudaDriverEntryPointQueryResult *status);
+cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **fn, unsigned long long flags,
+                                    enum cudaDriverEntryPointQueryResult *status)
+{
+    return cudaGetDriverEntryPointByVersion(symbol, fn, CUDART_VERSION, flags, status);
+}

@@ -1,0 +1,413 @@
+/* engine.c — see engine.h. */
+#include "engine.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* ---- configuration --------------------------------------------------------- */
+
+bool sim_no_device(void)
+{
+    const char *v = getenv("SIMDEV_NO_DEVICE");
+    return v && *v == '1';
+}
+
+void sim_log(const char *what, const void *p)
+{
+    const char *path = getenv("SIMDEV_LOG");
+    if (!path)
+        return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    char line[128];
+    int n = snprintf(line, sizeof(line), "%s %p\n", what, p);
+    if (write(fd, line, (size_t)n) < 0) {
+        /* a test double's log: nothing to do */
+    }
+    close(fd);
+}
+
+/* ---- memory ----------------------------------------------------------------- */
+
+typedef struct alloc {
+    char *base;
+    size_t size;
+    int kind;
+    bool live;
+    struct alloc *next;
+} alloc;
+
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static alloc *allocs;
+
+void *sim_alloc(size_t size, int kind)
+{
+    size_t len = size ? size : 1;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    alloc *a = malloc(sizeof(*a));
+    if (p == MAP_FAILED || !a) {
+        free(a);
+        return NULL;
+    }
+    *a = (alloc){p, len, kind, true, NULL};
+    pthread_mutex_lock(&mem_lock);
+    a->next = allocs;
+    allocs = a;
+    pthread_mutex_unlock(&mem_lock);
+    return p;
+}
+
+int sim_free(void *p, int kind)
+{
+    alloc *found = NULL;
+    pthread_mutex_lock(&mem_lock);
+    for (alloc *a = allocs; a && !found; a = a->next)
+        if (a->base == p && a->live && a->kind == kind)
+            found = a;
+    if (found)
+        found->live = false;
+    pthread_mutex_unlock(&mem_lock);
+    if (!found)
+        return -1;
+    memset(found->base, 0xdd, found->size); /* poisoned, never reused */
+    return 0;
+}
+
+/* ---- streams ------------------------------------------------------------------ */
+
+typedef struct op {
+    void (*fn)(void *);
+    void *arg;
+    struct op *next;
+} op;
+
+struct sim_stream {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    op *head, *tail;
+    uint64_t queued, done; /* ops enqueued / completed */
+    bool blocking, stop;
+    pthread_t worker;
+    struct sim_stream *next_stream;
+};
+
+static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static sim_stream *streams; /* every live stream, for device sync and legacy ordering */
+static sim_stream *legacy;
+static __thread sim_stream *per_thread;
+
+static void *run(void *arg)
+{
+    sim_stream *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->head && !s->stop)
+            pthread_cond_wait(&s->cond, &s->lock);
+        if (!s->head)
+            break;
+        op *o = s->head;
+        s->head = o->next;
+        if (!s->head)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->lock);
+        o->fn(o->arg);
+        free(o);
+        pthread_mutex_lock(&s->lock);
+        s->done++;
+        pthread_cond_broadcast(&s->cond);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+static sim_stream *new_stream(bool blocking)
+{
+    sim_stream *s = calloc(1, sizeof(*s));
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    s->blocking = blocking;
+    pthread_create(&s->worker, NULL, run, s);
+    pthread_mutex_lock(&streams_lock);
+    s->next_stream = streams;
+    streams = s;
+    pthread_mutex_unlock(&streams_lock);
+    return s;
+}
+
+sim_stream *sim_stream_create(unsigned flags)
+{
+    return new_stream(!(flags & SIM_STREAM_NON_BLOCKING));
+}
+
+static void push(sim_stream *s, void (*fn)(void *), void *arg)
+{
+    op *o = malloc(sizeof(*o));
+    *o = (op){fn, arg, NULL};
+    pthread_mutex_lock(&s->lock);
+    if (s->tail)
+        s->tail->next = o;
+    else
+        s->head = o;
+    s->tail = o;
+    s->queued++;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+sim_stream *sim_stream_of(void *handle)
+{
+    if ((uintptr_t)handle == 0 || (uintptr_t)handle == 1) {
+        pthread_mutex_lock(&streams_lock);
+        sim_stream *l = legacy;
+        pthread_mutex_unlock(&streams_lock);
+        if (!l) {
+            l = new_stream(true);
+            pthread_mutex_lock(&streams_lock);
+            if (!legacy)
+                legacy = l;
+            l = legacy;
+            pthread_mutex_unlock(&streams_lock);
+        }
+        return l;
+    }
+    if ((uintptr_t)handle == 2) {
+        if (!per_thread)
+            per_thread = new_stream(true);
+        return per_thread;
+    }
+    return handle;
+}
+
+/* ---- events -------------------------------------------------------------------- */
+
+struct sim_event {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    uint64_t recorded, completed;
+    int refs; /* the owner's, and one per queued op that uses it */
+};
+
+sim_event *sim_event_create(void)
+{
+    sim_event *e = calloc(1, sizeof(*e));
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->cond, NULL);
+    e->refs = 1;
+    return e;
+}
+
+static void event_unref(sim_event *e)
+{
+    pthread_mutex_lock(&e->lock);
+    int left = --e->refs;
+    pthread_mutex_unlock(&e->lock);
+    if (left == 0) {
+        pthread_mutex_destroy(&e->lock);
+        pthread_cond_destroy(&e->cond);
+        free(e);
+    }
+}
+
+/* Queued ops may still use it: freed when the last of them is done. */
+void sim_event_destroy(sim_event *e)
+{
+    event_unref(e);
+}
+
+typedef struct {
+    sim_event *e;
+    uint64_t generation;
+} mark;
+
+static void complete(void *arg)
+{
+    mark *m = arg;
+    pthread_mutex_lock(&m->e->lock);
+    if (m->e->completed < m->generation)
+        m->e->completed = m->generation;
+    pthread_cond_broadcast(&m->e->cond);
+    pthread_mutex_unlock(&m->e->lock);
+    event_unref(m->e);
+    free(m);
+}
+
+static void wait_mark(void *arg)
+{
+    mark *m = arg;
+    pthread_mutex_lock(&m->e->lock);
+    while (m->e->completed < m->generation)
+        pthread_cond_wait(&m->e->cond, &m->e->lock);
+    pthread_mutex_unlock(&m->e->lock);
+    event_unref(m->e);
+    free(m);
+}
+
+/* Without the legacy-stream ordering: the building block. */
+static void record_raw(sim_event *e, sim_stream *s)
+{
+    mark *m = malloc(sizeof(*m));
+    pthread_mutex_lock(&e->lock);
+    m->e = e;
+    m->generation = ++e->recorded;
+    e->refs++;
+    pthread_mutex_unlock(&e->lock);
+    push(s, complete, m);
+}
+
+static void wait_raw(sim_stream *s, sim_event *e)
+{
+    mark *m = malloc(sizeof(*m));
+    pthread_mutex_lock(&e->lock);
+    m->e = e;
+    m->generation = e->recorded;
+    e->refs++;
+    pthread_mutex_unlock(&e->lock);
+    push(s, wait_mark, m);
+}
+
+/* Work on the legacy default stream waits for all blocking streams, and work
+ * on a blocking stream waits for the legacy stream (CUDA's implicit
+ * synchronization); non-blocking streams take no part. */
+static void order_with_legacy(sim_stream *s)
+{
+    if (!s->blocking)
+        return;
+    sim_stream *l = sim_stream_of(NULL);
+    pthread_mutex_lock(&streams_lock);
+    sim_stream *all[256];
+    int n = 0;
+    for (sim_stream *t = streams; t && n < 256; t = t->next_stream)
+        all[n++] = t;
+    pthread_mutex_unlock(&streams_lock);
+    if (s == l) {
+        for (int i = 0; i < n; i++)
+            if (all[i] != l && all[i]->blocking) {
+                sim_event *e = sim_event_create();
+                record_raw(e, all[i]);
+                wait_raw(l, e);
+                event_unref(e); /* the two ops keep it while they need it */
+            }
+    } else {
+        sim_event *e = sim_event_create();
+        record_raw(e, l);
+        wait_raw(s, e);
+        event_unref(e);
+    }
+}
+
+void sim_enqueue(sim_stream *s, void (*fn)(void *), void *arg)
+{
+    order_with_legacy(s);
+    push(s, fn, arg);
+}
+
+void sim_event_record(sim_event *e, sim_stream *s)
+{
+    order_with_legacy(s);
+    record_raw(e, s);
+}
+
+void sim_stream_wait_event(sim_stream *s, sim_event *e)
+{
+    wait_raw(s, e);
+}
+
+void sim_event_sync(sim_event *e)
+{
+    pthread_mutex_lock(&e->lock);
+    uint64_t target = e->recorded;
+    while (e->completed < target)
+        pthread_cond_wait(&e->cond, &e->lock);
+    pthread_mutex_unlock(&e->lock);
+}
+
+bool sim_event_done(sim_event *e)
+{
+    pthread_mutex_lock(&e->lock);
+    bool done = e->completed >= e->recorded;
+    pthread_mutex_unlock(&e->lock);
+    return done;
+}
+
+void sim_stream_sync(sim_stream *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t target = s->queued;
+    while (s->done < target)
+        pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void sim_stream_destroy(sim_stream *s)
+{
+    /* Work already queued completes first, as with cudaStreamDestroy. */
+    sim_stream_sync(s);
+}
+
+void sim_device_sync(void)
+{
+    pthread_mutex_lock(&streams_lock);
+    sim_stream *all[256];
+    int n = 0;
+    for (sim_stream *t = streams; t && n < 256; t = t->next_stream)
+        all[n++] = t;
+    pthread_mutex_unlock(&streams_lock);
+    for (int i = 0; i < n; i++)
+        sim_stream_sync(all[i]);
+}
+
+/* ---- copies and fills ------------------------------------------------------------ */
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t n;
+    int value;
+} transfer;
+
+static void do_copy(void *arg)
+{
+    transfer *t = arg;
+    memcpy(t->dst, t->src, t->n);
+    free(t);
+}
+
+static void do_fill(void *arg)
+{
+    transfer *t = arg;
+    memset(t->dst, t->value, t->n);
+    free(t);
+}
+
+static void submit(sim_stream *s, void (*fn)(void *), transfer *t, bool sync)
+{
+    if (!sync) {
+        sim_enqueue(s, fn, t);
+        return;
+    }
+    sim_event *done = sim_event_create();
+    sim_enqueue(s, fn, t);
+    record_raw(done, s);
+    sim_event_sync(done);
+    event_unref(done);
+}
+
+void sim_memcpy(void *dst, const void *src, size_t n, sim_stream *s, bool sync)
+{
+    transfer *t = malloc(sizeof(*t));
+    *t = (transfer){dst, src, n, 0};
+    submit(s, do_copy, t, sync);
+}
+
+void sim_memset(void *dst, int value, size_t n, sim_stream *s, bool sync)
+{
+    transfer *t = malloc(sizeof(*t));
+    *t = (transfer){dst, NULL, n, value};
+    submit(s, do_fill, t, sync);
+}

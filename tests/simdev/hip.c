@@ -1,0 +1,282 @@
+/*
+ * The simulated device's HIP runtime (libamdhip64.so.5): the subset of HIP
+ * the tests use, with HIP's names and error codes, plus hipGetProcAddress
+ * and hipLaunchHostFunc of HIP 6, declared here (Debian's headers are HIP 5).
+ */
+#include <hip/hip_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define CHECK_DEVICE                  \
+    do {                              \
+        if (sim_no_device())          \
+            return hipErrorNoDevice;  \
+    } while (0)
+
+EXPORT hipError_t hipInit(unsigned int flags)
+{
+    (void)flags;
+    CHECK_DEVICE;
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipGetDeviceCount(int *count)
+{
+    CHECK_DEVICE;
+    if (!count)
+        return hipErrorInvalidValue;
+    *count = 1;
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipGetDevice(int *device)
+{
+    CHECK_DEVICE;
+    if (!device)
+        return hipErrorInvalidValue;
+    *device = 0;
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipSetDevice(int device)
+{
+    CHECK_DEVICE;
+    return device == 0 ? hipSuccess : hipErrorInvalidDevice;
+}
+
+EXPORT hipError_t hipDeviceSynchronize(void)
+{
+    CHECK_DEVICE;
+    sim_device_sync();
+    return hipSuccess;
+}
+
+EXPORT const char *hipGetErrorString(hipError_t error)
+{
+    return error == hipSuccess ? "no error" : "simulated device error";
+}
+
+static hipError_t alloc(void **ptr, size_t size, int kind)
+{
+    CHECK_DEVICE;
+    if (!ptr)
+        return hipErrorInvalidValue;
+    *ptr = sim_alloc(size, kind);
+    return *ptr ? hipSuccess : hipErrorOutOfMemory;
+}
+
+EXPORT hipError_t hipMalloc(void **ptr, size_t size) { return alloc(ptr, size, SIM_DEVICE); }
+
+EXPORT hipError_t hipMallocAsync(void **ptr, size_t size, hipStream_t stream)
+{
+    (void)stream;
+    return alloc(ptr, size, SIM_DEVICE);
+}
+
+EXPORT hipError_t hipMallocManaged(void **ptr, size_t size, unsigned int flags)
+{
+    (void)flags;
+    return alloc(ptr, size, SIM_MANAGED);
+}
+
+EXPORT hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flags)
+{
+    (void)flags;
+    return alloc(ptr, size, SIM_HOST);
+}
+
+EXPORT hipError_t hipExtMallocWithFlags(void **ptr, size_t size, unsigned int flags)
+{
+    (void)flags;
+    return alloc(ptr, size, SIM_DEVICE);
+}
+
+static hipError_t release(void *p, int kind)
+{
+    CHECK_DEVICE;
+    if (!p)
+        return hipSuccess;
+    sim_log("free", p);
+    if (sim_free(p, kind) == 0)
+        return hipSuccess;
+    return kind == SIM_DEVICE && sim_free(p, SIM_MANAGED) == 0 ? hipSuccess : hipErrorInvalidValue;
+}
+
+EXPORT hipError_t hipFree(void *p) { return release(p, SIM_DEVICE); }
+
+EXPORT hipError_t hipFreeAsync(void *p, hipStream_t stream)
+{
+    (void)stream;
+    return release(p, SIM_DEVICE);
+}
+
+EXPORT hipError_t hipHostFree(void *p) { return release(p, SIM_HOST); }
+
+EXPORT hipError_t hipMemcpy(void *dst, const void *src, size_t n, hipMemcpyKind kind)
+{
+    (void)kind;
+    CHECK_DEVICE;
+    sim_memcpy(dst, src, n, sim_stream_of(NULL), true);
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipMemcpyAsync(void *dst, const void *src, size_t n, hipMemcpyKind kind,
+                                 hipStream_t stream)
+{
+    (void)kind;
+    CHECK_DEVICE;
+    sim_memcpy(dst, src, n, sim_stream_of(stream), false);
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipMemset(void *dst, int value, size_t n)
+{
+    CHECK_DEVICE;
+    sim_memset(dst, value, n, sim_stream_of(NULL), true);
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipMemsetAsync(void *dst, int value, size_t n, hipStream_t stream)
+{
+    CHECK_DEVICE;
+    sim_memset(dst, value, n, sim_stream_of(stream), false);
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipStreamCreate(hipStream_t *stream)
+{
+    CHECK_DEVICE;
+    if (!stream)
+        return hipErrorInvalidValue;
+    *stream = (hipStream_t)sim_stream_create(0);
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags)
+{
+    CHECK_DEVICE;
+    if (!stream)
+        return hipErrorInvalidValue;
+    *stream = (hipStream_t)sim_stream_create(flags & hipStreamNonBlocking ? SIM_STREAM_NON_BLOCKING : 0);
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipStreamDestroy(hipStream_t stream)
+{
+    CHECK_DEVICE;
+    sim_stream_destroy(sim_stream_of(stream));
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipStreamSynchronize(hipStream_t stream)
+{
+    CHECK_DEVICE;
+    sim_stream_sync(sim_stream_of(stream));
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags)
+{
+    (void)flags;
+    CHECK_DEVICE;
+    if (!event)
+        return hipErrorInvalidHandle;
+    sim_stream_wait_event(sim_stream_of(stream), (sim_event *)event);
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipEventCreate(hipEvent_t *event)
+{
+    CHECK_DEVICE;
+    if (!event)
+        return hipErrorInvalidValue;
+    *event = (hipEvent_t)sim_event_create();
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream)
+{
+    CHECK_DEVICE;
+    if (!event)
+        return hipErrorInvalidHandle;
+    sim_event_record((sim_event *)event, sim_stream_of(stream));
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipEventQuery(hipEvent_t event)
+{
+    CHECK_DEVICE;
+    return sim_event_done((sim_event *)event) ? hipSuccess : hipErrorNotReady;
+}
+
+EXPORT hipError_t hipEventSynchronize(hipEvent_t event)
+{
+    CHECK_DEVICE;
+    sim_event_sync((sim_event *)event);
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipEventDestroy(hipEvent_t event)
+{
+    CHECK_DEVICE;
+    sim_event_destroy((sim_event *)event);
+    return hipSuccess;
+}
+
+typedef void (*host_fn)(void *);
+typedef struct {
+    host_fn fn;
+    void *data;
+} host_call;
+
+static void call_host(void *arg)
+{
+    host_call *c = arg;
+    c->fn(c->data);
+    free(c);
+}
+
+EXPORT hipError_t hipLaunchHostFunc(hipStream_t stream, host_fn fn, void *data);
+hipError_t hipLaunchHostFunc(hipStream_t stream, host_fn fn, void *data)
+{
+    CHECK_DEVICE;
+    if (!fn)
+        return hipErrorInvalidValue;
+    host_call *c = malloc(sizeof(*c));
+    *c = (host_call){fn, data};
+    sim_enqueue(sim_stream_of(stream), call_host, c);
+    return hipSuccess;
+}
+
+#define ENTRY(name) {#name, (void *)name}
+static const struct {
+    const char *name;
+    void *fn;
+} entries[] = {
+    ENTRY(hipMalloc),      ENTRY(hipMallocAsync), ENTRY(hipMallocManaged), ENTRY(hipHostMalloc),
+    ENTRY(hipExtMallocWithFlags), ENTRY(hipFree), ENTRY(hipFreeAsync),     ENTRY(hipHostFree),
+    ENTRY(hipMemcpy),      ENTRY(hipMemset),      ENTRY(hipGetDevice),
+};
+#undef ENTRY
+
+EXPORT hipError_t hipGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags,
+                                    void *status);
+hipError_t hipGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags,
+                             void *status)
+{
+    (void)version;
+    (void)flags;
+    (void)status;
+    if (!symbol || !pfn)
+        return hipErrorInvalidValue;
+    for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
+        if (!strcmp(entries[i].name, symbol)) {
+            *pfn = entries[i].fn;
+            return hipSuccess;
+        }
+    *pfn = NULL;
+    return hipErrorNotFound;
+}
