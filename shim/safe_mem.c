@@ -68,12 +68,15 @@ static bool plausible(const void *p, size_t n)
     return a >= DS_PAGE && a + n >= a && a + n <= ((uintptr_t)1 << 47);
 }
 
-static size_t transfer(void *local, const void *remote, size_t n, bool write_remote)
+/* direct: a proven page may be copied directly; false for reads that may
+ * run past their object (a string's window), which go through the kernel
+ * even when another thread proved the page meanwhile. */
+static size_t transfer(void *local, const void *remote, size_t n, bool write_remote, bool direct)
 {
     if (n == 0 || !plausible(remote, n))
         return 0;
     atomic_uintptr_t *cache = write_remote ? writable : readable;
-    if (cached(cache, (uintptr_t)remote, n)) {
+    if (direct && cached(cache, (uintptr_t)remote, n)) {
         if (write_remote)
             memcpy((void *)remote, local, n);
         else
@@ -132,7 +135,7 @@ static size_t transfer(void *local, const void *remote, size_t n, bool write_rem
 size_t ds_safe_read(void *dst, const void *src, size_t n)
 {
     int saved = errno;
-    size_t r = transfer(dst, src, n, false);
+    size_t r = transfer(dst, src, n, false, true);
     errno = saved;
     return r;
 }
@@ -140,7 +143,7 @@ size_t ds_safe_read(void *dst, const void *src, size_t n)
 bool ds_safe_write(void *dst, const void *src, size_t n)
 {
     int saved = errno;
-    bool ok = transfer((void *)src, dst, n, true) == n;
+    bool ok = transfer((void *)src, dst, n, true, true) == n;
     errno = saved;
     return ok;
 }
@@ -163,7 +166,9 @@ void ds_safe_string(char *out, size_t cap, const char *s, const char *fallback)
             if (k < want)
                 break;
         } else {
-            size_t r = ds_safe_read(out + got, p, want);
+            int saved = errno;
+            size_t r = transfer(out + got, p, want, false, false);
+            errno = saved;
             const char *nul = memchr(out + got, '\0', r);
             if (nul) {
                 got = (size_t)(nul - out);
