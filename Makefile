@@ -151,7 +151,7 @@ $(SIMDEV)/libamdhip64.so.5: tests/simdev/hip.c tests/simdev/engine.c tests/simde
 # against a real GPU without it.
 DEVICE_BIN := $(BUILD)/tests/device
 DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN)/hip_alloc \
-                $(DEVICE_BIN)/culike_user
+                $(DEVICE_BIN)/culike_user $(DEVICE_BIN)/handoff $(DEVICE_BIN)/hip_handoff
 DEVICE_PROG_FLAGS = $(BASE_CFLAGS) $(DEVICE_INCLUDES) $(CFLAGS) $(VARIANT_CFLAGS) \
                     -Wno-missing-prototypes -pthread
 
@@ -159,9 +159,17 @@ $(DEVICE_BIN)/rt_alloc: tests/device/rt_alloc.c include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
+$(DEVICE_BIN)/handoff: tests/device/handoff.c include/dlshim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
+
 $(DEVICE_BIN)/drv_alloc: tests/device/drv_alloc.c
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda $(VARIANT_LDFLAGS)
+
+$(DEVICE_BIN)/hip_handoff: tests/device/hip_handoff.c include/dlshim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -lamdhip64 $(VARIANT_LDFLAGS)
 
 $(DEVICE_BIN)/hip_alloc: tests/device/hip_alloc.c
 	@mkdir -p $(dir $@)

@@ -262,8 +262,20 @@ static const struct {
     const char *base, *versioned;
     int since;
 } renamed[] = {
-    {"cuMemAlloc", "cuMemAlloc_v2", 3020},         {"cuMemAllocPitch", "cuMemAllocPitch_v2", 3020},
-    {"cuMemFree", "cuMemFree_v2", 3020},           {"cuMemAllocHost", "cuMemAllocHost_v2", 3020},
+    {"cuMemAlloc", "cuMemAlloc_v2", 3020},
+    {"cuMemAllocPitch", "cuMemAllocPitch_v2", 3020},
+    {"cuMemFree", "cuMemFree_v2", 3020},
+    {"cuMemAllocHost", "cuMemAllocHost_v2", 3020},
+    {"cuMemcpyHtoD", "cuMemcpyHtoD_v2", 3020},
+    {"cuMemcpyDtoH", "cuMemcpyDtoH_v2", 3020},
+    {"cuMemcpyDtoD", "cuMemcpyDtoD_v2", 3020},
+    {"cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2", 3020},
+    {"cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2", 3020},
+    {"cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync_v2", 3020},
+    {"cuMemsetD8", "cuMemsetD8_v2", 3020},
+    {"cuMemsetD32", "cuMemsetD32_v2", 3020},
+    {"cuStreamDestroy", "cuStreamDestroy_v2", 4000},
+    {"cuEventDestroy", "cuEventDestroy_v2", 4000},
     {"cuGetProcAddress", "cuGetProcAddress_v2", 12000},
 };
 

@@ -44,3 +44,12 @@ void ds_device_freed(uintptr_t ptr, const void *caller)
     ds_alloc_forget(ptr, who);
     errno = saved;
 }
+
+void ds_device_op(int family, const void *stream, bool ptsz, const ds_range *r, int n,
+                  const void *caller)
+{
+    int saved = errno;
+    if (ds_active())
+        ds_sync_op(family, (uintptr_t)stream, ptsz, r, n, caller);
+    errno = saved;
+}

@@ -13,5 +13,8 @@ void ds_hooks_install(void)
     ds_cuda_runtime_install();
     ds_cuda_driver_install();
     ds_hip_install();
+    ds_cuda_runtime_sync_install();
+    ds_cuda_driver_sync_install();
+    ds_hip_sync_install();
     ds_modules_refresh();
 }

@@ -145,6 +145,9 @@ void ds_backtrace_field(ds_ev *e, void *const *frames, int n);
  * when the caller must prevent the harmful action (protect); aborts the
  * process with `abort`. */
 bool ds_violation(int kind, const char *subject, uintptr_t addr, const char *detail);
+/* The same, with more fields written by fields(e, arg) after `detail`. */
+bool ds_violation_with(int kind, const char *subject, uintptr_t addr, const char *detail,
+                       void (*fields)(ds_ev *e, void *arg), void *arg);
 
 /* ---- allocs.c: device allocations and the policy for frees -------------- */
 void ds_alloc_set_releaser(int family, void (*release)(uintptr_t base, int kind));
@@ -163,6 +166,34 @@ void ds_alloc_report_leaks(void);
 void ds_alloc_after_fork(void);
 const char *ds_alloc_kind_name(int kind);
 const char *ds_family_name(int family);
+
+/* ---- sync.c: the happens-before model over streams ---------------------- */
+bool ds_sync_enabled(void);
+/* Per family: make `consumer` wait for all work queued so far on `producer`
+ * (event record + stream wait); false when it cannot. */
+void ds_sync_set_barrier(int family, bool (*barrier)(uintptr_t producer_stream,
+                                                     uintptr_t consumer_stream, long producer_tid));
+void ds_sync_stream_created(int family, uintptr_t stream, bool non_blocking);
+void ds_sync_stream_destroyed(int family, uintptr_t stream);
+/* `ptsz`: the call is a per-thread-default-stream variant (stream 0 means
+ * this thread's default stream). */
+void ds_sync_event_recorded(int family, uintptr_t event, uintptr_t stream, bool ptsz);
+void ds_sync_event_destroyed(int family, uintptr_t event);
+void ds_sync_stream_waits(int family, uintptr_t stream, uintptr_t event, bool ptsz);
+void ds_sync_host_waits_stream(int family, uintptr_t stream, bool ptsz);
+void ds_sync_host_waits_event(int family, uintptr_t event);
+void ds_sync_host_waits_all(int family);
+/* An operation about to be queued on `stream` touching ranges r[0..n);
+ * n < 0: a launch whose buffers are unknown.  Checks (or, enforced, fixes)
+ * the handoffs it is the first use of, then ticks the stream's clock. */
+void ds_sync_op(int family, uintptr_t stream, bool ptsz, const ds_range *r, int n,
+                const void *caller);
+/* A device tensor was imported: the last write to its bytes must be covered
+ * by the consumer's first use. */
+void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const char *producer,
+                    const char *consumer);
+uint64_t ds_sync_barriers(void);
+void ds_sync_after_fork(void);
 
 /* ---- tensor.c: the DLPack ownership ledger ------------------------------ */
 void ds_tensor_export(void *managed, bool versioned, const char *producer);
@@ -229,10 +260,16 @@ void ds_device_allocated(int family, int kind, const void *out_ptr, size_t ptr_s
 int ds_device_free_check(int family, int kind, uintptr_t ptr, const void *caller);
 /* After a successful free. */
 void ds_device_freed(uintptr_t ptr, const void *caller);
+/* Before queuing an operation (a copy, fill, launch): the sync model. */
+void ds_device_op(int family, const void *stream, bool ptsz, const ds_range *r, int n,
+                  const void *caller);
 /* ---- the device hook families -------------------------------------------- */
 void ds_cuda_runtime_install(void);
 void ds_cuda_driver_install(void);
 void ds_hip_install(void);
+void ds_cuda_runtime_sync_install(void);
+void ds_cuda_driver_sync_install(void);
+void ds_hip_sync_install(void);
 /* The driver hook name for a cuGetProcAddress-style request (e.g.
  * "cuMemAlloc" at version 12000 → "cuMemAlloc_v2"), in buf. */
 const char *ds_cuda_driver_hook_name(const char *symbol, int version, uint64_t flags, char *buf,

@@ -25,8 +25,8 @@
 
 #include "internal.h"
 
-#define DS_HOOKS_MAX 64
-#define DS_HOOK_BUCKETS 256u /* a power of two, well above DS_HOOKS_MAX */
+#define DS_HOOKS_MAX 256
+#define DS_HOOK_BUCKETS 1024u /* a power of two, well above DS_HOOKS_MAX */
 #define DS_MODULES_MAX 4096
 
 typedef struct {
@@ -39,7 +39,8 @@ typedef struct {
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static ds_got_hook hooks[DS_HOOKS_MAX];
 static int nhooks;
-static int16_t bucket[DS_HOOK_BUCKETS]; /* index + 1 into hooks; 0: empty */
+static int16_t bucket[DS_HOOK_BUCKETS]; /* by name: index + 1 into hooks; 0: empty */
+static int16_t by_wrapper[DS_HOOK_BUCKETS]; /* by wrapper address, likewise */
 static module *mods;                    /* mmap'd, DS_MODULES_MAX */
 static int nmods;
 static atomic_uint generation;          /* changes whenever mods[] does */
@@ -72,6 +73,21 @@ static int hook_index(const char *name)
     }
 }
 
+static uint32_t wrapper_hash(const void *w)
+{
+    return (uint32_t)(((uintptr_t)w >> 4) * 2654435761u);
+}
+
+/* Lock held (either way). */
+static int wrapper_index(const void *w)
+{
+    for (uint32_t i = wrapper_hash(w);; i++) {
+        int16_t b = by_wrapper[i & (DS_HOOK_BUCKETS - 1)];
+        if (b == 0 || hooks[b - 1].wrapper == w)
+            return b - 1;
+    }
+}
+
 void ds_got_hooks_add(const ds_got_hook *add, size_t n)
 {
     pthread_rwlock_wrlock(&lock);
@@ -82,7 +98,11 @@ void ds_got_hooks_add(const ds_got_hook *add, size_t n)
         uint32_t i = name_hash(add[k].name);
         while (bucket[i & (DS_HOOK_BUCKETS - 1)])
             i++;
-        bucket[i & (DS_HOOK_BUCKETS - 1)] = (int16_t)(++nhooks);
+        bucket[i & (DS_HOOK_BUCKETS - 1)] = (int16_t)(nhooks + 1);
+        for (i = wrapper_hash(add[k].wrapper); by_wrapper[i & (DS_HOOK_BUCKETS - 1)]; i++) {
+        }
+        by_wrapper[i & (DS_HOOK_BUCKETS - 1)] = (int16_t)(nhooks + 1);
+        nhooks++;
     }
     pthread_rwlock_unlock(&lock);
 }
@@ -118,10 +138,9 @@ void *ds_got_original(const void *wrapper, void **global_real, const char *name,
     void *f = NULL;
     pthread_rwlock_rdlock(&lock);
     int m = mods ? module_at((uintptr_t)caller) : -1;
-    if (m >= 0)
-        for (int h = 0; h < nhooks && !f; h++)
-            if (hooks[h].wrapper == wrapper)
-                f = mods[m].original[h];
+    int h = m >= 0 ? wrapper_index(wrapper) : -1;
+    if (h >= 0)
+        f = mods[m].original[h];
     pthread_rwlock_unlock(&lock);
     if (f)
         return f;

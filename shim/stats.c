@@ -159,6 +159,7 @@ void ds_summary_write(void)
     ds_ev_uint(&e, "allocations_live", allocs);
     ds_ev_uint(&e, "allocation_bytes_live", alloc_bytes);
     ds_ev_uint(&e, "untracked_frees", untracked_frees);
+    ds_ev_uint(&e, "barriers_inserted", ds_sync_barriers());
     ds_ev_uint(&e, "untracked", atomic_load(&untracked));
     ds_ev_uint(&e, "evicted_records", evicted);
     ds_ev_uint(&e, "dropped_events", ds_log_dropped());

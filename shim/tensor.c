@@ -76,13 +76,23 @@ typedef struct {
     uint64_t t_export, t_release;
     uintptr_t alloc_base;
     uint32_t alloc_generation;
+    uintptr_t data;
+    int32_t device_type;
 } record_copy;
 
 static record_copy copy_of(const ds_record *r)
 {
-    return (record_copy){r->key,      r->producer,  r->consumer,   r->bytes,
-                         r->copied,   r->t_export,  r->t_release,  r->alloc_base,
-                         r->alloc_generation};
+    return (record_copy){r->key,        r->producer,    r->consumer,
+                         r->bytes,      r->copied,      r->t_export,
+                         r->t_release,  r->alloc_base,  r->alloc_generation,
+                         r->data,       r->device_type};
+}
+
+/* Memory that device streams write: its handoffs are checked (sync.c). */
+static bool on_a_device(int32_t type)
+{
+    return type == kDLCUDA || type == kDLCUDAHost || type == kDLROCM || type == kDLROCMHost ||
+           type == kDLCUDAManaged;
 }
 
 static void emit_import(const record_copy *r)
@@ -167,6 +177,7 @@ void ds_tensor_export(void *m, bool versioned, const char *producer)
     r->versioned = versioned;
     r->copied = (v.flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0;
     r->wrapped = orig != NULL;
+    r->device_type = (int32_t)v.t.device.device_type;
     r->alloc_base = linked ? alloc.base : 0;
     r->alloc_generation = linked ? alloc.generation : 0;
     if (orig && v.deleter != tramp && !ds_safe_write(deleter_field(m, versioned), &tramp, sizeof(tramp))) {
@@ -196,6 +207,8 @@ void ds_tensor_import(void *m, bool versioned, const char *consumer)
             ds_reg_unlock();
             if (c.alloc_base)
                 ds_alloc_share(c.alloc_base, c.alloc_generation, +1);
+            if (on_a_device(c.device_type))
+                ds_sync_import(c.tensor, c.data, c.bytes, ds_name(c.producer), ds_name(c.consumer));
             emit_import(&c);
             return;
         }

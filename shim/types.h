@@ -17,6 +17,7 @@
 
 enum ds_format { DS_FORMAT_TEXT, DS_FORMAT_JSONL };
 enum ds_on_error { DS_ON_ERROR_WARN, DS_ON_ERROR_PROTECT, DS_ON_ERROR_ABORT };
+enum ds_sync_mode { DS_SYNC_OFF, DS_SYNC_CHECK, DS_SYNC_ENFORCE };
 
 #define DS_CTYPE_BOOL bool
 #define DS_CTYPE_INT int64_t
@@ -112,6 +113,7 @@ typedef struct ds_record {
     uint8_t versioned : 1;
     uint8_t wrapped : 1;    /* our trampoline sits in the tensor's deleter */
     uint8_t copied : 1;     /* the producer flagged the data as a copy */
+    int32_t device_type;    /* DLDeviceType of the data */
     uintptr_t alloc_base;   /* the tracked allocation the data lies in; 0: none */
     uint32_t alloc_generation;
 } ds_record;
@@ -123,6 +125,13 @@ enum ds_family { DS_FAMILY_CUDART, DS_FAMILY_CUDA, DS_FAMILY_HIP, DS_FAMILY_COUN
 /* What a hooked free must do (ds_alloc_free_check). */
 enum { DS_FREE_FORWARD, DS_FREE_DEFER, DS_FREE_REFUSE };
 #define DS_BACKTRACE_CAPTURE 64
+
+/* A byte range a device operation reads or writes (sync.c). */
+typedef struct ds_range {
+    uintptr_t start;
+    uint64_t len;
+    bool write;
+} ds_range;
 
 typedef struct ds_alloc_info {
     uintptr_t base;

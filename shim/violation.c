@@ -46,6 +46,12 @@ void ds_backtrace_field(ds_ev *e, void *const *frames, int n)
 
 bool ds_violation(int kind, const char *subject, uintptr_t addr, const char *detail)
 {
+    return ds_violation_with(kind, subject, addr, detail, NULL, NULL);
+}
+
+bool ds_violation_with(int kind, const char *subject, uintptr_t addr, const char *detail,
+                       void (*fields)(ds_ev *e, void *arg), void *arg)
+{
     ds_stats_violation(kind);
     if (ds_event_wanted(DS_EV_VIOLATION)) {
         ds_ev e;
@@ -53,6 +59,8 @@ bool ds_violation(int kind, const char *subject, uintptr_t addr, const char *det
         ds_ev_str(&e, "kind", ds_violation_name(kind));
         ds_ev_hex(&e, subject, addr);
         ds_ev_str(&e, "detail", detail);
+        if (fields)
+            fields(&e, arg);
         if (ds_cfg.backtrace > 0) {
             void *frames[DS_BACKTRACE_CAPTURE];
             ds_backtrace_field(&e, frames, ds_backtrace_capture(frames, DS_BACKTRACE_CAPTURE));

@@ -178,6 +178,13 @@ EXPORT hipError_t hipStreamSynchronize(hipStream_t stream)
     return hipSuccess;
 }
 
+EXPORT hipError_t hipStreamQuery(hipStream_t stream)
+{
+    CHECK_DEVICE;
+    sim_stream_sync(sim_stream_of(stream)); /* the simulation answers "done" by finishing */
+    return hipSuccess;
+}
+
 EXPORT hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags)
 {
     (void)flags;
@@ -195,6 +202,12 @@ EXPORT hipError_t hipEventCreate(hipEvent_t *event)
         return hipErrorInvalidValue;
     *event = (hipEvent_t)sim_event_create();
     return hipSuccess;
+}
+
+EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned flags)
+{
+    (void)flags;
+    return hipEventCreate(event);
 }
 
 EXPORT hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream)

@@ -1,0 +1,106 @@
+/*
+ * The HIP version of handoff.c's main cases: `hip_handoff unsynced|event`.
+ * Real HIP calls only; hipLaunchHostFunc is HIP 6 and found at run time,
+ * since Debian's HIP 5.2 does not export it (the simulated device does).
+ */
+#include <dlfcn.h>
+#include <dlshim.h>
+#include <hip/hip_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define N 256
+#define CHECK(call)                                                   \
+    do {                                                              \
+        hipError_t e_ = (call);                                       \
+        if (e_ != hipSuccess) {                                       \
+            printf("%s failed: %d\n", #call, (int)e_);                \
+            exit(1);                                                  \
+        }                                                             \
+    } while (0)
+
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static int gate_open;
+
+static void wait_gate(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&gate_lock);
+    while (!gate_open)
+        pthread_cond_wait(&gate_cond, &gate_lock);
+    pthread_mutex_unlock(&gate_lock);
+}
+
+static void open_gate(void)
+{
+    pthread_mutex_lock(&gate_lock);
+    gate_open = 1;
+    pthread_cond_broadcast(&gate_cond);
+    pthread_mutex_unlock(&gate_lock);
+}
+
+static int64_t shape[1] = {N};
+
+static void drop(DLManagedTensor *t)
+{
+    free(t);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "unsynced";
+    int synced = !strcmp(mode, "event");
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    hipError_t (*launch_host_func)(hipStream_t, void (*)(void *), void *);
+    *(void **)&launch_host_func = dlsym(RTLD_DEFAULT, "hipLaunchHostFunc");
+    if (!launch_host_func) {
+        printf("hipLaunchHostFunc: not in this HIP runtime\n");
+        return 1;
+    }
+    int *buf;
+    hipStream_t s1, s2;
+    hipEvent_t ev, copied;
+    CHECK(hipMalloc((void **)&buf, N * sizeof(int)));
+    CHECK(hipMemset(buf, 0, N * sizeof(int)));
+    CHECK(hipStreamCreate(&s1));
+    CHECK(hipStreamCreate(&s2));
+    CHECK(hipEventCreate(&ev));
+    CHECK(hipEventCreate(&copied));
+
+    CHECK(launch_host_func(s1, wait_gate, NULL)); /* the producer's late write */
+    CHECK(hipMemsetAsync(buf, 1, N * sizeof(int), s1));
+    CHECK(hipEventRecord(ev, s1));
+    DLManagedTensor *t = calloc(1, sizeof(*t));
+    t->dl_tensor.data = buf;
+    t->dl_tensor.device.device_type = kDLROCM;
+    t->dl_tensor.ndim = 1;
+    t->dl_tensor.dtype.code = kDLInt;
+    t->dl_tensor.dtype.bits = 32;
+    t->dl_tensor.dtype.lanes = 1;
+    t->dl_tensor.shape = shape;
+    t->deleter = drop;
+    dlshim_export(t, "producer");
+    if (synced)
+        open_gate();
+
+    dlshim_import(t, "consumer");
+    if (synced)
+        CHECK(hipStreamWaitEvent(s2, ev, 0));
+    int host[N];
+    CHECK(hipMemcpyAsync(host, buf, sizeof(host), hipMemcpyDeviceToHost, s2));
+    CHECK(hipEventRecord(copied, s2));
+    for (int i = 0; i < 100 && hipEventQuery(copied) != hipSuccess; i++) {
+        struct timespec ten_ms = {0, 10 * 1000 * 1000};
+        nanosleep(&ten_ms, NULL);
+    }
+    open_gate();
+    CHECK(hipDeviceSynchronize());
+    printf("consumer saw %d\n", host[0]);
+    t->deleter(t);
+    CHECK(hipFree(buf));
+    return 0;
+}

@@ -1,0 +1,85 @@
+"""The stream model: an unsynchronized producer→consumer handoff is real on
+the simulated device, DLSHIM_SYNC=check reports it with both sides named,
+DLSHIM_SYNC=enforce inserts the barrier, and correctly synchronized programs
+stay silent."""
+import pytest
+
+FRESH, STALE = "consumer saw 16843009", "consumer saw 0"
+RACY = ["unsynced", "event_before", "legacy_nonblocking", "per_thread"]
+SYNCHRONIZED = ["event", "host_sync", "same_stream", "legacy_blocking"]
+
+
+def handoff(dlshim, mode, sync=None, shim=True, program="handoff"):
+    env = {"DLSHIM_SYNC": sync} if sync else {}
+    return dlshim.device(program, mode, shim=shim, env=env)
+
+
+@pytest.mark.parametrize("mode", RACY)
+def test_race_is_real_without_the_shim(dlshim, mode):
+    assert STALE in handoff(dlshim, mode, shim=False).stdout
+
+
+@pytest.mark.parametrize("mode", RACY)
+def test_check_reports_both_sides(dlshim, mode):
+    r = handoff(dlshim, mode, "check")
+    assert r.rc == 0 and STALE in r.stdout  # check changes nothing
+    [v] = r.violations()
+    [exp] = r.of("export")
+    assert v["kind"] == "unsynchronized_handoff" and v["tensor"] == exp["tensor"]
+    assert (v["producer"], v["consumer"]) == ("producer", "consumer")
+    assert v["data"] == exp["data"]
+    assert v["producer_stream"] != v["consumer_stream"]
+    if mode == "legacy_nonblocking":
+        assert v["producer_stream"] == "legacy default stream"
+    if mode == "per_thread":
+        assert v["producer_stream"].startswith("per-thread default stream")
+    assert r.of("sync") == []
+
+
+@pytest.mark.parametrize("mode", ["unsynced", "event_before", "legacy_nonblocking"])
+def test_enforce_inserts_the_barrier(dlshim, mode):
+    r = handoff(dlshim, mode, "enforce")
+    assert r.rc == 0 and FRESH in r.stdout
+    [s] = r.of("sync")
+    [exp] = r.of("export")
+    assert s["tensor"] == exp["tensor"] and s["producer_stream"] != s["consumer_stream"]
+    assert r.violations() == []
+    assert r.summary["barriers_inserted"] == 1
+
+
+def test_enforce_cannot_name_another_threads_default_stream(dlshim):
+    # The producer's stream is another thread's per-thread default stream,
+    # which this thread cannot name: reported instead of fixed.
+    r = handoff(dlshim, "per_thread", "enforce")
+    assert STALE in r.stdout
+    assert [v["kind"] for v in r.violations()] == ["unsynchronized_handoff"]
+    assert r.of("sync") == []
+
+
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+@pytest.mark.parametrize("mode", SYNCHRONIZED)
+def test_synchronized_programs_stay_silent(dlshim, mode, sync):
+    r = handoff(dlshim, mode, sync)
+    assert r.rc == 0 and FRESH in r.stdout
+    assert r.violations() == [] and r.of("sync") == []
+    assert r.summary["barriers_inserted"] == 0
+
+
+def test_sync_off_skips_the_model(dlshim):
+    r = handoff(dlshim, "unsynced", "off")
+    assert STALE in r.stdout and r.violations() == []
+
+
+@pytest.mark.parametrize("mode", ["unsynced"] + SYNCHRONIZED)
+def test_same_output_as_without_the_shim_in_check_mode(dlshim, mode):
+    assert handoff(dlshim, mode, shim=False).stdout == handoff(dlshim, mode, "check").stdout
+
+
+def test_hip_handoffs(dlshim):
+    assert STALE in handoff(dlshim, "unsynced", shim=False, program="hip_handoff").stdout
+    checked = handoff(dlshim, "unsynced", "check", program="hip_handoff")
+    assert [v["kind"] for v in checked.violations()] == ["unsynchronized_handoff"]
+    enforced = handoff(dlshim, "unsynced", "enforce", program="hip_handoff")
+    assert FRESH in enforced.stdout and len(enforced.of("sync")) == 1
+    synced = handoff(dlshim, "event", "check", program="hip_handoff")
+    assert FRESH in synced.stdout and synced.violations() == []
