@@ -84,7 +84,14 @@ PY_CONFIG ?= /usr/bin/python3-config
 PY_CFLAGS = $(shell $(PY_CONFIG) --includes)
 PY_EXT = $(shell $(PY_CONFIG) --extension-suffix)
 PY_EMBED_LIBS = $(shell $(PY_CONFIG) --ldflags --embed)
-PY_PROGS = $(BUILD)/tests/python/dlpack1ext$(PY_EXT) $(BUILD)/tests/python/embed
+PY_PROGS = $(BUILD)/tests/python/dlpack1ext$(PY_EXT) $(BUILD)/tests/python/embed \
+           $(BUILD)/tests/python/devproducer$(PY_EXT) $(BUILD)/tests/python/devconsumer$(PY_EXT)
+
+# Extensions using the CUDA runtime (the simulated one in the tests).
+$(BUILD)/tests/python/dev%$(PY_EXT): tests/python/dev%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -Werror $(DEVICE_INCLUDES) $(PY_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) \
+	    -fPIC -shared -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
 $(BUILD)/tests/python/dlpack1ext$(PY_EXT): tests/python/dlpack1ext.c include/dlshim.h
 	@mkdir -p $(dir $@)

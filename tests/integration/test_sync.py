@@ -83,3 +83,27 @@ def test_hip_handoffs(dlshim):
     assert FRESH in enforced.stdout and len(enforced.of("sync")) == 1
     synced = handoff(dlshim, "event", "check", program="hip_handoff")
     assert FRESH in synced.stdout and synced.violations() == []
+
+
+@pytest.mark.parametrize("sync", [None, "check", "enforce"])
+def test_python_extensions_through_a_capsule(dlshim, sync):
+    from conftest import SIMDEV
+    env = {"LD_LIBRARY_PATH": str(SIMDEV)}
+    if sync:
+        env["DLSHIM_SYNC"] = sync
+    r = dlshim.python("device_handoff.py", shim=sync is not None, env=env)
+    assert r.rc == 0, r.stderr[-2000:]
+    if sync is None:
+        assert STALE in r.stdout  # the race is real
+        return
+    [exp] = r.of("export")
+    assert (exp["producer"], exp["device"]) == ("devproducer", "cuda:0")
+    if sync == "check":
+        assert STALE in r.stdout
+        [v] = r.violations()
+        assert v["kind"] == "unsynchronized_handoff"
+        assert (v["producer"], v["consumer"]) == ("devproducer", "devconsumer")
+    else:
+        assert FRESH in r.stdout and r.violations() == []
+        [s] = r.of("sync")
+        assert s["tensor"] == exp["tensor"]
