@@ -158,7 +158,8 @@ $(SIMDEV)/libamdhip64.so.5: tests/simdev/hip.c tests/simdev/engine.c tests/simde
 # against a real GPU without it.
 DEVICE_BIN := $(BUILD)/tests/device
 DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN)/hip_alloc \
-                $(DEVICE_BIN)/culike_user $(DEVICE_BIN)/handoff $(DEVICE_BIN)/hip_handoff
+                $(DEVICE_BIN)/culike_user $(DEVICE_BIN)/handoff $(DEVICE_BIN)/hip_handoff \
+                $(DEVICE_BIN)/copies
 DEVICE_PROG_FLAGS = $(BASE_CFLAGS) $(DEVICE_INCLUDES) $(CFLAGS) $(VARIANT_CFLAGS) \
                     -Wno-missing-prototypes -pthread
 
@@ -169,6 +170,15 @@ $(DEVICE_BIN)/rt_alloc: tests/device/rt_alloc.c include/dlshim.h
 $(DEVICE_BIN)/handoff: tests/device/handoff.c include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
+
+$(DEVICE_BIN)/lib%like.so: tests/device/owner.c
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -DOWNER=$*like -fPIC -shared -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart \
+	    $(VARIANT_LDFLAGS)
+
+$(DEVICE_BIN)/copies: tests/device/copies.c $(DEVICE_BIN)/libjaxlike.so $(DEVICE_BIN)/libtorchlike.so
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(DEVICE_BIN) -ljaxlike -ltorchlike \
+	    -Wl,-rpath,'$$ORIGIN' -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
 $(DEVICE_BIN)/drv_alloc: tests/device/drv_alloc.c
 	@mkdir -p $(dir $@)

@@ -272,6 +272,8 @@ static const struct {
     {"cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2", 3020},
     {"cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2", 3020},
     {"cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync_v2", 3020},
+    {"cuMemcpy2D", "cuMemcpy2D_v2", 3020},
+    {"cuMemcpy2DAsync", "cuMemcpy2DAsync_v2", 3020},
     {"cuMemsetD8", "cuMemsetD8_v2", 3020},
     {"cuMemsetD32", "cuMemsetD32_v2", 3020},
     {"cuStreamDestroy", "cuStreamDestroy_v2", 4000},

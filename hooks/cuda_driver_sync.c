@@ -1,6 +1,6 @@
 /*
- * cuda_driver_sync.c — what the stream model (shim/sync.c) needs of the
- * CUDA driver API.
+ * cuda_driver_sync.c — what the stream model (shim/sync.c) and copy
+ * accounting (shim/copies.c) need of the CUDA driver API.
  *
  * Wraps, through every module's GOT, dlsym and cuGetProcAddress:
  *   cuStreamCreate, cuStreamCreateWithPriority, cuStreamDestroy_v2,
@@ -9,9 +9,10 @@
  *   cuEventSynchronize, cuEventQuery, cuCtxSynchronize,
  *   cuMemcpy, cuMemcpyAsync, cuMemcpyHtoD_v2, cuMemcpyDtoH_v2,
  *   cuMemcpyDtoD_v2, cuMemcpyHtoDAsync_v2, cuMemcpyDtoHAsync_v2,
- *   cuMemcpyDtoDAsync_v2, cuMemsetD8_v2, cuMemsetD8Async, cuMemsetD32_v2,
+ *   cuMemcpyDtoDAsync_v2, cuMemcpyPeer, cuMemcpyPeerAsync, cuMemcpy2D_v2,
+ *   cuMemcpy2DAsync_v2, cuMemsetD8_v2, cuMemsetD8Async, cuMemsetD32_v2,
  *   cuMemsetD32Async, cuLaunchKernel, cuLaunchKernelEx, cuLaunchHostFunc.
- * Leaves out: _ptsz/_ptds variants, 2D/3D/peer copies, 16-bit and 2D fills,
+ * Leaves out: _ptsz/_ptds variants, 3D copies, arrays, 16-bit and 2D fills,
  *   graphs.  Launch buffers are unknown (cuFuncGetParamInfo would name them;
  *   not yet): a launch counts as the calling module's use of its imports.
  * Calls the runtime makes on the program's behalf stay silent (nesting
@@ -43,6 +44,10 @@ static __typeof__(cuMemcpyDtoD_v2) *real_cuMemcpyDtoD_v2;
 static __typeof__(cuMemcpyHtoDAsync_v2) *real_cuMemcpyHtoDAsync_v2;
 static __typeof__(cuMemcpyDtoHAsync_v2) *real_cuMemcpyDtoHAsync_v2;
 static __typeof__(cuMemcpyDtoDAsync_v2) *real_cuMemcpyDtoDAsync_v2;
+static __typeof__(cuMemcpyPeer) *real_cuMemcpyPeer;
+static __typeof__(cuMemcpyPeerAsync) *real_cuMemcpyPeerAsync;
+static __typeof__(cuMemcpy2D_v2) *real_cuMemcpy2D_v2;
+static __typeof__(cuMemcpy2DAsync_v2) *real_cuMemcpy2DAsync_v2;
 static __typeof__(cuMemsetD8_v2) *real_cuMemsetD8_v2;
 static __typeof__(cuMemsetD8Async) *real_cuMemsetD8Async;
 static __typeof__(cuMemsetD32_v2) *real_cuMemsetD32_v2;
@@ -199,11 +204,12 @@ static CUresult wrap_cuCtxSynchronize(void)
 
 /* ---- copies and fills -------------------------------------------------------------- */
 
-/* A copy of n bytes; sync copies are done when they return (legacy stream). */
-static void copy_op(uintptr_t dst, uintptr_t src, size_t n, CUstream stream, const void *caller)
+/* A copy of n bytes in `direction`; sync copies are done when they return
+ * (legacy stream). */
+static void copy_op(uintptr_t dst, uintptr_t src, size_t n, CUstream stream, int direction,
+                    const void *caller)
 {
-    ds_range r[2] = {{src, n, false}, {dst, n, true}};
-    ds_device_op(FAMILY, stream, false, r, 2, caller);
+    ds_device_copy(FAMILY, stream, dst, src, n, n, n, direction, caller);
 }
 
 static void fill_op(uintptr_t dst, size_t bytes, CUstream stream, const void *caller)
@@ -223,7 +229,7 @@ static CUresult wrap_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     ENTER;
     if (outer)
-        copy_op(dst, src, n, NULL, caller);
+        copy_op(dst, src, n, NULL, DS_COPY_INFER, caller);
     CUresult r = synced(REAL(cuMemcpy)(dst, src, n), outer);
     LEAVE;
     return r;
@@ -233,7 +239,7 @@ static CUresult wrap_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, C
 {
     ENTER;
     if (outer)
-        copy_op(dst, src, n, stream, caller);
+        copy_op(dst, src, n, stream, DS_COPY_INFER, caller);
     CUresult r = REAL(cuMemcpyAsync)(dst, src, n, stream);
     LEAVE;
     return r;
@@ -243,7 +249,7 @@ static CUresult wrap_cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
     ENTER;
     if (outer)
-        copy_op(dst, PTR(src), n, NULL, caller);
+        copy_op(dst, PTR(src), n, NULL, DS_COPY_H2D, caller);
     CUresult r = synced(REAL(cuMemcpyHtoD_v2)(dst, src, n), outer);
     LEAVE;
     return r;
@@ -253,7 +259,7 @@ static CUresult wrap_cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 {
     ENTER;
     if (outer)
-        copy_op(PTR(dst), src, n, NULL, caller);
+        copy_op(PTR(dst), src, n, NULL, DS_COPY_D2H, caller);
     CUresult r = synced(REAL(cuMemcpyDtoH_v2)(dst, src, n), outer);
     LEAVE;
     return r;
@@ -263,7 +269,7 @@ static CUresult wrap_cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     ENTER;
     if (outer)
-        copy_op(dst, src, n, NULL, caller);
+        copy_op(dst, src, n, NULL, DS_COPY_D2D, caller);
     CUresult r = synced(REAL(cuMemcpyDtoD_v2)(dst, src, n), outer);
     LEAVE;
     return r;
@@ -274,7 +280,7 @@ static CUresult wrap_cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size
 {
     ENTER;
     if (outer)
-        copy_op(dst, PTR(src), n, stream, caller);
+        copy_op(dst, PTR(src), n, stream, DS_COPY_H2D, caller);
     CUresult r = REAL(cuMemcpyHtoDAsync_v2)(dst, src, n, stream);
     LEAVE;
     return r;
@@ -284,7 +290,7 @@ static CUresult wrap_cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, 
 {
     ENTER;
     if (outer)
-        copy_op(PTR(dst), src, n, stream, caller);
+        copy_op(PTR(dst), src, n, stream, DS_COPY_D2H, caller);
     CUresult r = REAL(cuMemcpyDtoHAsync_v2)(dst, src, n, stream);
     LEAVE;
     return r;
@@ -295,8 +301,69 @@ static CUresult wrap_cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size
 {
     ENTER;
     if (outer)
-        copy_op(dst, src, n, stream, caller);
+        copy_op(dst, src, n, stream, DS_COPY_D2D, caller);
     CUresult r = REAL(cuMemcpyDtoDAsync_v2)(dst, src, n, stream);
+    LEAVE;
+    return r;
+}
+
+static CUresult wrap_cuMemcpyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+                                  CUcontext src_ctx, size_t n)
+{
+    ENTER;
+    if (outer)
+        copy_op(dst, src, n, NULL, DS_COPY_PEER, caller);
+    CUresult r = synced(REAL(cuMemcpyPeer)(dst, dst_ctx, src, src_ctx, n), outer);
+    LEAVE;
+    return r;
+}
+
+static CUresult wrap_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+                                       CUcontext src_ctx, size_t n, CUstream stream)
+{
+    ENTER;
+    if (outer)
+        copy_op(dst, src, n, stream, DS_COPY_PEER, caller);
+    CUresult r = REAL(cuMemcpyPeerAsync)(dst, dst_ctx, src, src_ctx, n, stream);
+    LEAVE;
+    return r;
+}
+
+/* A CUDA_MEMCPY2D as the shim reads it: one side's address, pitch, kind. */
+static uintptr_t side_of(CUmemorytype type, const void *host, CUdeviceptr device)
+{
+    return type == CU_MEMORYTYPE_HOST ? PTR(host) : (uintptr_t)device;
+}
+
+static void copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, const void *caller)
+{
+    CUDA_MEMCPY2D c;
+    if (!p || ds_safe_read(&c, p, sizeof(c)) != sizeof(c))
+        return;
+    uintptr_t dst = side_of(c.dstMemoryType, c.dstHost, c.dstDevice);
+    uintptr_t src = side_of(c.srcMemoryType, c.srcHost, c.srcDevice);
+    uint64_t dspan = c.Height ? (uint64_t)c.dstPitch * (c.Height - 1) + c.WidthInBytes : 0;
+    uint64_t sspan = c.Height ? (uint64_t)c.srcPitch * (c.Height - 1) + c.WidthInBytes : 0;
+    ds_device_copy(FAMILY, stream, dst, src, (uint64_t)c.WidthInBytes * c.Height, dspan, sspan,
+                   DS_COPY_INFER, caller);
+}
+
+static CUresult wrap_cuMemcpy2D_v2(const CUDA_MEMCPY2D *p)
+{
+    ENTER;
+    if (outer)
+        copy_2d(p, NULL, caller);
+    CUresult r = synced(REAL(cuMemcpy2D_v2)(p), outer);
+    LEAVE;
+    return r;
+}
+
+static CUresult wrap_cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream stream)
+{
+    ENTER;
+    if (outer)
+        copy_2d(p, stream, caller);
+    CUresult r = REAL(cuMemcpy2DAsync_v2)(p, stream);
     LEAVE;
     return r;
 }
@@ -427,7 +494,9 @@ static const ds_got_hook hooks[] = {
     HOOK(cuEventSynchronize),   HOOK(cuEventQuery),               HOOK(cuCtxSynchronize),
     HOOK(cuMemcpy),             HOOK(cuMemcpyAsync),              HOOK(cuMemcpyHtoD_v2),
     HOOK(cuMemcpyDtoH_v2),      HOOK(cuMemcpyDtoD_v2),            HOOK(cuMemcpyHtoDAsync_v2),
-    HOOK(cuMemcpyDtoHAsync_v2), HOOK(cuMemcpyDtoDAsync_v2),       HOOK(cuMemsetD8_v2),
+    HOOK(cuMemcpyDtoHAsync_v2), HOOK(cuMemcpyDtoDAsync_v2),       HOOK(cuMemcpyPeer),
+    HOOK(cuMemcpyPeerAsync),    HOOK(cuMemcpy2D_v2),              HOOK(cuMemcpy2DAsync_v2),
+    HOOK(cuMemsetD8_v2),
     HOOK(cuMemsetD8Async),      HOOK(cuMemsetD32_v2),             HOOK(cuMemsetD32Async),
     HOOK(cuLaunchKernel),       HOOK(cuLaunchKernelEx),           HOOK(cuLaunchHostFunc),
 };
@@ -435,8 +504,6 @@ static const ds_got_hook hooks[] = {
 
 void ds_cuda_driver_sync_install(void)
 {
-    if (!ds_sync_enabled())
-        return;
     ds_got_hooks_add(hooks, DS_ARRAY_LEN(hooks));
     ds_sync_set_barrier(FAMILY, barrier);
 }

@@ -1,18 +1,19 @@
 /*
- * cuda_runtime_sync.c — what the stream model (shim/sync.c) needs of the
- * CUDA runtime: streams, events, waits, synchronizes, and the operations
- * that touch buffers.
+ * cuda_runtime_sync.c — what the stream model (shim/sync.c) and copy
+ * accounting (shim/copies.c) need of the CUDA runtime: streams, events,
+ * waits, synchronizes, and the operations that touch buffers.
  *
  * Wraps, through every module's GOT and dlsym:
  *   cudaStreamCreate, cudaStreamCreateWithFlags, cudaStreamCreateWithPriority,
  *   cudaStreamDestroy, cudaEventRecord, cudaEventRecordWithFlags,
  *   cudaEventDestroy, cudaStreamWaitEvent, cudaStreamSynchronize,
  *   cudaStreamQuery, cudaEventSynchronize, cudaEventQuery,
- *   cudaDeviceSynchronize, cudaMemcpy, cudaMemcpyAsync, cudaMemset,
+ *   cudaDeviceSynchronize, cudaMemcpy, cudaMemcpyAsync, cudaMemcpy2D,
+ *   cudaMemcpy2DAsync, cudaMemcpyPeer, cudaMemcpyPeerAsync, cudaMemset,
  *   cudaMemsetAsync, cudaLaunchKernel, cudaLaunchHostFunc.
  * Leaves out: the per-thread-default-stream (_ptsz/_ptds) variants (code
  *   built with --default-stream per-thread; cudaStreamPerThread passed
- *   explicitly is modelled), 2D/3D/peer copies and fills, graph launches.
+ *   explicitly is modelled), 3D copies, arrays, 2D fills, graph launches.
  *   cudaLaunchKernel's buffers are unknown without the kernel's parameter
  *   info, so a launch counts as the calling module's use of its imports.
  *
@@ -41,6 +42,10 @@ static __typeof__(cudaEventQuery) *real_cudaEventQuery;
 static __typeof__(cudaDeviceSynchronize) *real_cudaDeviceSynchronize;
 static __typeof__(cudaMemcpy) *real_cudaMemcpy;
 static __typeof__(cudaMemcpyAsync) *real_cudaMemcpyAsync;
+static __typeof__(cudaMemcpy2D) *real_cudaMemcpy2D;
+static __typeof__(cudaMemcpy2DAsync) *real_cudaMemcpy2DAsync;
+static __typeof__(cudaMemcpyPeer) *real_cudaMemcpyPeer;
+static __typeof__(cudaMemcpyPeerAsync) *real_cudaMemcpyPeerAsync;
 static __typeof__(cudaMemset) *real_cudaMemset;
 static __typeof__(cudaMemsetAsync) *real_cudaMemsetAsync;
 static __typeof__(cudaLaunchKernel) *real_cudaLaunchKernel;
@@ -208,12 +213,13 @@ static cudaError_t wrap_cudaDeviceSynchronize(void)
 
 /* ---- operations on buffers ------------------------------------------------------- */
 
+#define P(x) ((uintptr_t)(x))
+
 static cudaError_t wrap_cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
 {
     ENTER;
-    ds_range r[2] = {{(uintptr_t)src, n, false}, {(uintptr_t)dst, n, true}};
     if (outer)
-        ds_device_op(FAMILY, NULL, false, r, 2, caller);
+        ds_device_copy(FAMILY, NULL, P(dst), P(src), n, n, n, ds_copy_kind_direction(kind), caller);
     cudaError_t e = REAL(cudaMemcpy)(dst, src, n, kind);
     if (outer && e == cudaSuccess) /* synchronous: the host waited for it */
         ds_sync_host_waits_stream(FAMILY, 0, false);
@@ -225,10 +231,69 @@ static cudaError_t wrap_cudaMemcpyAsync(void *dst, const void *src, size_t n,
                                         enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     ENTER;
-    ds_range r[2] = {{(uintptr_t)src, n, false}, {(uintptr_t)dst, n, true}};
     if (outer)
-        ds_device_op(FAMILY, stream, false, r, 2, caller);
+        ds_device_copy(FAMILY, stream, P(dst), P(src), n, n, n, ds_copy_kind_direction(kind),
+                       caller);
     cudaError_t e = REAL(cudaMemcpyAsync)(dst, src, n, kind, stream);
+    LEAVE;
+    return e;
+}
+
+/* The bytes a pitched region of `height` rows of `width` bytes spans. */
+static uint64_t span(size_t pitch, size_t width, size_t height)
+{
+    return height ? (uint64_t)pitch * (height - 1) + width : 0;
+}
+
+static cudaError_t wrap_cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                     size_t width, size_t height, enum cudaMemcpyKind kind)
+{
+    ENTER;
+    if (outer)
+        ds_device_copy(FAMILY, NULL, P(dst), P(src), (uint64_t)width * height,
+                       span(dpitch, width, height), span(spitch, width, height),
+                       ds_copy_kind_direction(kind), caller);
+    cudaError_t e = REAL(cudaMemcpy2D)(dst, dpitch, src, spitch, width, height, kind);
+    if (outer && e == cudaSuccess)
+        ds_sync_host_waits_stream(FAMILY, 0, false);
+    LEAVE;
+    return e;
+}
+
+static cudaError_t wrap_cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
+                                          size_t spitch, size_t width, size_t height,
+                                          enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    ENTER;
+    if (outer)
+        ds_device_copy(FAMILY, stream, P(dst), P(src), (uint64_t)width * height,
+                       span(dpitch, width, height), span(spitch, width, height),
+                       ds_copy_kind_direction(kind), caller);
+    cudaError_t e = REAL(cudaMemcpy2DAsync)(dst, dpitch, src, spitch, width, height, kind, stream);
+    LEAVE;
+    return e;
+}
+
+static cudaError_t wrap_cudaMemcpyPeer(void *dst, int dst_device, const void *src, int src_device,
+                                       size_t n)
+{
+    ENTER;
+    if (outer)
+        ds_device_copy(FAMILY, NULL, P(dst), P(src), n, n, n, DS_COPY_PEER, caller);
+    cudaError_t e = REAL(cudaMemcpyPeer)(dst, dst_device, src, src_device, n);
+    if (outer && e == cudaSuccess)
+        ds_sync_host_waits_stream(FAMILY, 0, false);
+    LEAVE;
+    return e;
+}
+
+static cudaError_t wrap_cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src,
+                                            int src_device, size_t n, cudaStream_t stream)
+{
+    ENTER;
+    if (outer)
+        ds_device_copy(FAMILY, stream, P(dst), P(src), n, n, n, DS_COPY_PEER, caller);
+    cudaError_t e = REAL(cudaMemcpyPeerAsync)(dst, dst_device, src, src_device, n, stream);
     LEAVE;
     return e;
 }
@@ -328,7 +393,9 @@ static const ds_got_hook hooks[] = {
     HOOK(cudaStreamSynchronize),   HOOK(cudaStreamQuery),
     HOOK(cudaEventSynchronize),    HOOK(cudaEventQuery),
     HOOK(cudaDeviceSynchronize),   HOOK(cudaMemcpy),
-    HOOK(cudaMemcpyAsync),         HOOK(cudaMemset),
+    HOOK(cudaMemcpyAsync),         HOOK(cudaMemcpy2D),
+    HOOK(cudaMemcpy2DAsync),       HOOK(cudaMemcpyPeer),
+    HOOK(cudaMemcpyPeerAsync),     HOOK(cudaMemset),
     HOOK(cudaMemsetAsync),         HOOK(cudaLaunchKernel),
     HOOK(cudaLaunchHostFunc),
 };
@@ -336,8 +403,6 @@ static const ds_got_hook hooks[] = {
 
 void ds_cuda_runtime_sync_install(void)
 {
-    if (!ds_sync_enabled())
-        return; /* DLSHIM_SYNC=off: not even the wrappers */
     ds_got_hooks_add(hooks, DS_ARRAY_LEN(hooks));
     ds_sync_set_barrier(FAMILY, barrier);
 }

@@ -53,3 +53,22 @@ void ds_device_op(int family, const void *stream, bool ptsz, const ds_range *r, 
         ds_sync_op(family, (uintptr_t)stream, ptsz, r, n, caller);
     errno = saved;
 }
+
+void ds_device_copy(int family, const void *stream, uintptr_t dst, uintptr_t src, uint64_t bytes,
+                    uint64_t dst_span, uint64_t src_span, int direction, const void *caller)
+{
+    int saved = errno;
+    if (ds_active()) {
+        ds_range r[2] = {{src, src_span, false}, {dst, dst_span, true}};
+        ds_sync_op(family, (uintptr_t)stream, false, r, 2, caller);
+        ds_copy_record(dst, src, bytes, direction, false, caller);
+    }
+    errno = saved;
+}
+
+int ds_copy_kind_direction(int kind)
+{
+    /* cudaMemcpyKind and hipMemcpyKind share these values; 4 is "Default". */
+    static const int directions[] = {DS_COPY_H2H, DS_COPY_H2D, DS_COPY_D2H, DS_COPY_D2D};
+    return kind >= 0 && kind < 4 ? directions[kind] : DS_COPY_INFER;
+}

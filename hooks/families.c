@@ -6,15 +6,27 @@
  */
 #include "internal.h"
 
+static bool wanted(int family)
+{
+    return ds_cfg.hooks & (1u << family);
+}
+
 void ds_hooks_install(void)
 {
     ds_modules_set_namer(ds_framework_name);
-    ds_python_capsule_install();
-    ds_cuda_runtime_install();
-    ds_cuda_driver_install();
-    ds_hip_install();
-    ds_cuda_runtime_sync_install();
-    ds_cuda_driver_sync_install();
-    ds_hip_sync_install();
+    if (wanted(DS_HOOK_PYTHON))
+        ds_python_capsule_install();
+    if (wanted(DS_HOOK_CUDA)) {
+        ds_cuda_runtime_install();
+        ds_cuda_driver_install();
+        ds_cuda_runtime_sync_install();
+        ds_cuda_driver_sync_install();
+    }
+    if (wanted(DS_HOOK_HIP)) {
+        ds_hip_install();
+        ds_hip_sync_install();
+    }
+    if (wanted(DS_HOOK_HOST_COPY))
+        ds_host_copy_install();
     ds_modules_refresh();
 }

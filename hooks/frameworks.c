@@ -8,14 +8,23 @@
 
 #include "internal.h"
 
-/* Path fragments, most specific first. */
+/* Directories that name a framework, most specific first. */
 static const struct {
     const char *fragment, *name;
-} known[] = {
-    {"/torch/", "torch"},           {"/libtorch", "torch"},     {"/numpy/", "numpy"},
-    {"/cupy/", "cupy"},             {"/cupy_backends/", "cupy"}, {"/jaxlib/", "jax"},
-    {"/jax/", "jax"},               {"/tensorflow/", "tensorflow"}, {"/mlx/", "mlx"},
-    {"/paddle/", "paddle"},         {"/tvm_ffi/", "tvm_ffi"},   {"/tvm/", "tvm"},
+} dirs[] = {
+    {"/torch/", "torch"},   {"/numpy/", "numpy"},           {"/cupy/", "cupy"},
+    {"/cupy_backends/", "cupy"}, {"/jaxlib/", "jax"},       {"/jax/", "jax"},
+    {"/tensorflow/", "tensorflow"}, {"/mlx/", "mlx"},       {"/paddle/", "paddle"},
+    {"/tvm_ffi/", "tvm_ffi"}, {"/tvm/", "tvm"},
+};
+
+/* Library file names that do, wherever they live: the prefix followed by
+ * '.' or '_' (libtorch.so, libtorch_cuda.so; not libtorchvision.so). */
+static const struct {
+    const char *prefix, *name;
+} libs[] = {
+    {"libtorch", "torch"}, {"libc10", "torch"}, {"libtensorflow", "tensorflow"},
+    {"libjax", "jax"},     {"libcupy", "cupy"},
 };
 
 /* Anything else: the file's base name up to the first dot
@@ -23,13 +32,20 @@ static const struct {
  * name for the executable. */
 void ds_framework_name(const char *path, char *out, size_t cap)
 {
-    for (size_t i = 0; i < DS_ARRAY_LEN(known); i++)
-        if (strstr(path, known[i].fragment)) {
-            ds_fmt(out, cap, "%s", known[i].name);
+    for (size_t i = 0; i < DS_ARRAY_LEN(dirs); i++)
+        if (strstr(path, dirs[i].fragment)) {
+            ds_fmt(out, cap, "%s", dirs[i].name);
             return;
         }
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
+    for (size_t i = 0; i < DS_ARRAY_LEN(libs); i++) {
+        size_t n = strlen(libs[i].prefix);
+        if (!strncmp(base, libs[i].prefix, n) && (base[n] == '.' || base[n] == '_')) {
+            ds_fmt(out, cap, "%s", libs[i].name);
+            return;
+        }
+    }
     if (!*base)
         base = program_invocation_short_name;
     size_t len = strcspn(base, ".");

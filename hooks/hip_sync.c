@@ -1,13 +1,16 @@
 /*
- * hip_sync.c — what the stream model (shim/sync.c) needs of HIP.
+ * hip_sync.c — what the stream model (shim/sync.c) and copy accounting
+ * (shim/copies.c) need of HIP.
  *
  * Wraps, through every module's GOT, dlsym and hipGetProcAddress:
  *   hipStreamCreate, hipStreamCreateWithFlags, hipStreamCreateWithPriority,
  *   hipStreamDestroy, hipEventRecord, hipEventDestroy, hipStreamWaitEvent,
  *   hipStreamSynchronize, hipStreamQuery, hipEventSynchronize, hipEventQuery,
- *   hipDeviceSynchronize, hipMemcpy, hipMemcpyAsync, hipMemset,
- *   hipMemsetAsync, hipLaunchKernel, hipModuleLaunchKernel, hipLaunchHostFunc.
- * Leaves out: hipMemcpy{HtoD,DtoH,DtoD}(Async), 2D/3D copies, graphs.
+ *   hipDeviceSynchronize, hipMemcpy, hipMemcpyAsync, hipMemcpyHtoD,
+ *   hipMemcpyDtoH, hipMemcpyDtoD (and their Async forms), hipMemcpyPeer,
+ *   hipMemcpyPeerAsync, hipMemset, hipMemsetAsync, hipLaunchKernel,
+ *   hipModuleLaunchKernel, hipLaunchHostFunc.
+ * Leaves out: 2D/3D copies, graphs.
  *   Launch buffers are unknown: a launch counts as the calling module's use
  *   of its imports.  Same shape as cuda_runtime_sync.c.
  */
@@ -34,6 +37,14 @@ static __typeof__(hipEventQuery) *real_hipEventQuery;
 static __typeof__(hipDeviceSynchronize) *real_hipDeviceSynchronize;
 static __typeof__(hipMemcpy) *real_hipMemcpy;
 static __typeof__(hipMemcpyAsync) *real_hipMemcpyAsync;
+static __typeof__(hipMemcpyHtoD) *real_hipMemcpyHtoD;
+static __typeof__(hipMemcpyDtoH) *real_hipMemcpyDtoH;
+static __typeof__(hipMemcpyDtoD) *real_hipMemcpyDtoD;
+static __typeof__(hipMemcpyHtoDAsync) *real_hipMemcpyHtoDAsync;
+static __typeof__(hipMemcpyDtoHAsync) *real_hipMemcpyDtoHAsync;
+static __typeof__(hipMemcpyDtoDAsync) *real_hipMemcpyDtoDAsync;
+static __typeof__(hipMemcpyPeer) *real_hipMemcpyPeer;
+static __typeof__(hipMemcpyPeerAsync) *real_hipMemcpyPeerAsync;
 static __typeof__(hipMemset) *real_hipMemset;
 static __typeof__(hipMemsetAsync) *real_hipMemsetAsync;
 static __typeof__(hipLaunchKernel) *real_hipLaunchKernel;
@@ -183,15 +194,24 @@ static hipError_t wrap_hipDeviceSynchronize(void)
     return r;
 }
 
+static hipError_t copied(hipError_t e, bool outer, bool sync)
+{
+    if (outer && sync && e == hipSuccess) /* synchronous: the host waited for it */
+        ds_sync_host_waits_stream(FAMILY, 0, false);
+    return e;
+}
+
+#define COPY(dst, src, n, stream, direction)                                              \
+    do {                                                                                  \
+        if (outer)                                                                        \
+            ds_device_copy(FAMILY, stream, PTR(dst), PTR(src), n, n, n, direction, caller); \
+    } while (0)
+
 static hipError_t wrap_hipMemcpy(void *dst, const void *src, size_t n, hipMemcpyKind kind)
 {
     ENTER;
-    ds_range r[2] = {{PTR(src), n, false}, {PTR(dst), n, true}};
-    if (outer)
-        ds_device_op(FAMILY, NULL, false, r, 2, caller);
-    hipError_t e = REAL(hipMemcpy)(dst, src, n, kind);
-    if (outer && e == hipSuccess)
-        ds_sync_host_waits_stream(FAMILY, 0, false);
+    COPY(dst, src, n, NULL, ds_copy_kind_direction(kind));
+    hipError_t e = copied(REAL(hipMemcpy)(dst, src, n, kind), outer, true);
     LEAVE;
     return e;
 }
@@ -200,10 +220,85 @@ static hipError_t wrap_hipMemcpyAsync(void *dst, const void *src, size_t n, hipM
                                       hipStream_t stream)
 {
     ENTER;
-    ds_range r[2] = {{PTR(src), n, false}, {PTR(dst), n, true}};
-    if (outer)
-        ds_device_op(FAMILY, stream, false, r, 2, caller);
+    COPY(dst, src, n, stream, ds_copy_kind_direction(kind));
     hipError_t e = REAL(hipMemcpyAsync)(dst, src, n, kind, stream);
+    LEAVE;
+    return e;
+}
+
+static hipError_t wrap_hipMemcpyHtoD(hipDeviceptr_t dst, void *src, size_t n)
+{
+    ENTER;
+    COPY(dst, src, n, NULL, DS_COPY_H2D);
+    hipError_t e = copied(REAL(hipMemcpyHtoD)(dst, src, n), outer, true);
+    LEAVE;
+    return e;
+}
+
+static hipError_t wrap_hipMemcpyDtoH(void *dst, hipDeviceptr_t src, size_t n)
+{
+    ENTER;
+    COPY(dst, src, n, NULL, DS_COPY_D2H);
+    hipError_t e = copied(REAL(hipMemcpyDtoH)(dst, src, n), outer, true);
+    LEAVE;
+    return e;
+}
+
+static hipError_t wrap_hipMemcpyDtoD(hipDeviceptr_t dst, hipDeviceptr_t src, size_t n)
+{
+    ENTER;
+    COPY(dst, src, n, NULL, DS_COPY_D2D);
+    hipError_t e = copied(REAL(hipMemcpyDtoD)(dst, src, n), outer, true);
+    LEAVE;
+    return e;
+}
+
+static hipError_t wrap_hipMemcpyHtoDAsync(hipDeviceptr_t dst, void *src, size_t n,
+                                          hipStream_t stream)
+{
+    ENTER;
+    COPY(dst, src, n, stream, DS_COPY_H2D);
+    hipError_t e = REAL(hipMemcpyHtoDAsync)(dst, src, n, stream);
+    LEAVE;
+    return e;
+}
+
+static hipError_t wrap_hipMemcpyDtoHAsync(void *dst, hipDeviceptr_t src, size_t n,
+                                          hipStream_t stream)
+{
+    ENTER;
+    COPY(dst, src, n, stream, DS_COPY_D2H);
+    hipError_t e = REAL(hipMemcpyDtoHAsync)(dst, src, n, stream);
+    LEAVE;
+    return e;
+}
+
+static hipError_t wrap_hipMemcpyDtoDAsync(hipDeviceptr_t dst, hipDeviceptr_t src, size_t n,
+                                          hipStream_t stream)
+{
+    ENTER;
+    COPY(dst, src, n, stream, DS_COPY_D2D);
+    hipError_t e = REAL(hipMemcpyDtoDAsync)(dst, src, n, stream);
+    LEAVE;
+    return e;
+}
+
+static hipError_t wrap_hipMemcpyPeer(void *dst, int dst_device, const void *src, int src_device,
+                                     size_t n)
+{
+    ENTER;
+    COPY(dst, src, n, NULL, DS_COPY_PEER);
+    hipError_t e = copied(REAL(hipMemcpyPeer)(dst, dst_device, src, src_device, n), outer, true);
+    LEAVE;
+    return e;
+}
+
+static hipError_t wrap_hipMemcpyPeerAsync(void *dst, int dst_device, const void *src,
+                                          int src_device, size_t n, hipStream_t stream)
+{
+    ENTER;
+    COPY(dst, src, n, stream, DS_COPY_PEER);
+    hipError_t e = REAL(hipMemcpyPeerAsync)(dst, dst_device, src, src_device, n, stream);
     LEAVE;
     return e;
 }
@@ -306,7 +401,10 @@ static const ds_got_hook hooks[] = {
     HOOK(hipStreamDestroy),     HOOK(hipEventRecord),           HOOK(hipEventDestroy),
     HOOK(hipStreamWaitEvent),   HOOK(hipStreamSynchronize),     HOOK(hipStreamQuery),
     HOOK(hipEventSynchronize),  HOOK(hipEventQuery),            HOOK(hipDeviceSynchronize),
-    HOOK(hipMemcpy),            HOOK(hipMemcpyAsync),           HOOK(hipMemset),
+    HOOK(hipMemcpy),            HOOK(hipMemcpyAsync),           HOOK(hipMemcpyHtoD),
+    HOOK(hipMemcpyDtoH),        HOOK(hipMemcpyDtoD),            HOOK(hipMemcpyHtoDAsync),
+    HOOK(hipMemcpyDtoHAsync),   HOOK(hipMemcpyDtoDAsync),       HOOK(hipMemcpyPeer),
+    HOOK(hipMemcpyPeerAsync),   HOOK(hipMemset),
     HOOK(hipMemsetAsync),       HOOK(hipLaunchKernel),          HOOK(hipModuleLaunchKernel),
     HOOK(hipLaunchHostFunc),
 };
@@ -314,8 +412,6 @@ static const ds_got_hook hooks[] = {
 
 void ds_hip_sync_install(void)
 {
-    if (!ds_sync_enabled())
-        return;
     ds_got_hooks_add(hooks, DS_ARRAY_LEN(hooks));
     ds_sync_set_barrier(FAMILY, barrier);
 }

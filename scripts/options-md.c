@@ -29,6 +29,8 @@ int main(void)
             printf("0/1");                                                            \
         else if (!strcmp(#TYPE, "EVENTS"))                                            \
             printf("event list");                                                     \
+        else if (!strcmp(#TYPE, "HOOKS"))                                             \
+            printf("hook family list");                                               \
         else                                                                          \
             printf("path");                                                           \
         printf(" | %s%s%s | ", *(def) ? "`" : "", *(def) ? (def) : "unset", *(def) ? "`" : ""); \

@@ -11,7 +11,11 @@
 
 #include "internal.h"
 
-enum opt_type { T_BOOL, T_INT, T_ENUM, T_PATH, T_EVENTS };
+enum opt_type { T_BOOL, T_INT, T_ENUM, T_PATH, T_EVENTS, T_HOOKS };
+
+/* DLSHIM_HOOKS names, by enum ds_hook_family. */
+static const char *const hook_names[DS_HOOK_COUNT] = {"python", "cuda", "hip", "host-copy"};
+#define DEFAULT_HOOKS (((1u << DS_HOOK_COUNT) - 1) & ~(1u << DS_HOOK_HOST_COPY))
 
 typedef struct {
     const char *name; /* with the DLSHIM_ prefix */
@@ -169,6 +173,36 @@ static bool parse_events(const char *s, uint32_t *out)
     return true;
 }
 
+static bool parse_hooks(const char *s, uint32_t *out)
+{
+    uint32_t mask = 0;
+    bool any = false;
+    for (const char *p = s; *p;) {
+        p += strspn(p, " \t,");
+        size_t len = strcspn(p, " \t,");
+        if (len == 0)
+            break;
+        any = true;
+        int id = -1;
+        for (int i = 0; i < DS_HOOK_COUNT; i++)
+            if (strlen(hook_names[i]) == len && !memcmp(hook_names[i], p, len))
+                id = i;
+        if (id >= 0)
+            mask |= 1u << id;
+        else if (len == 3 && !memcmp(p, "all", 3))
+            mask |= (1u << DS_HOOK_COUNT) - 1;
+        else if (len == 7 && !memcmp(p, "default", 7))
+            mask |= DEFAULT_HOOKS;
+        else
+            return false;
+        p += len;
+    }
+    if (!any)
+        return false;
+    *out = mask;
+    return true;
+}
+
 static bool parse_path(const char *s, char *out)
 {
     size_t n = strlen(s);
@@ -187,6 +221,7 @@ static bool parse(const opt_desc *o, const char *value, ds_config *c)
     case T_ENUM: return parse_enum(value, o->choices, field);
     case T_PATH: return parse_path(value, field);
     case T_EVENTS: return parse_events(value, field);
+    case T_HOOKS: return parse_hooks(value, field);
     }
     return false;
 }
@@ -205,6 +240,12 @@ static void expected(const opt_desc *o, char *buf, size_t cap)
         size_t len = ds_fmt(buf, cap, "a comma list of all, default");
         for (int i = 0; i < DS_EV_COUNT; i++)
             len += ds_fmt(buf + len, cap - len, ", %s", events[i].name);
+        break;
+    }
+    case T_HOOKS: {
+        size_t len = ds_fmt(buf, cap, "a comma list of all, default");
+        for (int i = 0; i < DS_HOOK_COUNT; i++)
+            len += ds_fmt(buf + len, cap - len, ", %s", hook_names[i]);
         break;
     }
     }
@@ -279,13 +320,16 @@ static void render(const opt_desc *o, const ds_config *c, char *buf, size_t cap)
         break;
     }
     case T_PATH: ds_printable(buf, cap, field, SIZE_MAX); break;
-    case T_EVENTS: {
+    case T_EVENTS:
+    case T_HOOKS: {
         uint32_t mask = *(const uint32_t *)field;
         size_t len = 0;
         buf[0] = '\0';
-        for (int i = 0; i < DS_EV_COUNT; i++)
+        int count = o->type == T_EVENTS ? DS_EV_COUNT : DS_HOOK_COUNT;
+        for (int i = 0; i < count; i++)
             if (mask & (1u << i))
-                len += ds_fmt(buf + len, cap - len, "%s%s", len ? "," : "", events[i].name);
+                len += ds_fmt(buf + len, cap - len, "%s%s", len ? "," : "",
+                              o->type == T_EVENTS ? events[i].name : hook_names[i]);
         break;
     }
     }

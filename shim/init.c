@@ -36,6 +36,7 @@ static void atfork_child(void)
     ds_reg_atfork_child();
     ds_alloc_after_fork();
     ds_sync_after_fork();
+    ds_copies_after_fork();
     ds_thread_after_fork();
     ds_log_after_fork();
     ds_stats_after_fork();

@@ -133,6 +133,7 @@ void ds_stats_violation(int kind);
 uint64_t ds_stats_violations(void);
 void ds_stats_untracked(void);
 void ds_stats_after_fork(void);
+void ds_stats_roundtrip(uint16_t from_owner, uint16_t to_owner);
 void ds_summary_write(void);
 
 /* ---- violation.c: reporting a violation --------------------------------- */
@@ -194,6 +195,20 @@ void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const char
                     const char *consumer);
 uint64_t ds_sync_barriers(void);
 void ds_sync_after_fork(void);
+
+/* ---- copies.c: copy accounting ------------------------------------------ */
+void ds_copies_share_added(uintptr_t tensor, uintptr_t data, uint64_t bytes);
+void ds_copies_share_removed(uintptr_t tensor);
+/* A transfer of `bytes` (direction: enum ds_copy_dir).  Logged when it
+ * touches a tracked allocation or a share (only a share when needs_share:
+ * host memcpy).  `caller` is a return address in the copying module. */
+void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
+                    bool needs_share, const void *caller);
+/* True when the newest copy into these bytes came from another tracked
+ * buffer and covers them; *source: where the bytes came from. */
+bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source);
+void ds_copies_totals(uint64_t *count, uint64_t *bytes, uint64_t *roundtrips);
+void ds_copies_after_fork(void);
 
 /* ---- tensor.c: the DLPack ownership ledger ------------------------------ */
 void ds_tensor_export(void *managed, bool versioned, const char *producer);
@@ -274,6 +289,12 @@ void ds_hip_sync_install(void);
  * "cuMemAlloc" at version 12000 → "cuMemAlloc_v2"), in buf. */
 const char *ds_cuda_driver_hook_name(const char *symbol, int version, uint64_t flags, char *buf,
                                      size_t cap);
+/* A copy about to be queued: the stream model and copy accounting. */
+void ds_device_copy(int family, const void *stream, uintptr_t dst, uintptr_t src, uint64_t bytes,
+                    uint64_t dst_span, uint64_t src_span, int direction, const void *caller);
+/* The direction of a cudaMemcpyKind / hipMemcpyKind value. */
+int ds_copy_kind_direction(int kind);
+void ds_host_copy_install(void);
 /* ---- hooks/python_capsule.c --------------------------------------------- */
 void ds_python_capsule_install(void);
 

@@ -14,7 +14,7 @@
 
 typedef struct {
     uint16_t producer, consumer;
-    uint64_t shares, zero_copy, copies, bytes;
+    uint64_t shares, zero_copy, copies, bytes, bytes_copied, roundtrips;
 } pair;
 
 static struct {
@@ -27,6 +27,29 @@ static struct {
 static atomic_uint_fast64_t violations[DS_VIO_COUNT];
 static atomic_uint_fast64_t untracked;
 
+/* Lock held.  The pair's counters, created on first use; NULL when full. */
+static pair *pair_of(uint16_t producer, uint16_t consumer)
+{
+    for (int i = 0; i < st.npairs; i++)
+        if (st.pairs[i].producer == producer && st.pairs[i].consumer == consumer)
+            return &st.pairs[i];
+    if (st.npairs == DS_PAIRS_MAX)
+        return NULL;
+    pair *p = &st.pairs[st.npairs++];
+    p->producer = producer;
+    p->consumer = consumer;
+    return p;
+}
+
+void ds_stats_roundtrip(uint16_t from_owner, uint16_t to_owner)
+{
+    ds_reg_lock();
+    pair *p = pair_of(from_owner, to_owner);
+    if (p)
+        p->roundtrips++;
+    ds_reg_unlock();
+}
+
 void ds_stats_share(uint16_t producer, uint16_t consumer, uint64_t bytes, bool zero_copy)
 {
     st.shares++;
@@ -37,25 +60,19 @@ void ds_stats_share(uint16_t producer, uint16_t consumer, uint64_t bytes, bool z
         st.copies++;
         st.bytes_copied += bytes;
     }
-    pair *p = NULL;
-    for (int i = 0; i < st.npairs && !p; i++)
-        if (st.pairs[i].producer == producer && st.pairs[i].consumer == consumer)
-            p = &st.pairs[i];
-    if (!p && st.npairs < DS_PAIRS_MAX) {
-        p = &st.pairs[st.npairs++];
-        p->producer = producer;
-        p->consumer = consumer;
-    }
+    pair *p = pair_of(producer, consumer);
     if (!p) {
         st.pairs_overflow++;
         return;
     }
     p->shares++;
     p->bytes += bytes;
-    if (zero_copy)
+    if (zero_copy) {
         p->zero_copy++;
-    else
+    } else {
         p->copies++;
+        p->bytes_copied += bytes;
+    }
 }
 
 void ds_stats_violation(int kind)
@@ -112,16 +129,19 @@ static void write_text_pairs(const pair *pairs, int n)
     char line[DS_LINE_MAX];
     if (n == 0)
         return;
-    ds_fmt(line, sizeof(line), "dlshim:   %-20s %-20s %8s %9s %7s %14s\n", "producer", "consumer",
-           "shares", "zero_copy", "copies", "bytes");
+    ds_fmt(line, sizeof(line), "dlshim:   %-20s %-20s %8s %9s %7s %14s %14s %10s\n", "producer",
+           "consumer", "shares", "zero_copy", "copies", "bytes", "bytes_copied", "roundtrips");
     ds_log_write(line, __builtin_strlen(line));
     for (int i = 0; i < n; i++) {
-        size_t len = ds_fmt(line, sizeof(line), "dlshim:   %-20s %-20s %8llu %9llu %7llu %14llu\n",
+        size_t len = ds_fmt(line, sizeof(line),
+                            "dlshim:   %-20s %-20s %8llu %9llu %7llu %14llu %14llu %10llu\n",
                             ds_name(pairs[i].producer), ds_name(pairs[i].consumer),
                             (unsigned long long)pairs[i].shares,
                             (unsigned long long)pairs[i].zero_copy,
                             (unsigned long long)pairs[i].copies,
-                            (unsigned long long)pairs[i].bytes);
+                            (unsigned long long)pairs[i].bytes,
+                            (unsigned long long)pairs[i].bytes_copied,
+                            (unsigned long long)pairs[i].roundtrips);
         ds_log_write(line, len);
     }
 }
@@ -160,6 +180,11 @@ void ds_summary_write(void)
     ds_ev_uint(&e, "allocation_bytes_live", alloc_bytes);
     ds_ev_uint(&e, "untracked_frees", untracked_frees);
     ds_ev_uint(&e, "barriers_inserted", ds_sync_barriers());
+    uint64_t transfers, transferred, roundtrips;
+    ds_copies_totals(&transfers, &transferred, &roundtrips);
+    ds_ev_uint(&e, "transfers", transfers);
+    ds_ev_uint(&e, "bytes_transferred", transferred);
+    ds_ev_uint(&e, "roundtrips", roundtrips);
     ds_ev_uint(&e, "untracked", atomic_load(&untracked));
     ds_ev_uint(&e, "evicted_records", evicted);
     ds_ev_uint(&e, "dropped_events", ds_log_dropped());
@@ -177,6 +202,8 @@ void ds_summary_write(void)
             ds_ev_uint(&e, "zero_copy", p->zero_copy);
             ds_ev_uint(&e, "copies", p->copies);
             ds_ev_uint(&e, "bytes", p->bytes);
+            ds_ev_uint(&e, "bytes_copied", p->bytes_copied);
+            ds_ev_uint(&e, "roundtrips", p->roundtrips);
             ds_ev_close(&e);
         }
         ds_ev_close(&e);

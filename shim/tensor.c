@@ -36,7 +36,7 @@ static void **deleter_field(void *managed, bool versioned)
 /* ---- events ------------------------------------------------------------- */
 
 static void emit_export(void *m, const ds_tensor_view *v, const char *producer,
-                        const ds_alloc_info *alloc)
+                        const ds_alloc_info *alloc, uintptr_t copied_from)
 {
     if (!ds_event_wanted(DS_EV_EXPORT))
         return;
@@ -65,6 +65,8 @@ static void emit_export(void *m, const ds_tensor_view *v, const char *producer,
         ds_ev_hex(&e, "allocation", alloc->base);
         ds_ev_str(&e, "allocation_owner", ds_name(alloc->owner));
     }
+    if (copied_from)
+        ds_ev_hex(&e, "copied_from", copied_from);
     ds_ev_end(&e);
 }
 
@@ -145,6 +147,13 @@ void ds_tensor_export(void *m, bool versioned, const char *producer)
     bool linked = v.tensor_valid && v.t.data &&
                   ds_alloc_lookup((uintptr_t)v.t.data + (uintptr_t)v.t.byte_offset, &alloc);
 
+    /* Filled by a copy from another tracked buffer just before: a copy for
+     * the consumer, whatever the flags say (e.g. __dlpack__(dl_device=cpu)
+     * on a device tensor). */
+    uintptr_t data = (uintptr_t)v.t.data + (uintptr_t)v.t.byte_offset, copied_from = 0;
+    if (v.tensor_valid && v.t.data && v.bytes)
+        ds_copies_filled_by_copy(data, v.bytes, &copied_from);
+
     void *tramp = trampoline(versioned);
     void *orig = v.deleter, *chained = NULL;
     ds_reg_lock();
@@ -164,7 +173,7 @@ void ds_tensor_export(void *m, bool versioned, const char *producer)
     if (!r) {
         ds_reg_unlock();
         ds_stats_untracked();
-        emit_export(m, &v, name, linked ? &alloc : NULL);
+        emit_export(m, &v, name, linked ? &alloc : NULL, copied_from);
         return;
     }
     r->orig_deleter = orig;
@@ -175,7 +184,7 @@ void ds_tensor_export(void *m, bool versioned, const char *producer)
     r->producer = ds_name_intern(name);
     r->state = DS_EXPORTED;
     r->versioned = versioned;
-    r->copied = (v.flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0;
+    r->copied = (v.flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0 || copied_from != 0;
     r->wrapped = orig != NULL;
     r->device_type = (int32_t)v.t.device.device_type;
     r->alloc_base = linked ? alloc.base : 0;
@@ -186,7 +195,8 @@ void ds_tensor_export(void *m, bool versioned, const char *producer)
         r->orig_deleter = NULL;
     }
     ds_reg_unlock();
-    emit_export(m, &v, name, linked ? &alloc : NULL);
+    ds_copies_share_added((uintptr_t)m, data, v.bytes);
+    emit_export(m, &v, name, linked ? &alloc : NULL, copied_from);
 }
 
 /* ---- import ------------------------------------------------------------- */
@@ -312,6 +322,7 @@ static void release(void *m, bool versioned)
     r->t_release = ds_now_ns();
     record_copy c = copy_of(r);
     ds_reg_unlock();
+    ds_copies_share_removed(c.tensor);
     emit_release(&c, consumed);
     /* The share ends before the producer's deleter runs: that deleter may
      * well free the buffer itself. */

@@ -18,6 +18,9 @@
 enum ds_format { DS_FORMAT_TEXT, DS_FORMAT_JSONL };
 enum ds_on_error { DS_ON_ERROR_WARN, DS_ON_ERROR_PROTECT, DS_ON_ERROR_ABORT };
 enum ds_sync_mode { DS_SYNC_OFF, DS_SYNC_CHECK, DS_SYNC_ENFORCE };
+/* DLSHIM_HOOKS: the families that can be turned off (the annotation API,
+ * dlopen and dlsym always stay). */
+enum ds_hook_family { DS_HOOK_PYTHON, DS_HOOK_CUDA, DS_HOOK_HIP, DS_HOOK_HOST_COPY, DS_HOOK_COUNT };
 
 #define DS_CTYPE_BOOL bool
 #define DS_CTYPE_INT int64_t
@@ -29,6 +32,7 @@ typedef struct ds_config {
 #define DS_FIELD_INT(f) int64_t f; /* -1: unset */
 #define DS_FIELD_ENUM(f) int f;
 #define DS_FIELD_EVENTS(f) uint32_t f; /* bit per ds_event_id */
+#define DS_FIELD_HOOKS(f) uint32_t f;  /* bit per enum ds_hook_family */
 #define DS_FIELD_PATH(f) char f[DS_PATH_MAX];
 #include "options.def"
 #undef DS_OPTION
@@ -36,6 +40,7 @@ typedef struct ds_config {
 #undef DS_FIELD_INT
 #undef DS_FIELD_ENUM
 #undef DS_FIELD_EVENTS
+#undef DS_FIELD_HOOKS
 #undef DS_FIELD_PATH
 } ds_config;
 
@@ -125,6 +130,9 @@ enum ds_family { DS_FAMILY_CUDART, DS_FAMILY_CUDA, DS_FAMILY_HIP, DS_FAMILY_COUN
 /* What a hooked free must do (ds_alloc_free_check). */
 enum { DS_FREE_FORWARD, DS_FREE_DEFER, DS_FREE_REFUSE };
 #define DS_BACKTRACE_CAPTURE 64
+
+/* Copy directions (copies.c); INFER: from what the two sides are. */
+enum ds_copy_dir { DS_COPY_H2D, DS_COPY_D2H, DS_COPY_D2D, DS_COPY_H2H, DS_COPY_PEER, DS_COPY_INFER };
 
 /* A byte range a device operation reads or writes (sync.c). */
 typedef struct ds_range {

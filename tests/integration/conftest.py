@@ -112,7 +112,7 @@ class Runner:
         """Runs tests/python/SCRIPT with events and MARK lines both on stderr,
         in the order they happened; .events holds both (marks as
         {"event": "mark", "name": ...})."""
-        e = {"DLSHIM_TEST_EXT_DIR": str(EXT_DIR), "PYTHONDONTWRITEBYTECODE": "1",
+        e = {"TEST_EXT_DIR": str(EXT_DIR), "PYTHONDONTWRITEBYTECODE": "1",
              "DLSHIM_LOG": "stderr"}
         if PRELOAD_FIRST:
             # CPython and torch are not built for LeakSanitizer's exit check,

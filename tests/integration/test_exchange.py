@@ -24,7 +24,8 @@ def test_clean_legacy_exchange(dlshim):
     assert (s["bytes_shared"], s["bytes_copied"], s["outstanding"]) == (24, 0, 0)
     assert s["violations"] == {}
     assert s["pairs"] == [{"producer": "prod", "consumer": "cons", "shares": 1,
-                           "zero_copy": 1, "copies": 0, "bytes": 24}]
+                           "zero_copy": 1, "copies": 0, "bytes": 24, "bytes_copied": 0,
+                           "roundtrips": 0}]
     order = [e["event"] for e in r.events]
     assert order == ["export", "import", "release", "summary"]
     assert [e["t_ns"] for e in r.events] == sorted(e["t_ns"] for e in r.events)

@@ -6,8 +6,8 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# The compiled test extensions: DLSHIM_TEST_EXT_DIR (the build tree).
-sys.path.insert(0, os.environ.get("DLSHIM_TEST_EXT_DIR", HERE))
+# The compiled test extensions: TEST_EXT_DIR (the build tree).
+sys.path.insert(0, os.environ.get("TEST_EXT_DIR", HERE))
 
 
 def mark(name):

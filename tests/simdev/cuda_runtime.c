@@ -220,6 +220,55 @@ EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cu
                         (CUstream)stream));
 }
 
+/* Row by row through the driver, as a runtime without a 2D engine would. */
+static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                           size_t height, cudaStream_t stream, int async)
+{
+    pthread_once(&once, load_driver);
+    if (init_error)
+        return init_error;
+    for (size_t row = 0; row < height; row++) {
+        CUdeviceptr d = (CUdeviceptr)(uintptr_t)((char *)dst + row * dpitch);
+        CUdeviceptr s = (CUdeviceptr)(uintptr_t)((const char *)src + row * spitch);
+        CUresult r = async ? drv.copy_async(d, s, width, (CUstream)stream) : drv.copy(d, s, width);
+        if (r != CUDA_SUCCESS)
+            return from(r);
+    }
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                size_t width, size_t height, enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    return copy_2d(dst, dpitch, src, spitch, width, height, NULL, 0);
+}
+
+EXPORT cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                     size_t width, size_t height, enum cudaMemcpyKind kind,
+                                     cudaStream_t stream)
+{
+    (void)kind;
+    return copy_2d(dst, dpitch, src, spitch, width, height, stream, 1);
+}
+
+EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dst_device, const void *src, int src_device,
+                                  size_t n)
+{
+    (void)dst_device;
+    (void)src_device;
+    CALL(drv.copy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n));
+}
+
+EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device,
+                                       size_t n, cudaStream_t stream)
+{
+    (void)dst_device;
+    (void)src_device;
+    CALL(drv.copy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n,
+                        (CUstream)stream));
+}
+
 EXPORT cudaError_t cudaMemset(void *dst, int value, size_t n)
 {
     CALL(drv.fill((CUdeviceptr)(uintptr_t)dst, (unsigned char)value, n));

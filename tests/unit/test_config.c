@@ -4,7 +4,9 @@
 static ds_config c;
 
 /* DLSHIM_EVENTS=default: every event but the frequent ones. */
-#define DEFAULT_EVENTS (((1u << DS_EV_COUNT) - 1) & ~((1u << DS_EV_ALLOC) | (1u << DS_EV_FREE)))
+#define DEFAULT_EVENTS                                                                  \
+    (((1u << DS_EV_COUNT) - 1) &                                                        \
+     ~((1u << DS_EV_ALLOC) | (1u << DS_EV_FREE) | (1u << DS_EV_COPY)))
 
 static void load(void *envp)
 {
@@ -106,6 +108,23 @@ static void test_events_keywords(void **state)
     assert_int_equal(load_count_warnings(only_commas), 1);
 }
 
+static void test_hook_families(void **state)
+{
+    (void)state;
+    const char *none[] = {"PATH=/bin", NULL};
+    load_count_warnings(none);
+    assert_int_equal(c.hooks, (1u << DS_HOOK_PYTHON) | (1u << DS_HOOK_CUDA) | (1u << DS_HOOK_HIP));
+    const char *with_copy[] = {"DLSHIM_HOOKS=default,host-copy", NULL};
+    assert_int_equal(load_count_warnings(with_copy), 0);
+    assert_int_equal(c.hooks, (1u << DS_HOOK_COUNT) - 1);
+    const char *only[] = {"DLSHIM_HOOKS=python", NULL};
+    load_count_warnings(only);
+    assert_int_equal(c.hooks, 1u << DS_HOOK_PYTHON);
+    const char *bad[] = {"DLSHIM_HOOKS=python,opengl", NULL};
+    assert_int_equal(load_count_warnings(bad), 1);
+    assert_int_equal(c.hooks, (1u << DS_HOOK_PYTHON) | (1u << DS_HOOK_CUDA) | (1u << DS_HOOK_HIP));
+}
+
 static void test_first_occurrence_wins(void **state)
 {
     (void)state;
@@ -148,6 +167,7 @@ int main(void)
         cmocka_unit_test(test_int_edges),
         cmocka_unit_test(test_bad_values_warn_and_keep_defaults),
         cmocka_unit_test(test_events_keywords),
+        cmocka_unit_test(test_hook_families),
         cmocka_unit_test(test_first_occurrence_wins),
         cmocka_unit_test(test_long_path_and_hostile_bytes),
         cmocka_unit_test(test_event_names_round_trip),

@@ -1,0 +1,111 @@
+"""Copy accounting: zero-copy vs copied handoffs, copy events for transfers
+touching tracked memory or shares, and CPU roundtrips between owners."""
+import pytest
+
+
+def copies(dlshim, mode, **kw):
+    return dlshim.device("copies", mode, **kw)
+
+
+def test_zero_copy_device_handoff(dlshim):
+    r = copies(dlshim, "zero_copy")
+    [imp] = r.of("import")
+    assert imp["zero_copy"] is True
+    assert r.of("copy") == [] and r.summary["copies"] == 0
+
+
+def test_export_filled_by_a_copy_is_a_copy(dlshim):
+    r = copies(dlshim, "to_host")
+    [c] = r.of("copy")
+    [exp] = r.of("export")
+    [dev] = [a for a in r.of("alloc") if a["base"] == c["src"]]
+    assert (c["direction"], c["bytes"]) == ("d2h", 65536)
+    assert (c["src_owner"], c["src_device"], c["dst_owner"], c["dst_device"]) == \
+        ("copies", "cuda:0", None, "cpu:0")
+    assert exp["device"] == "cpu:0" and exp["copied_from"] == dev["base"]
+    [imp] = r.of("import")
+    assert imp["zero_copy"] is False
+    s = r.summary
+    assert (s["shares"], s["zero_copy"], s["copies"], s["bytes_copied"]) == (1, 0, 1, 65536)
+    [pair] = [p for p in s["pairs"] if p["producer"] == "producer"]
+    assert (pair["copies"], pair["bytes_copied"]) == (1, 65536)
+
+
+def test_is_copied_flag(dlshim):
+    r = copies(dlshim, "flagged")
+    [exp] = r.of("export")
+    assert exp["flags"] == ["is_copied"] and "copied_from" not in exp
+    assert r.of("import")[0]["zero_copy"] is False
+
+
+def test_roundtrip_between_two_owners(dlshim):
+    r = copies(dlshim, "roundtrip")
+    assert r.rc == 0
+    out, back = r.of("copy")
+    assert (out["direction"], out["src_owner"]) == ("d2h", "libjaxlike")
+    assert (back["direction"], back["dst_owner"]) == ("h2d", "libtorchlike")
+    assert out["dst"] == back["src"]
+    [trip] = r.of("roundtrip")
+    assert (trip["bytes"], trip["from_owner"], trip["to_owner"]) == (65536, "libjaxlike",
+                                                                     "libtorchlike")
+    assert (trip["from_device"], trip["to_device"]) == ("cuda:0", "cuda:0")
+    assert trip["detail"]
+    s = r.summary
+    assert s["roundtrips"] == 1
+    [pair] = [p for p in s["pairs"] if p["producer"] == "libjaxlike"]
+    assert (pair["consumer"], pair["roundtrips"]) == ("libtorchlike", 1)
+
+
+def test_untracked_memory_and_unshared_buffers(dlshim):
+    r = copies(dlshim, "untracked")
+    [c] = r.of("copy")  # the host-to-host copy of malloc memory is not one of ours
+    assert c["direction"] == "d2h" and c["src_share"] is None and c["dst_share"] is None
+    assert r.summary["transfers"] == 1 and r.summary["bytes_transferred"] == 65536
+
+
+def test_every_form_and_inferred_directions(dlshim):
+    r = copies(dlshim, "forms")
+    assert [(c["direction"], c["bytes"]) for c in r.of("copy")] == [("d2d", 2048),
+                                                                    ("peer", 1024),
+                                                                    ("h2d", 2048)]
+
+
+def test_copy_of_a_live_share_names_it(dlshim):
+    r = copies(dlshim, "shared_copy")
+    [exp] = r.of("export")
+    [c] = r.of("copy")
+    assert c["src_share"] == exp["tensor"] and c["dst_share"] is None
+
+
+@pytest.mark.parametrize("mode", ["to_host", "roundtrip", "forms"])
+def test_same_output_without_the_shim(dlshim, mode):
+    assert copies(dlshim, mode, shim=False).stdout == copies(dlshim, mode).stdout
+
+
+def test_summary_table_matches_events(dlshim):
+    r = copies(dlshim, "to_host")
+    imports = r.of("import")
+    s = r.summary
+    assert s["shares"] == len(imports)
+    assert s["copies"] == sum(not i["zero_copy"] for i in imports)
+    assert s["bytes_copied"] == sum(i["bytes"] for i in imports if not i["zero_copy"])
+    assert s["transfers"] == len(r.of("copy"))
+    assert s["bytes_transferred"] == sum(c["bytes"] for c in r.of("copy"))
+
+
+def test_host_copies_of_shared_buffers_in_python(dlshim):
+    r = dlshim.python("host_copies.py",
+                      env={"DLSHIM_HOOKS": "default,host-copy", "DLSHIM_EVENTS": "all"})
+    assert r.rc == 0, r.stderr[-2000:]
+    from test_python import between
+    [exp] = r.of("export")
+    [c] = [e for e in between(r.events, "numpy.array", "torch.tensor") if e["event"] == "copy"]
+    assert (c["direction"], c["bytes"], c["src_share"], c["by"]) == ("h2h", 4 << 20, exp["tensor"],
+                                                                   "numpy")
+    # PyTorch copies with its own vectorized loops, not memcpy: not seen.
+    assert [e for e in between(r.events, "torch.tensor", "end") if e["event"] == "copy"] == []
+
+
+def test_host_copy_family_is_off_by_default(dlshim):
+    r = dlshim.python("host_copies.py", env={"DLSHIM_EVENTS": "all"})
+    assert r.of("copy") == []
