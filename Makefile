@@ -200,8 +200,30 @@ $(DEVICE_BIN)/culike_user: tests/device/culike_user.c $(DEVICE_BIN)/libculike.so
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(DEVICE_BIN) -lculike -Wl,-rpath,'$$ORIGIN' \
 	    $(VARIANT_LDFLAGS)
 
+# Entry-point tests: libraries with no annotation, traced by DLSHIM_ENTRY.
+ENTRY_DIR := $(BUILD)/tests/entry
+ENTRY_LIBS := $(ENTRY_DIR)/libprod.so $(ENTRY_DIR)/libcons.so $(ENTRY_DIR)/libbridge.so
+ENTRY_PROGS := $(ENTRY_LIBS) $(ENTRY_DIR)/spec_user
+
+$(ENTRY_DIR)/lib%.so: tests/entry/lib%.c include/dlshim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -Wno-missing-prototypes -fPIC -shared \
+	    -o $@ $< $(VARIANT_LDFLAGS)
+
+$(ENTRY_DIR)/spec_user: tests/entry/spec_user.c $(ENTRY_LIBS)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -Wno-missing-prototypes -o $@ $< \
+	    -L$(ENTRY_DIR) -lprod -lcons -lbridge -Wl,-rpath,'$$ORIGIN' $(VARIANT_LDFLAGS)
+
+# A C++ program using libtorch's DLPack API (Debian's libtorch-dev).  Built
+# once for every variant: the sanitizer run preloads the runtime into it.
+CXX ?= g++
+TORCH_USER := build/cxx/torch_user
+$(TORCH_USER): tests/entry/torch_user.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O1 -w -o $@ $< -ltorch -ltorch_cpu -lc10
+
 test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(RUST_EXT) $(SIMDEV_LIBS) \
-               $(DEVICE_PROGS)
+               $(DEVICE_PROGS) $(ENTRY_PROGS) $(TORCH_USER)
 
 # ---- the options table in README.md comes from shim/options.def ----------
 $(BUILD)/options-md: scripts/options-md.c shim/options.def

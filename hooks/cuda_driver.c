@@ -339,7 +339,7 @@ static CUresult wrap_cuGetProcAddress_v2(const char *symbol, void **pfn, int ver
 
 /* ---- registration ----------------------------------------------------------- */
 
-#define HOOK(name) {#name, (void *)wrap_##name, (void **)&real_##name}
+#define HOOK(name) {#name, (void *)wrap_##name, (void **)&real_##name, NULL}
 static const ds_got_hook driver_hooks[] = {
     HOOK(cuMemAlloc_v2),
     HOOK(cuMemAllocPitch_v2),

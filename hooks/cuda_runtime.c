@@ -340,7 +340,7 @@ static cudaError_t wrap_cudaGetDriverEntryPointByVersion_ptsz(
 
 /* ---- registration ----------------------------------------------------------- */
 
-#define HOOK(name) {#name, (void *)wrap_##name, (void **)&real_##name}
+#define HOOK(name) {#name, (void *)wrap_##name, (void **)&real_##name, NULL}
 static const ds_got_hook runtime_hooks[] = {
     HOOK(cudaMalloc),
     HOOK(cudaMallocAsync),

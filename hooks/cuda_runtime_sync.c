@@ -384,7 +384,7 @@ static bool barrier(uintptr_t producer, uintptr_t consumer, long producer_tid)
 
 /* ---- registration ----------------------------------------------------------------- */
 
-#define HOOK(name) {#name, (void *)wrap_##name, (void **)&real_##name}
+#define HOOK(name) {#name, (void *)wrap_##name, (void **)&real_##name, NULL}
 static const ds_got_hook hooks[] = {
     HOOK(cudaStreamCreate),        HOOK(cudaStreamCreateWithFlags),
     HOOK(cudaStreamCreateWithPriority), HOOK(cudaStreamDestroy),

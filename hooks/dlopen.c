@@ -85,8 +85,10 @@ DS_PUBLIC void *dlopen(const char *file, int mode)
         errno = saved;
     }
     saved = errno;
-    if (h && ds_active())
+    if (h && ds_active()) {
+        ds_entry_resolve(); /* specs whose module just arrived */
         ds_modules_refresh();
+    }
     errno = saved;
     return h;
 }

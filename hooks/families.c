@@ -16,6 +16,8 @@ void ds_hooks_install(void)
     ds_modules_set_namer(ds_framework_name);
     if (wanted(DS_HOOK_PYTHON))
         ds_python_capsule_install();
+    if (wanted(DS_HOOK_TORCH))
+        ds_torch_install();
     if (wanted(DS_HOOK_CUDA)) {
         ds_cuda_runtime_install();
         ds_cuda_driver_install();
@@ -28,5 +30,6 @@ void ds_hooks_install(void)
     }
     if (wanted(DS_HOOK_HOST_COPY))
         ds_host_copy_install();
+    ds_entry_install(); /* DLSHIM_ENTRY specs, when given */
     ds_modules_refresh();
 }

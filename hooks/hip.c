@@ -191,7 +191,7 @@ static hipError_t wrap_hipGetProcAddress(const char *symbol, void **pfn, int ver
     return r;
 }
 
-#define HOOK(name) {#name, (void *)wrap_##name, (void **)&real_##name}
+#define HOOK(name) {#name, (void *)wrap_##name, (void **)&real_##name, NULL}
 static const ds_got_hook hip_hooks[] = {
     HOOK(hipMalloc),     HOOK(hipMallocAsync), HOOK(hipMallocManaged),
     HOOK(hipHostMalloc), HOOK(hipExtMallocWithFlags), HOOK(hipFree),

@@ -395,7 +395,7 @@ static bool barrier(uintptr_t producer, uintptr_t consumer, long producer_tid)
     return ok;
 }
 
-#define HOOK(name) {#name, (void *)wrap_##name, (void **)&real_##name}
+#define HOOK(name) {#name, (void *)wrap_##name, (void **)&real_##name, NULL}
 static const ds_got_hook hooks[] = {
     HOOK(hipStreamCreate),      HOOK(hipStreamCreateWithFlags), HOOK(hipStreamCreateWithPriority),
     HOOK(hipStreamDestroy),     HOOK(hipEventRecord),           HOOK(hipEventDestroy),

@@ -36,8 +36,8 @@ static void *wrap_memmove(void *dst, const void *src, size_t n)
 }
 
 static const ds_got_hook hooks[] = {
-    {"memcpy", (void *)wrap_memcpy, (void **)&real_memcpy},
-    {"memmove", (void *)wrap_memmove, (void **)&real_memmove},
+    {"memcpy", (void *)wrap_memcpy, (void **)&real_memcpy, NULL},
+    {"memmove", (void *)wrap_memmove, (void **)&real_memmove, NULL},
 };
 
 void ds_host_copy_install(void)

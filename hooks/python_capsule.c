@@ -268,10 +268,10 @@ done:
 /* ---- registration ------------------------------------------------------- */
 
 static const ds_got_hook capsule_hooks[] = {
-    {"PyCapsule_New", (void *)wrap_New, (void **)&real_New},
-    {"PyCapsule_SetName", (void *)wrap_SetName, (void **)&real_SetName},
-    {"PyCapsule_SetDestructor", (void *)wrap_SetDestructor, (void **)&real_SetDestructor},
-    {"PyCapsule_GetPointer", (void *)wrap_GetPointer, (void **)&real_GetPointer},
+    {"PyCapsule_New", (void *)wrap_New, (void **)&real_New, NULL},
+    {"PyCapsule_SetName", (void *)wrap_SetName, (void **)&real_SetName, NULL},
+    {"PyCapsule_SetDestructor", (void *)wrap_SetDestructor, (void **)&real_SetDestructor, NULL},
+    {"PyCapsule_GetPointer", (void *)wrap_GetPointer, (void **)&real_GetPointer, NULL},
 };
 
 void ds_python_capsule_install(void)

@@ -31,6 +31,8 @@ int main(void)
             printf("event list");                                                     \
         else if (!strcmp(#TYPE, "HOOKS"))                                             \
             printf("hook family list");                                               \
+        else if (!strcmp(#TYPE, "TEXT"))                                              \
+            printf("text");                                                           \
         else                                                                          \
             printf("path");                                                           \
         printf(" | %s%s%s | ", *(def) ? "`" : "", *(def) ? (def) : "unset", *(def) ? "`" : ""); \

@@ -11,10 +11,11 @@
 
 #include "internal.h"
 
-enum opt_type { T_BOOL, T_INT, T_ENUM, T_PATH, T_EVENTS, T_HOOKS };
+enum opt_type { T_BOOL, T_INT, T_ENUM, T_PATH, T_EVENTS, T_HOOKS, T_TEXT };
 
 /* DLSHIM_HOOKS names, by enum ds_hook_family. */
-static const char *const hook_names[DS_HOOK_COUNT] = {"python", "cuda", "hip", "host-copy"};
+static const char *const hook_names[DS_HOOK_COUNT] = {"python", "torch", "cuda", "hip",
+                                                      "host-copy"};
 #define DEFAULT_HOOKS (((1u << DS_HOOK_COUNT) - 1) & ~(1u << DS_HOOK_HOST_COPY))
 
 typedef struct {
@@ -212,6 +213,15 @@ static bool parse_path(const char *s, char *out)
     return true;
 }
 
+static bool parse_text(const char *s, char *out)
+{
+    size_t n = strlen(s);
+    if (n >= DS_PATH_MAX)
+        return false;
+    memcpy(out, s, n + 1);
+    return true;
+}
+
 static bool parse(const opt_desc *o, const char *value, ds_config *c)
 {
     void *field = (char *)c + o->offset;
@@ -222,6 +232,7 @@ static bool parse(const opt_desc *o, const char *value, ds_config *c)
     case T_PATH: return parse_path(value, field);
     case T_EVENTS: return parse_events(value, field);
     case T_HOOKS: return parse_hooks(value, field);
+    case T_TEXT: return parse_text(value, field);
     }
     return false;
 }
@@ -236,6 +247,7 @@ static void expected(const opt_desc *o, char *buf, size_t cap)
         break;
     case T_ENUM: ds_fmt(buf, cap, "%s", o->choices); break;
     case T_PATH: ds_fmt(buf, cap, "stderr, off, or a path of fewer than %d bytes", DS_PATH_MAX); break;
+    case T_TEXT: ds_fmt(buf, cap, "text of fewer than %d bytes", DS_PATH_MAX); break;
     case T_EVENTS: {
         size_t len = ds_fmt(buf, cap, "a comma list of all, default");
         for (int i = 0; i < DS_EV_COUNT; i++)
@@ -319,7 +331,8 @@ static void render(const opt_desc *o, const ds_config *c, char *buf, size_t cap)
         ds_printable(buf, len + 1 < cap ? len + 1 : cap, ch, len);
         break;
     }
-    case T_PATH: ds_printable(buf, cap, field, SIZE_MAX); break;
+    case T_PATH:
+    case T_TEXT: ds_printable(buf, cap, field, SIZE_MAX); break;
     case T_EVENTS:
     case T_HOOKS: {
         uint32_t mask = *(const uint32_t *)field;

@@ -184,6 +184,32 @@ void ds_ev_uint(ds_ev *e, const char *k, uint64_t v)
     appendf(e, "%llu", (unsigned long long)v);
 }
 
+void ds_ev_double(ds_ev *e, const char *k, double v)
+{
+    key(e, k);
+    if (v != v || v > 1e300 || v < -1e300) { /* NaN and infinities are not JSON */
+        appends(e, "null");
+        return;
+    }
+    /* Six decimals; beyond 2^63 an exponent (no libm, no printf). */
+    bool negative = v < 0;
+    double a = negative ? -v : v;
+    int exponent = 0;
+    while (a >= 9.2e18) {
+        a /= 10;
+        exponent++;
+    }
+    unsigned long long whole = (unsigned long long)a;
+    unsigned long long frac = (unsigned long long)((a - (double)whole) * 1e6 + 0.5);
+    if (frac >= 1000000) {
+        whole++;
+        frac -= 1000000;
+    }
+    appendf(e, "%s%llu.%06llu", negative ? "-" : "", whole, frac);
+    if (exponent)
+        appendf(e, "e%d", exponent);
+}
+
 void ds_ev_hex(ds_ev *e, const char *k, uintptr_t v)
 {
     key(e, k);

@@ -77,6 +77,7 @@ void ds_ev_str(ds_ev *e, const char *key, const char *val); /* NULL: null */
 void ds_ev_int(ds_ev *e, const char *key, int64_t v);
 void ds_ev_uint(ds_ev *e, const char *key, uint64_t v);
 void ds_ev_hex(ds_ev *e, const char *key, uintptr_t v);
+void ds_ev_double(ds_ev *e, const char *key, double v); /* NaN/inf: null */
 void ds_ev_bool(ds_ev *e, const char *key, bool v);
 void ds_ev_int_array(ds_ev *e, const char *key, const int64_t *v, int n); /* NULL: null */
 void ds_ev_open(ds_ev *e, const char *key, char bracket); /* '{' or '[' */
@@ -210,6 +211,15 @@ bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source)
 void ds_copies_totals(uint64_t *count, uint64_t *bytes, uint64_t *roundtrips);
 void ds_copies_after_fork(void);
 
+/* ---- entry_spec.c: DLSHIM_ENTRY specs ------------------------------------ */
+/* One spec; false with why = "column N: ..." when it does not parse. */
+bool ds_entry_parse(const char *text, size_t len, ds_entry_spec *out, char *why, size_t cap);
+/* A list: ';'-separated, or one per line with '#' comments (by_lines).
+ * Calls fn for each good spec; a bad one is one diagnostic naming `origin`,
+ * the spec or line number, the column and why. */
+void ds_entry_parse_list(const char *text, size_t len, bool by_lines, const char *origin,
+                         void (*fn)(const ds_entry_spec *spec, void *arg), void *arg);
+
 /* ---- tensor.c: the DLPack ownership ledger ------------------------------ */
 void ds_tensor_export(void *managed, bool versioned, const char *producer);
 void ds_tensor_import(void *managed, bool versioned, const char *consumer);
@@ -295,6 +305,11 @@ void ds_device_copy(int family, const void *stream, uintptr_t dst, uintptr_t src
 /* The direction of a cudaMemcpyKind / hipMemcpyKind value. */
 int ds_copy_kind_direction(int kind);
 void ds_host_copy_install(void);
+/* ---- hooks/entry.c and hooks/torch.c ------------------------------------ */
+void ds_entry_install(void);
+/* Specs whose function was not loaded yet: looked up again (after dlopen). */
+void ds_entry_resolve(void);
+void ds_torch_install(void);
 /* ---- hooks/python_capsule.c --------------------------------------------- */
 void ds_python_capsule_install(void);
 

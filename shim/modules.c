@@ -46,6 +46,7 @@ static int nmods;
 static atomic_uint generation;          /* changes whenever mods[] does */
 static void (*namer)(const char *path, char *out, size_t cap);
 static atomic_uint_fast64_t patched_slots;
+static bool rescan; /* hooks were added since the last walk: re-read every module */
 
 /* The last module a thread's caller was found in. */
 typedef struct {
@@ -99,6 +100,7 @@ void ds_got_hooks_add(const ds_got_hook *add, size_t n)
         while (bucket[i & (DS_HOOK_BUCKETS - 1)])
             i++;
         bucket[i & (DS_HOOK_BUCKETS - 1)] = (int16_t)(nhooks + 1);
+        rescan = true;
         for (i = wrapper_hash(add[k].wrapper); by_wrapper[i & (DS_HOOK_BUCKETS - 1)]; i++) {
         }
         by_wrapper[i & (DS_HOOK_BUCKETS - 1)] = (int16_t)(nhooks + 1);
@@ -159,7 +161,7 @@ void *ds_hook_for_lookup(const char *name, void *real, const void *caller)
     void *wrapper = NULL;
     pthread_rwlock_wrlock(&lock);
     int h = hook_index(name);
-    if (h >= 0 && real != hooks[h].wrapper) {
+    if (h >= 0 && real != hooks[h].wrapper && (!hooks[h].only || real == hooks[h].only)) {
         wrapper = hooks[h].wrapper;
         int m = mods ? module_at((uintptr_t)caller) : -1;
         if (m >= 0)
@@ -187,6 +189,11 @@ static void patch_slot(void **slot, const char *name, void *arg)
     void *current = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if (current == hooks[h].wrapper)
         return;
+    uintptr_t bound = (uintptr_t)current;
+    bool is_bound = current && (bound < c->elf.lo || bound >= c->elf.hi);
+    if (hooks[h].only && current != hooks[h].only &&
+        (is_bound || ds_resolve_real(name, hooks[h].wrapper) != hooks[h].only))
+        return; /* bound to another definition of the same name */
     /* A bound slot holds this module's definition.  A lazy one holds the
      * module's own PLT stub, no use: the global definition stands in (found
      * only where the module's scope is the global one). */
@@ -224,6 +231,10 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg)
     for (int i = 0; i < nmods; i++)
         if (mods[i].base == elf.base && mods[i].lo == elf.lo && mods[i].hi == elf.hi) {
             mods[i].seen = true;
+            if (rescan) {
+                patch_ctx c = {elf, &mods[i]};
+                ds_elf_each_import(&c.elf, patch_slot, &c);
+            }
             return 0;
         }
     if ((uintptr_t)&self_anchor >= elf.lo && (uintptr_t)&self_anchor < elf.hi)
@@ -263,6 +274,7 @@ void ds_modules_refresh(void)
             mods[i].seen = false;
         int before = nmods;
         dl_iterate_phdr(visit, NULL);
+        rescan = false;
         int kept = 0;
         for (int i = 0; i < nmods; i++) {
             if (mods[i].seen) {

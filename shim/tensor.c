@@ -168,6 +168,12 @@ void ds_tensor_export(void *m, bool versioned, const char *producer)
          * calling the old one (our trampoline): remember where that leads. */
         chained = r->orig_deleter;
     }
+    if (live && v.deleter == tramp && r->producer == ds_name_intern(name)) {
+        /* The same handoff seen from two layers (libtorch's at::toDLPack,
+         * then the capsule it goes into): one export. */
+        ds_reg_unlock();
+        return;
+    }
     if (!live)
         r = ds_reg_insert((uintptr_t)m);
     if (!r) {
@@ -225,6 +231,11 @@ void ds_tensor_import(void *m, bool versioned, const char *consumer)
         record_copy c = r ? copy_of(r) : (record_copy){0};
         ds_reg_unlock();
         if (state == DS_IMPORTED) {
+            ds_reg_lock();
+            bool same_side = c.consumer == ds_name_intern(name);
+            ds_reg_unlock();
+            if (same_side)
+                return; /* one import seen from two layers (at::fromDLPack, then the capsule) */
             ds_fmt(detail, sizeof(detail),
                    "%s imported tensor %p from %s, which %s had already imported", name, m,
                    ds_name(c.producer), ds_name(c.consumer));

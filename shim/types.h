@@ -20,7 +20,9 @@ enum ds_on_error { DS_ON_ERROR_WARN, DS_ON_ERROR_PROTECT, DS_ON_ERROR_ABORT };
 enum ds_sync_mode { DS_SYNC_OFF, DS_SYNC_CHECK, DS_SYNC_ENFORCE };
 /* DLSHIM_HOOKS: the families that can be turned off (the annotation API,
  * dlopen and dlsym always stay). */
-enum ds_hook_family { DS_HOOK_PYTHON, DS_HOOK_CUDA, DS_HOOK_HIP, DS_HOOK_HOST_COPY, DS_HOOK_COUNT };
+enum ds_hook_family {
+    DS_HOOK_PYTHON, DS_HOOK_TORCH, DS_HOOK_CUDA, DS_HOOK_HIP, DS_HOOK_HOST_COPY, DS_HOOK_COUNT
+};
 
 #define DS_CTYPE_BOOL bool
 #define DS_CTYPE_INT int64_t
@@ -34,6 +36,7 @@ typedef struct ds_config {
 #define DS_FIELD_EVENTS(f) uint32_t f; /* bit per ds_event_id */
 #define DS_FIELD_HOOKS(f) uint32_t f;  /* bit per enum ds_hook_family */
 #define DS_FIELD_PATH(f) char f[DS_PATH_MAX];
+#define DS_FIELD_TEXT(f) char f[DS_PATH_MAX];
 #include "options.def"
 #undef DS_OPTION
 #undef DS_FIELD_BOOL
@@ -42,6 +45,7 @@ typedef struct ds_config {
 #undef DS_FIELD_EVENTS
 #undef DS_FIELD_HOOKS
 #undef DS_FIELD_PATH
+#undef DS_FIELD_TEXT
 } ds_config;
 
 /* ---- events (events.def) and violation kinds (violations.def) ----------- */
@@ -173,6 +177,23 @@ typedef struct ds_got_hook {
     const char *name;  /* exact symbol name */
     void *wrapper;     /* ours */
     void **real;       /* where the real function's address is kept */
+    void *only;        /* non-NULL: redirect only slots bound to this definition */
 } ds_got_hook;
+
+/* ---- entry-point specs (entry_spec.c) ----------------------------------- */
+#define DS_ENTRY_ARGS_MAX 16
+enum ds_entry_type {
+    DS_ET_VOID, DS_ET_I8, DS_ET_I16, DS_ET_I32, DS_ET_I64, DS_ET_U8, DS_ET_U16, DS_ET_U32,
+    DS_ET_U64, DS_ET_BOOL, DS_ET_F32, DS_ET_F64, DS_ET_PTR, DS_ET_STR, DS_ET_T, DS_ET_V
+};
+enum ds_entry_role { DS_ER_NONE, DS_ER_EXPORT, DS_ER_IMPORT };
+
+typedef struct ds_entry_spec {
+    char module[256]; /* empty: any module */
+    char symbol[256];
+    int nargs;
+    uint8_t arg_type[DS_ENTRY_ARGS_MAX], arg_role[DS_ENTRY_ARGS_MAX];
+    uint8_t ret_type, ret_role;
+} ds_entry_spec;
 
 #endif /* DS_TYPES_H */

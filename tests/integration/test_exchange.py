@@ -117,11 +117,22 @@ def test_eight_threads_exact_counts(dlshim):
     assert any(export_tid[e["tensor"]] != e["tid"] for e in rels)
 
 
-def test_record_cap_evicts_released_records_only(dlshim):
-    r = dlshim.consumer("threads", 500, env={"DLSHIM_MAX_RECORDS": "1024"})
+def test_record_cap_evicts_released_records(dlshim):
+    r = dlshim.consumer("cycles", 5000, env={"DLSHIM_MAX_RECORDS": "1024"})
     s = r.summary
-    assert s["shares"] == 4000 and s["violations"] == {} and s["outstanding"] == 0
-    assert s["evicted_records"] > 0
+    assert (s["shares"], s["outstanding"], s["untracked"]) == (5000, 0, 0)
+    assert s["violations"] == {} and s["evicted_records"] >= 5000 - 1024
+    assert len(r.of("release")) == 5000
+
+
+def test_record_cap_full_of_live_records(dlshim):
+    # 4000 tensors alive at once under a cap of 1024: the excess is counted as
+    # untracked, never evicted (their deleters must still be forwarded), and
+    # no violation is invented.
+    r = dlshim.consumer("threads", 500, env={"DLSHIM_MAX_RECORDS": "1024"})
+    assert r.rc == 0 and "live=0" in r.stdout
+    s = r.summary
+    assert s["untracked"] > 0 and s["violations"] == {} and s["outstanding"] == 0
 
 
 CORRECT_RUNS = [["clean"], ["versioned"], ["copied"], ["unconsumed"], ["null_deleter"],

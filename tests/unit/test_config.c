@@ -6,7 +6,8 @@ static ds_config c;
 /* DLSHIM_EVENTS=default: every event but the frequent ones. */
 #define DEFAULT_EVENTS                                                                  \
     (((1u << DS_EV_COUNT) - 1) &                                                        \
-     ~((1u << DS_EV_ALLOC) | (1u << DS_EV_FREE) | (1u << DS_EV_COPY)))
+     ~((1u << DS_EV_ALLOC) | (1u << DS_EV_FREE) | (1u << DS_EV_COPY) | (1u << DS_EV_ENTRY)))
+#define DEFAULT_HOOKS (((1u << DS_HOOK_COUNT) - 1) & ~(1u << DS_HOOK_HOST_COPY))
 
 static void load(void *envp)
 {
@@ -113,7 +114,7 @@ static void test_hook_families(void **state)
     (void)state;
     const char *none[] = {"PATH=/bin", NULL};
     load_count_warnings(none);
-    assert_int_equal(c.hooks, (1u << DS_HOOK_PYTHON) | (1u << DS_HOOK_CUDA) | (1u << DS_HOOK_HIP));
+    assert_int_equal(c.hooks, DEFAULT_HOOKS);
     const char *with_copy[] = {"DLSHIM_HOOKS=default,host-copy", NULL};
     assert_int_equal(load_count_warnings(with_copy), 0);
     assert_int_equal(c.hooks, (1u << DS_HOOK_COUNT) - 1);
@@ -122,7 +123,7 @@ static void test_hook_families(void **state)
     assert_int_equal(c.hooks, 1u << DS_HOOK_PYTHON);
     const char *bad[] = {"DLSHIM_HOOKS=python,opengl", NULL};
     assert_int_equal(load_count_warnings(bad), 1);
-    assert_int_equal(c.hooks, (1u << DS_HOOK_PYTHON) | (1u << DS_HOOK_CUDA) | (1u << DS_HOOK_HIP));
+    assert_int_equal(c.hooks, DEFAULT_HOOKS);
 }
 
 static void test_first_occurrence_wins(void **state)

@@ -22,8 +22,8 @@ static int wrapper2(int x)
 }
 
 static const ds_got_hook hooks[] = {
-    {"target_fn", (void *)wrapper, (void **)&real_target},
-    {"target_fn2", (void *)wrapper2, (void **)&real_target2},
+    {"target_fn", (void *)wrapper, (void **)&real_target, NULL},
+    {"target_fn2", (void *)wrapper2, (void **)&real_target2, NULL},
 };
 
 static const char *variants[] = {"lazy", "relro", "now", "noplt"};

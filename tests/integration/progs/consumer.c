@@ -201,6 +201,25 @@ static int threads(int n)
     return 0;
 }
 
+/* ---- n exchanges one after the other: few live tensors, many released.
+ * Each freed tensor's memory is taken by a block held to the end, so every
+ * tensor has its own address (malloc would otherwise reuse one, and the
+ * shim would simply replace its record). */
+static int cycles(int n)
+{
+    void **held = calloc((size_t)n, sizeof(void *));
+    for (int i = 0; i < n; i++) {
+        DLManagedTensor *t = prod_make(1, 2);
+        dlshim_import(t, "cons");
+        t->deleter(t);
+        held[i] = malloc(sizeof(DLManagedTensor));
+    }
+    for (int i = 0; i < n; i++)
+        free(held[i]);
+    free(held);
+    return 0;
+}
+
 /* ---- a deleter that itself exports and imports (re-entrancy) */
 static void (*inner_delete)(DLManagedTensor *);
 
@@ -242,6 +261,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "garbage")) rc = garbage();
     else if (!strcmp(mode, "errno")) rc = keep_errno();
     else if (!strcmp(mode, "threads")) rc = threads(atoi(arg));
+    else if (!strcmp(mode, "cycles")) rc = cycles(atoi(arg));
     else if (!strcmp(mode, "deleter_reenters")) rc = deleter_reenters();
     else {
         fprintf(stderr, "consumer: unknown mode %s\n", mode);
