@@ -308,6 +308,11 @@ void ds_config_load(ds_config *c, char *const *envp)
             parse(o, o->def, c);
         }
     }
+    /* A trace is a picture of everything: allocations, frees and copies
+     * too, unless the user chose the events. */
+    for (size_t i = 0; i < DS_ARRAY_LEN(options); i++)
+        if (options[i].offset == offsetof(ds_config, events) && !seen[i] && c->trace[0])
+            c->events = (1u << DS_EV_COUNT) - 1;
 }
 
 static void render(const opt_desc *o, const ds_config *c, char *buf, size_t cap)

@@ -1,9 +1,9 @@
 /*
  * event.c — the one event writer.  Every event is built field by field into
- * a stack buffer as either a JSON object (DLSHIM_FORMAT=jsonl) or one aligned
- * text line, then handed to log.c whole.  Nothing allocates; an event that
- * does not fit DS_LINE_MAX is dropped and counted, never written cut, so every
- * jsonl line parses.
+ * a stack buffer as a JSON object, handed whole to the trace (trace.c) and
+ * then to the log, as it is (DLSHIM_FORMAT=jsonl) or rendered as one text
+ * line (text.c).  Nothing allocates; an event that does not fit DS_LINE_MAX
+ * is dropped and counted, never written cut, so every jsonl line parses.
  */
 #include <string.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 
 bool ds_event_wanted(int id)
 {
-    return ds_log_enabled() && (ds_cfg.events & (1u << id));
+    return (ds_log_enabled() || ds_trace_enabled()) && (ds_cfg.events & (1u << id));
 }
 
 /* Room kept for the closing brackets, "}" and "\n". */
@@ -48,18 +48,13 @@ static void appendf(ds_ev *e, const char *fmt, ...)
 static void key(ds_ev *e, const char *k)
 {
     if (!e->first[e->depth])
-        appends(e, e->json || e->depth > 0 ? "," : " ");
+        appends(e, ",");
     e->first[e->depth] = false;
     if (!k)
         return;
-    if (e->json) {
-        appends(e, "\"");
-        appends(e, k);
-        appends(e, "\":");
-    } else {
-        appends(e, k);
-        appends(e, "=");
-    }
+    appends(e, "\"");
+    appends(e, k);
+    appends(e, "\":");
 }
 
 void ds_ev_begin(ds_ev *e, int id)
@@ -73,20 +68,13 @@ void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
     e->cap = cap;
     e->len = 0;
     e->overflow = false;
-    e->json = ds_cfg.format == DS_FORMAT_JSONL;
+    e->id = id;
     e->depth = 0;
     for (int i = 0; i <= DS_EV_DEPTH; i++)
         e->first[i] = true;
-    uint64_t t = ds_now_ns();
-    if (e->json) {
-        appendf(e, "{\"event\":\"%s\",\"pid\":%d,\"tid\":%ld,\"t_ns\":%llu", ds_event_name(id),
-                ds_pid(), ds_tid(), (unsigned long long)t);
-    } else {
-        appendf(e, "dlshim: %4llu.%06llu %d/%ld ", (unsigned long long)(t / 1000000000u),
-                (unsigned long long)(t % 1000000000u / 1000u), ds_pid(), ds_tid());
-        appendf(e, "%-10s", ds_event_name(id));
-    }
-    e->first[0] = !e->json;
+    appendf(e, "{\"event\":\"%s\",\"pid\":%d,\"tid\":%ld,\"t_ns\":%llu", ds_event_name(id),
+            ds_pid(), ds_tid(), (unsigned long long)ds_now_ns());
+    e->first[0] = false;
 }
 
 size_t ds_json_escape(char *out, size_t cap, const char *s, size_t n)
@@ -145,31 +133,17 @@ void ds_ev_str(ds_ev *e, const char *k, const char *val)
 {
     key(e, k);
     if (!val) {
-        appends(e, e->json ? "null" : "-");
+        appends(e, "null");
         return;
     }
-    size_t n = strlen(val);
-    if (e->json) {
-        appends(e, "\"");
-        size_t room = e->overflow ? 0 : e->cap - e->len - DS_EV_RESERVE;
-        size_t w = ds_json_escape(e->buf + e->len, room, val, n);
-        if (w == (size_t)-1)
-            e->overflow = true;
-        else
-            e->len += w;
-        appends(e, "\"");
-    } else {
-        /* Text: quoted when it has spaces, control bytes shown as '?'. */
-        bool quote = n == 0 || strchr(val, ' ') != NULL;
-        if (quote)
-            appends(e, "\"");
-        for (size_t i = 0; i < n; i++) {
-            char c = (unsigned char)val[i] < 0x20 || val[i] == '"' ? '?' : val[i];
-            append(e, &c, 1);
-        }
-        if (quote)
-            appends(e, "\"");
-    }
+    appends(e, "\"");
+    size_t room = e->overflow ? 0 : e->cap - e->len - DS_EV_RESERVE;
+    size_t w = ds_json_escape(e->buf + e->len, room, val, strlen(val));
+    if (w == (size_t)-1)
+        e->overflow = true;
+    else
+        e->len += w;
+    appends(e, "\"");
 }
 
 void ds_ev_int(ds_ev *e, const char *k, int64_t v)
@@ -213,7 +187,7 @@ void ds_ev_double(ds_ev *e, const char *k, double v)
 void ds_ev_hex(ds_ev *e, const char *k, uintptr_t v)
 {
     key(e, k);
-    appendf(e, e->json ? "\"0x%lx\"" : "0x%lx", (unsigned long)v);
+    appendf(e, "\"0x%lx\"", (unsigned long)v);
 }
 
 void ds_ev_bool(ds_ev *e, const char *k, bool v)
@@ -226,7 +200,7 @@ void ds_ev_int_array(ds_ev *e, const char *k, const int64_t *v, int n)
 {
     if (!v) {
         key(e, k);
-        appends(e, e->json ? "null" : "-");
+        appends(e, "null");
         return;
     }
     ds_ev_open(e, k, '[');
@@ -265,8 +239,17 @@ void ds_ev_end(ds_ev *e)
         ds_log_count_drop();
         return;
     }
-    if (e->json)
-        e->buf[e->len++] = '}';
-    e->buf[e->len++] = '\n';
-    ds_log_write(e->buf, e->len);
+    e->buf[e->len++] = '}';
+    if (ds_trace_enabled())
+        ds_trace_event(e->id, e->buf, e->len);
+    if (!ds_log_enabled())
+        return;
+    size_t len = e->len;
+    if (ds_cfg.format == DS_FORMAT_TEXT && (len = ds_text_from_json(e->buf, len)) == 0) {
+        ds_log_count_drop(); /* cannot happen with the writer above; never cut */
+        return;
+    }
+    if (ds_cfg.format != DS_FORMAT_TEXT)
+        e->buf[len++] = '\n';
+    ds_log_write(e->buf, len);
 }

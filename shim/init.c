@@ -39,6 +39,7 @@ static void atfork_child(void)
     ds_copies_after_fork();
     ds_thread_after_fork();
     ds_log_after_fork();
+    ds_trace_after_fork();
     ds_stats_after_fork();
 }
 
@@ -51,6 +52,7 @@ static int setup(char *const *envp)
     if (ds_cfg.disable)
         return DISABLED;
     ds_log_open(ds_cfg.log);
+    ds_trace_open(ds_cfg.trace);
     ds_reg_init((size_t)ds_cfg.max_records);
     if (ds_cfg.backtrace > 0) {
         /* The first backtrace() loads libgcc_s (dlopen, malloc): do it now,
@@ -100,6 +102,7 @@ void ds_finish(void)
         return;
     ds_alloc_report_leaks();
     ds_summary_write();
+    ds_trace_close();
     if (ds_cfg.exitcode >= 0 && ds_stats_violations() > 0) {
         /* Runs after the program's atexit handlers; stdio is flushed here
          * because _exit skips it. */

@@ -29,6 +29,7 @@ void ds_init_with_env(char *const *envp);
 
 /* ---- thread.c: clock, thread ids, per-thread state ---------------------- */
 uint64_t ds_now_ns(void);             /* monotonic ns since the shim loaded */
+uint64_t ds_clock_origin_ns(void);    /* CLOCK_MONOTONIC when the shim loaded */
 void ds_clock_start(void);
 long ds_tid(void);
 int ds_pid(void);                     /* cached; re-read after fork */
@@ -67,6 +68,24 @@ bool ds_log_enabled(void);
 bool ds_log_write(const char *line, size_t len);
 void ds_log_count_drop(void);
 uint64_t ds_log_dropped(void);
+/* Opens an output file (`%p` expanded; 0600, O_NOFOLLOW, O_APPEND, refused
+ * if another user's; emptied first when `truncate`).  -1 after one
+ * diagnostic naming `option`. */
+int ds_output_open(const char *spec, const char *option, bool truncate);
+
+/* ---- text.c: the text rendering of an event ----------------------------- */
+/* Rewrites an event's JSON (len bytes, no newline, room for one more byte)
+ * in place as its text line, newline included.  Returns the new length, or
+ * 0 if the line is not the writer's JSON. */
+size_t ds_text_from_json(char *line, size_t len);
+
+/* ---- trace.c: DLSHIM_TRACE, the Chrome trace ---------------------------- */
+void ds_trace_open(const char *spec); /* "" leaves tracing off */
+bool ds_trace_enabled(void);
+/* One event's JSON object (no newline) as trace records. */
+void ds_trace_event(int id, const char *json, size_t len);
+void ds_trace_after_fork(void);
+void ds_trace_close(void); /* writes the closing "]" */
 
 /* ---- event.c: builds one event as a JSON object or an aligned text line - */
 bool ds_event_wanted(int id);

@@ -8,8 +8,8 @@
  * writing to a closed pipe never raises SIGPIPE in it.
  *
  * Files are created 0600 with O_NOFOLLOW, appended to (never truncated), and
- * refused if they belong to another user.  `%p` in the path becomes the pid;
- * a forked child reopens its own file.
+ * refused if they belong to another user (falling back to stderr).  `%p` in
+ * the path becomes the pid; a forked child reopens its own file.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,25 +60,30 @@ static bool fd_is_pipe(int fd)
     return fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
-static int open_file(const char *spec)
+int ds_output_open(const char *spec, const char *option, bool truncate)
 {
     char path[DS_PATH_MAX];
     if (!expand_path(path, sizeof(path), spec)) {
-        ds_diag("DLSHIM_LOG: the path is longer than %d bytes once %%p is expanded; "
-                "logging to stderr", DS_PATH_MAX - 1);
-        return STDERR_FILENO;
+        ds_diag("%s: the path is longer than %d bytes once %%p is expanded", option,
+                DS_PATH_MAX - 1);
+        return -1;
     }
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0) {
         const char *why = strerrorname_np(errno);
-        ds_diag("cannot open log file %s (%s); logging to stderr", path, why ? why : "error");
-        return STDERR_FILENO;
+        ds_diag("%s: cannot open %s (%s)", option, path, why ? why : "error");
+        return -1;
     }
+    /* Ownership is checked before anything is truncated. */
     struct stat st;
     if (fstat(fd, &st) != 0 || (S_ISREG(st.st_mode) && st.st_uid != geteuid())) {
-        ds_diag("log file %s belongs to another user; logging to stderr", path);
+        ds_diag("%s: %s belongs to another user", option, path);
         close(fd);
-        return STDERR_FILENO;
+        return -1;
+    }
+    if (truncate && S_ISREG(st.st_mode) && ftruncate(fd, 0) != 0) {
+        close(fd);
+        return -1;
     }
     return fd;
 }
@@ -90,8 +95,10 @@ void ds_log_open(const char *spec)
         fd = -1;
     else if (strcmp(spec, "stderr") == 0)
         fd = STDERR_FILENO;
-    else
-        fd = open_file(spec);
+    else if ((fd = ds_output_open(spec, "DLSHIM_LOG", false)) < 0) {
+        ds_diag("DLSHIM_LOG: events go to stderr instead");
+        fd = STDERR_FILENO;
+    }
     memcpy(log_spec, spec, strlen(spec) + 1);
     log_per_pid = strstr(spec, "%p") != NULL;
     log_is_pipe = fd >= 0 && fd_is_pipe(fd);

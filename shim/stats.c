@@ -188,8 +188,9 @@ void ds_summary_write(void)
     ds_ev_uint(&e, "untracked", atomic_load(&untracked));
     ds_ev_uint(&e, "evicted_records", evicted);
     ds_ev_uint(&e, "dropped_events", ds_log_dropped());
+    ds_ev_uint(&e, "clock_origin_ns", ds_clock_origin_ns());
     sort_by_shares(snap.pairs, snap.npairs);
-    if (e.json) {
+    if (ds_cfg.format == DS_FORMAT_JSONL) {
         /* The busiest pairs, as many as fit one line. */
         int shown = 0;
         ds_ev_open(&e, "pairs", '[');

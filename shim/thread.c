@@ -40,6 +40,11 @@ int ds_pid(void)
     return atomic_load_explicit(&pid, memory_order_relaxed);
 }
 
+uint64_t ds_clock_origin_ns(void)
+{
+    return load_ns;
+}
+
 uint64_t ds_now_ns(void)
 {
     return monotonic_ns() - load_ns;

@@ -74,7 +74,7 @@ typedef struct ds_ev {
     size_t cap;
     size_t len;
     bool overflow;     /* the line did not fit: it is dropped, not cut */
-    bool json;
+    int id;            /* ds_event_id */
     int depth;         /* open objects/arrays below the top level */
     bool first[DS_EV_DEPTH + 1];   /* no value yet at this level */
     char closers[DS_EV_DEPTH + 1]; /* closing bracket of each open level */

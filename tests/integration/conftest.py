@@ -17,6 +17,7 @@ LIB = BUILD / "libdlshim.so"
 PRELOAD_FIRST = os.environ.get("DLSHIM_TEST_PRELOAD", "")
 CONSUMER = BUILD / "tests" / "consumer"
 LAUNCHER = ROOT / "scripts" / "dlshim"
+REPORT = ROOT / "scripts" / "dlshim-report"
 PYTHON_DIR = ROOT / "tests" / "python"
 EXT_DIR = BUILD / "tests" / "python"
 SIMDEV = BUILD / "simdev"           # the simulated CUDA/HIP runtimes
@@ -93,7 +94,9 @@ class Runner:
         events = []
         if shim and log and log_path.exists():
             events = parse_jsonl(log_path.read_text(), str(log_path))
-        return Result(proc, events)
+        r = Result(proc, events)
+        r.log_path = log_path
+        return r
 
     def consumer(self, *args, **kw):
         return self.run([CONSUMER, *args], **kw)

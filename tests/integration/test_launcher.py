@@ -1,4 +1,5 @@
 """scripts/dlshim: flags become variables, the exit status is the program's."""
+import json
 import shutil
 
 import pytest
@@ -14,11 +15,14 @@ def launch(dlshim, *args, env=None):
 
 def test_flags_reach_the_shim(dlshim, tmp_path):
     log = tmp_path / "l-%p.jsonl"
-    r = launch(dlshim, "--format", "jsonl", "--log", log, "--events=export,summary", "--",
-               CONSUMER, "clean")
+    r = launch(dlshim, "--format", "jsonl", "--log", log, "--events=export,summary",
+               "--trace", tmp_path / "t-%p.json", "--", CONSUMER, "clean")
     assert r.rc == 0
     [path] = list(tmp_path.glob("l-*.jsonl"))
     assert [e["event"] for e in parse_jsonl(path.read_text())] == ["export", "summary"]
+    [trace] = list(tmp_path.glob("t-*.json"))
+    assert trace.name == path.name.replace("l-", "t-").replace(".jsonl", ".json")
+    assert [x["ph"] for x in json.loads(trace.read_text()) if x["ph"] != "M"] == ["b", "X", "s"]
 
 
 def test_flags_override_environment(dlshim, tmp_path):

@@ -115,6 +115,42 @@ static void test_filtered_events_are_not_wanted(void **state)
     assert_false(ds_event_wanted(DS_EV_IMPORT));
 }
 
+static void check_text(const char *json, const char *want)
+{
+    char line[512];
+    size_t n = strlen(json);
+    memcpy(line, json, n + 1);
+    size_t len = ds_text_from_json(line, n);
+    if (!want) {
+        assert_int_equal(len, 0);
+        return;
+    }
+    assert_int_not_equal(len, 0);
+    line[len] = '\0';
+    assert_string_equal(line, want);
+}
+
+static void test_text_rendering(void **state)
+{
+    (void)state;
+    check_text("{\"event\":\"import\",\"pid\":7,\"tid\":8,\"t_ns\":1500000001,\"tensor\":\"0x1\","
+               "\"ok\":true,\"who\":null,\"n\":-3,\"x\":1.500000}",
+               "dlshim:    1.500000 7/8 import    tensor=0x1 ok=true who=- n=-3 x=1.500000\n");
+    /* quotes only around spaces or emptiness; quotes and control bytes as '?' */
+    check_text("{\"event\":\"violation\",\"pid\":1,\"tid\":1,\"t_ns\":0,\"detail\":\"a \\\"b\\\"\","
+               "\"e\":\"\",\"c\":\"x\\u0001y\\\\z\",\"u\":\"\\ufffd\"}",
+               "dlshim:    0.000000 1/1 violation detail=\"a ?b?\" e=\"\" c=x?y\\z u=\xef\xbf\xbd\n");
+    /* nested: brackets kept, keys as k=, ',' inside */
+    check_text("{\"event\":\"export\",\"pid\":1,\"tid\":2,\"t_ns\":3,\"shape\":[2,3],"
+               "\"p\":{\"a\":1,\"b\":[]},\"flags\":[]}",
+               "dlshim:    0.000000 1/2 export    shape=[2,3] p={a=1,b=[]} flags=[]\n");
+    check_text("{\"event\":\"summary\",\"pid\":1,\"tid\":2,\"t_ns\":3}",
+               "dlshim:    0.000000 1/2 summary   \n");
+    check_text("not json", NULL);
+    check_text("{\"event\":\"x\",\"pid\":1}", NULL);
+    check_text("{\"event\":\"x\",\"pid\":1,\"tid\":2,\"t_ns\":3,\"a\":\"open", NULL);
+}
+
 static void test_formatter(void **state)
 {
     (void)state;
@@ -140,6 +176,7 @@ int main(void)
         cmocka_unit_test(test_every_line_is_json),
         cmocka_unit_test(test_overflow_is_dropped_and_counted),
         cmocka_unit_test(test_filtered_events_are_not_wanted),
+        cmocka_unit_test(test_text_rendering),
         cmocka_unit_test(test_formatter),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
