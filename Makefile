@@ -268,5 +268,7 @@ demo:
 	@$(MAKE) --no-print-directory $(LIB) $(EXAMPLE) >/dev/null
 	@scripts/demo $(BUILD)
 
+include bench/bench.mk
+
 clean:
 	rm -rf build

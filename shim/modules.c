@@ -48,12 +48,15 @@ static void (*namer)(const char *path, char *out, size_t cap);
 static atomic_uint_fast64_t patched_slots;
 static bool rescan; /* hooks were added since the last walk: re-read every module */
 
-/* The last module a thread's caller was found in. */
 typedef struct {
     unsigned generation;
     int index;
 } module_hint;
-static DS_TLS module_hint hint;
+/* The last module found per 1 MiB of caller address, per thread: a handoff
+ * alternates between two frameworks' modules, and a single hint would miss
+ * every time (a linear walk of 100+ modules in a PyTorch process). */
+#define DS_MODULE_HINTS 8
+static DS_TLS module_hint hints[DS_MODULE_HINTS];
 
 static uint32_t name_hash(const char *s)
 {
@@ -123,12 +126,13 @@ uint64_t ds_modules_patched_slots(void)
 static int module_at(uintptr_t a)
 {
     unsigned gen = atomic_load_explicit(&generation, memory_order_acquire);
-    if (hint.generation == gen && hint.index < nmods && a >= mods[hint.index].lo &&
-        a < mods[hint.index].hi)
-        return hint.index;
+    module_hint *hint = &hints[(a >> 20) % DS_MODULE_HINTS];
+    if (hint->generation == gen && hint->index < nmods && a >= mods[hint->index].lo &&
+        a < mods[hint->index].hi)
+        return hint->index;
     for (int i = 0; i < nmods; i++)
         if (a >= mods[i].lo && a < mods[i].hi) {
-            hint = (module_hint){gen, i};
+            *hint = (module_hint){gen, i};
             return i;
         }
     return -1;
@@ -296,8 +300,11 @@ void ds_module_name_at(const void *addr, char *out, size_t cap)
 {
     pthread_rwlock_rdlock(&lock);
     int m = mods ? module_at((uintptr_t)addr) : -1;
-    if (m >= 0)
-        ds_fmt(out, cap, "%s", mods[m].name);
+    if (m >= 0) {
+        size_t n = strnlen(mods[m].name, cap - 1);
+        memcpy(out, mods[m].name, n);
+        out[n] = '\0';
+    }
     pthread_rwlock_unlock(&lock);
     if (m >= 0)
         return;

@@ -1,0 +1,25 @@
+# make bench: bench/run's programs, built like the tests (included by Makefile).
+BENCH_BIN := $(BUILD)/bench
+BENCH_PROGS := $(BENCH_BIN)/calls $(BENCH_BIN)/streams $(BENCH_BIN)/registry
+
+$(BENCH_BIN)/calls: bench/calls.c include/dlshim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart \
+	    -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
+
+$(BENCH_BIN)/streams: bench/streams.c
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart
+
+# Linked with the core's objects, as the unit tests are.
+$(BENCH_BIN)/registry: bench/registry.c $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(DEVICE_INCLUDES) -DDLSHIM_BUILDING $(CFLAGS) -o $@ $< $(LIB_OBJS) \
+	    -ldl -pthread
+
+.PHONY: bench bench-programs
+bench-programs: $(LIB) $(SIMDEV_LIBS) $(BENCH_PROGS)
+
+# Timings are reported, never judged: this target fails only if a program does.
+bench: deps bench-programs
+	$(PYTHON) bench/run --build $(abspath $(BUILD))
