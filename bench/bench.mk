@@ -5,17 +5,17 @@ BENCH_PROGS := $(BENCH_BIN)/calls $(BENCH_BIN)/streams $(BENCH_BIN)/registry
 $(BENCH_BIN)/calls: bench/calls.c include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart \
-	    -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
+	    -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl $(VARIANT_LDFLAGS)
 
 $(BENCH_BIN)/streams: bench/streams.c
 	@mkdir -p $(dir $@)
-	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
 # Linked with the core's objects, as the unit tests are.
 $(BENCH_BIN)/registry: bench/registry.c $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(DEVICE_INCLUDES) -DDLSHIM_BUILDING $(CFLAGS) -o $@ $< $(LIB_OBJS) \
-	    -ldl -pthread
+	$(CC) $(BASE_CFLAGS) $(DEVICE_INCLUDES) -DDLSHIM_BUILDING $(CFLAGS) $(VARIANT_CFLAGS) -o $@ $< \
+	    $(LIB_OBJS) -ldl -pthread $(VARIANT_LDFLAGS)
 
 .PHONY: bench bench-programs
 bench-programs: $(LIB) $(SIMDEV_LIBS) $(BENCH_PROGS)
@@ -23,3 +23,6 @@ bench-programs: $(LIB) $(SIMDEV_LIBS) $(BENCH_PROGS)
 # Timings are reported, never judged: this target fails only if a program does.
 bench: deps bench-programs
 	$(PYTHON) bench/run --build $(abspath $(BUILD))
+
+# The test suite runs each program once (tests/integration/test_bench.py).
+test-programs: $(BENCH_PROGS)
