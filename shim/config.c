@@ -61,14 +61,6 @@ const char *ds_violation_name(int kind)
     return kind >= 0 && kind < DS_VIO_COUNT ? violation_names[kind] : "?";
 }
 
-int ds_event_lookup(const char *name, size_t len)
-{
-    for (int i = 0; i < DS_EV_COUNT; i++)
-        if (strlen(events[i].name) == len && memcmp(events[i].name, name, len) == 0)
-            return i;
-    return -1;
-}
-
 /* ---- one parser per type; each returns false on a malformed value ------- */
 
 static bool ieq(const char *a, const char *b)
@@ -147,34 +139,22 @@ static uint32_t default_events(void)
     return mask;
 }
 
-static bool parse_events(const char *s, uint32_t *out)
+static const char *hook_name(int i)
 {
-    uint32_t mask = 0;
-    bool any = false;
-    for (const char *p = s; *p;) {
-        p += strspn(p, " \t,");
-        size_t len = strcspn(p, " \t,");
-        if (len == 0)
-            break;
-        any = true;
-        int id = ds_event_lookup(p, len);
-        if (id >= 0)
-            mask |= 1u << id;
-        else if (len == 3 && memcmp(p, "all", 3) == 0)
-            mask |= (1u << DS_EV_COUNT) - 1;
-        else if (len == 7 && memcmp(p, "default", 7) == 0)
-            mask |= default_events();
-        else
-            return false;
-        p += len;
-    }
-    if (!any)
-        return false;
-    *out = mask;
-    return true;
+    return hook_names[i];
 }
 
-static bool parse_hooks(const char *s, uint32_t *out)
+/* The names of a mask option's bits: how many, and how to get each. */
+static int mask_names(const opt_desc *o, const char *(**name_of)(int))
+{
+    *name_of = o->type == T_EVENTS ? ds_event_name : hook_name;
+    return o->type == T_EVENTS ? DS_EV_COUNT : DS_HOOK_COUNT;
+}
+
+/* A comma list of names (each one bit of the mask), `all` or `default`:
+ * DLSHIM_EVENTS and DLSHIM_HOOKS. */
+static bool parse_mask(const char *s, int count, const char *(*name_of)(int), uint32_t defaults,
+                       uint32_t *out)
 {
     uint32_t mask = 0;
     bool any = false;
@@ -185,15 +165,15 @@ static bool parse_hooks(const char *s, uint32_t *out)
             break;
         any = true;
         int id = -1;
-        for (int i = 0; i < DS_HOOK_COUNT; i++)
-            if (strlen(hook_names[i]) == len && !memcmp(hook_names[i], p, len))
+        for (int i = 0; i < count && id < 0; i++)
+            if (strlen(name_of(i)) == len && !memcmp(name_of(i), p, len))
                 id = i;
         if (id >= 0)
             mask |= 1u << id;
         else if (len == 3 && !memcmp(p, "all", 3))
-            mask |= (1u << DS_HOOK_COUNT) - 1;
+            mask |= (1u << count) - 1;
         else if (len == 7 && !memcmp(p, "default", 7))
-            mask |= DEFAULT_HOOKS;
+            mask |= defaults;
         else
             return false;
         p += len;
@@ -230,8 +210,8 @@ static bool parse(const opt_desc *o, const char *value, ds_config *c)
     case T_INT: return parse_int(value, o, field);
     case T_ENUM: return parse_enum(value, o->choices, field);
     case T_PATH: return parse_path(value, field);
-    case T_EVENTS: return parse_events(value, field);
-    case T_HOOKS: return parse_hooks(value, field);
+    case T_EVENTS: return parse_mask(value, DS_EV_COUNT, ds_event_name, default_events(), field);
+    case T_HOOKS: return parse_mask(value, DS_HOOK_COUNT, hook_name, DEFAULT_HOOKS, field);
     case T_TEXT: return parse_text(value, field);
     }
     return false;
@@ -248,16 +228,13 @@ static void expected(const opt_desc *o, char *buf, size_t cap)
     case T_ENUM: ds_fmt(buf, cap, "%s", o->choices); break;
     case T_PATH: ds_fmt(buf, cap, "stderr, off, or a path of fewer than %d bytes", DS_PATH_MAX); break;
     case T_TEXT: ds_fmt(buf, cap, "text of fewer than %d bytes", DS_PATH_MAX); break;
-    case T_EVENTS: {
-        size_t len = ds_fmt(buf, cap, "a comma list of all, default");
-        for (int i = 0; i < DS_EV_COUNT; i++)
-            len += ds_fmt(buf + len, cap - len, ", %s", events[i].name);
-        break;
-    }
+    case T_EVENTS:
     case T_HOOKS: {
+        const char *(*name_of)(int);
+        int count = mask_names(o, &name_of);
         size_t len = ds_fmt(buf, cap, "a comma list of all, default");
-        for (int i = 0; i < DS_HOOK_COUNT; i++)
-            len += ds_fmt(buf + len, cap - len, ", %s", hook_names[i]);
+        for (int i = 0; i < count; i++)
+            len += ds_fmt(buf + len, cap - len, ", %s", name_of(i));
         break;
     }
     }
@@ -341,13 +318,13 @@ static void render(const opt_desc *o, const ds_config *c, char *buf, size_t cap)
     case T_EVENTS:
     case T_HOOKS: {
         uint32_t mask = *(const uint32_t *)field;
+        const char *(*name_of)(int);
+        int count = mask_names(o, &name_of);
         size_t len = 0;
         buf[0] = '\0';
-        int count = o->type == T_EVENTS ? DS_EV_COUNT : DS_HOOK_COUNT;
         for (int i = 0; i < count; i++)
             if (mask & (1u << i))
-                len += ds_fmt(buf + len, cap - len, "%s%s", len ? "," : "",
-                              o->type == T_EVENTS ? events[i].name : hook_names[i]);
+                len += ds_fmt(buf + len, cap - len, "%s%s", len ? "," : "", name_of(i));
         break;
     }
     }

@@ -55,7 +55,6 @@ void ds_config_defaults(ds_config *c);
 /* Parses every DLSHIM_* entry of envp; bad values warn and keep defaults. */
 void ds_config_load(ds_config *c, char *const *envp);
 void ds_config_dump(const ds_config *c);
-int ds_event_lookup(const char *name, size_t len); /* -1 if unknown */
 const char *ds_event_name(int id);
 const char *ds_violation_name(int kind);
 

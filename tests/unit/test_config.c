@@ -153,11 +153,19 @@ static void test_event_names_round_trip(void **state)
 {
     (void)state;
     for (int i = 0; i < DS_EV_COUNT; i++) {
-        const char *name = ds_event_name(i);
-        assert_int_equal(ds_event_lookup(name, strlen(name)), i);
+        char var[64];
+        snprintf(var, sizeof(var), "DLSHIM_EVENTS=%s", ds_event_name(i));
+        const char *env[] = {var, NULL};
+        assert_int_equal(load_count_warnings(env), 0);
+        assert_int_equal(c.events, 1u << i);
     }
-    assert_int_equal(ds_event_lookup("exports", 7), -1);
-    assert_int_equal(ds_event_lookup("expor", 5), -1);
+    /* a longer or shorter name is not a name: one warning, the default kept */
+    const char *longer[] = {"DLSHIM_EVENTS=exports", NULL};
+    assert_int_equal(load_count_warnings(longer), 1);
+    assert_int_equal(c.events, DEFAULT_EVENTS);
+    const char *shorter[] = {"DLSHIM_EVENTS=expor", NULL};
+    assert_int_equal(load_count_warnings(shorter), 1);
+    assert_int_equal(c.events, DEFAULT_EVENTS);
 }
 
 int main(void)
