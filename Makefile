@@ -27,10 +27,11 @@ LIB      := $(BUILD)/libdlshim.so
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
 PROG_SRCS  := $(wildcard tests/integration/progs/*.c)
-PROG_BINS  := $(BUILD)/tests/libprod.so $(BUILD)/tests/consumer
+PROG_BINS  := $(BUILD)/tests/libprod.so $(BUILD)/tests/consumer $(BUILD)/tests/secure_probe
 EXAMPLE    := $(BUILD)/examples/exchange
 
-.PHONY: all deps check check-unit check-integration check-docs check-sanitize \
+.PHONY: all deps check check-unit check-integration check-docs check-sanitize check-tsan \
+        check-valgrind check-fuzz check-quick lint \
         demo docs clean test-programs
 
 all: $(LIB)
@@ -78,6 +79,11 @@ $(BUILD)/tests/libprod.so: tests/integration/progs/libprod.c tests/integration/p
 $(BUILD)/tests/%: tests/integration/progs/%.c $(BUILD)/tests/libprod.so tests/integration/progs/prod.h include/dlshim.h
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -Itests/integration/progs -o $@ $< \
 	    -L$(BUILD)/tests -lprod -Wl,-rpath,'$$ORIGIN' -pthread $(VARIANT_LDFLAGS)
+
+# Run setuid by the security test: no libprod, no $ORIGIN (ignored there).
+$(BUILD)/tests/secure_probe: tests/integration/progs/secure_probe.c include/dlshim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -o $@ $< -ldl $(VARIANT_LDFLAGS)
 
 # ---- Python test material: a DLPack 1.x extension, a shared-libpython host
 PY_CONFIG ?= /usr/bin/python3-config
@@ -200,6 +206,20 @@ $(DEVICE_BIN)/culike_user: tests/device/culike_user.c $(DEVICE_BIN)/libculike.so
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(DEVICE_BIN) -lculike -Wl,-rpath,'$$ORIGIN' \
 	    $(VARIANT_LDFLAGS)
 
+# Stress programs (tests/stress): libprod for exchanges, the CUDA runtime for
+# allocations, and a plugin module loaded and unloaded in a loop.
+STRESS_BIN := $(BUILD)/tests/stress
+STRESS_PROGS := $(STRESS_BIN)/stress $(STRESS_BIN)/libplugin.so
+
+$(STRESS_BIN)/libplugin.so: tests/stress/libplugin.c
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -fPIC -shared -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
+
+$(STRESS_BIN)/stress: tests/stress/stress.c $(BUILD)/tests/libprod.so tests/integration/progs/prod.h
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -Itests/integration/progs -o $@ $< -L$(BUILD)/tests -lprod \
+	    -Wl,-rpath,'$$ORIGIN/..' -L$(CUDA_HOME)/lib64 -lcudart -ldl $(VARIANT_LDFLAGS)
+
 # Entry-point tests: libraries with no annotation, traced by DLSHIM_ENTRY.
 ENTRY_DIR := $(BUILD)/tests/entry
 ENTRY_LIBS := $(ENTRY_DIR)/libprod.so $(ENTRY_DIR)/libcons.so $(ENTRY_DIR)/libbridge.so
@@ -223,7 +243,7 @@ $(TORCH_USER): tests/entry/torch_user.cpp
 	$(CXX) -std=c++17 -O1 -w -o $@ $< -ltorch -ltorch_cpu -lc10
 
 test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(RUST_EXT) $(SIMDEV_LIBS) \
-               $(DEVICE_PROGS) $(ENTRY_PROGS) $(TORCH_USER)
+               $(DEVICE_PROGS) $(STRESS_PROGS) $(ENTRY_PROGS) $(TORCH_USER)
 
 # ---- the options table in README.md comes from shim/options.def ----------
 $(BUILD)/options-md: scripts/options-md.c shim/options.def
@@ -237,14 +257,32 @@ check-docs: $(BUILD)/options-md
 	$(PYTHON) scripts/update-readme-options.py --check README.md $(BUILD)/options-md
 
 # ---- the test command ------------------------------------------------------
+# Everything CI runs: the suites, the docs check, short fuzzing runs, the
+# linters, then the suites again under ASan+UBSan, TSan and memcheck.
+# `make check-quick` is the first part alone.
 check: deps
+	$(MAKE) check-quick check-fuzz lint
+	$(MAKE) check-sanitize
+	$(MAKE) check-tsan
+	$(MAKE) check-valgrind
+
+check-quick: deps
 	$(MAKE) check-unit check-integration check-docs
+
+# ---- static analysis: cppcheck and clang-tidy (configuration: .clang-tidy) --
+LINT_SRCS := $(LIB_SRCS)
+CPPCHECK_FLAGS := --enable=warning,portability,performance --std=c11 --inline-suppr --quiet \
+                  --error-exitcode=1 -D_GNU_SOURCE -DDLSHIM_BUILDING -D__x86_64__ -Iinclude -Ishim \
+                  --suppress=missingIncludeSystem --suppress=missingInclude
+lint: deps
+	cppcheck $(CPPCHECK_FLAGS) $(LINT_SRCS)
+	clang-tidy --quiet $(LINT_SRCS) -- $(BASE_CFLAGS) $(DEVICE_INCLUDES) -DDLSHIM_BUILDING
 
 check-unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; DLSHIM_LOG=off $$t; done
 
 check-integration: test-programs
-	DLSHIM_TEST_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	DLSHIM_TEST_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration tests/stress
 
 # The whole suite again with AddressSanitizer and UndefinedBehaviorSanitizer
 # in the shim and in the test programs.  libasan must come first in
@@ -256,7 +294,33 @@ check-sanitize: deps
 	DLSHIM_TEST_BUILD=$(abspath $(SAN_BUILD)) \
 	DLSHIM_TEST_PRELOAD="$$($(CC) -print-file-name=libasan.so)" \
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration tests/stress
+
+# The same with ThreadSanitizer (libtsan first in LD_PRELOAD, like libasan).
+TSAN_BUILD := build/tsan
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+check-tsan: deps
+	$(MAKE) BUILD=$(TSAN_BUILD) VARIANT_CFLAGS="$(TSAN_FLAGS)" VARIANT_LDFLAGS="$(TSAN_FLAGS)" \
+	    check-unit test-programs
+	DLSHIM_TEST_BUILD=$(abspath $(TSAN_BUILD)) \
+	DLSHIM_TEST_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" \
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_thread_leaks=0 suppressions=$(abspath tests/tsan.supp)" \
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration tests/stress
+
+# The C programs of the integration and stress suites under valgrind's
+# memcheck (Python runs stay as they are).  The tool binary is run directly:
+# the `valgrind` launcher is itself a dynamic program, which LD_PRELOAD would
+# put the shim into as well.
+VALGRIND_LIB ?= /usr/libexec/valgrind
+VALGRIND_TESTS := tests/integration/test_exchange.py tests/integration/test_violations.py \
+                  tests/integration/test_device.py tests/integration/test_sync.py \
+                  tests/integration/test_copies.py tests/integration/test_entry.py \
+                  tests/integration/test_got.py tests/integration/test_config.py tests/stress
+check-valgrind: deps test-programs
+	VALGRIND_LIB=$(VALGRIND_LIB) VALGRIND_LAUNCHER=/usr/bin/valgrind \
+	DLSHIM_TEST_WRAPPER="$(VALGRIND_LIB)/memcheck-amd64-linux --quiet --error-exitcode=99 \
+	    --suppressions=$(abspath tests/valgrind.supp)" \
+	DLSHIM_TEST_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider $(VALGRIND_TESTS)
 
 # ---- the demo --------------------------------------------------------------
 $(EXAMPLE): examples/exchange.c include/dlshim.h
@@ -269,6 +333,7 @@ demo:
 	@scripts/demo $(BUILD)
 
 include bench/bench.mk
+include tests/fuzz/fuzz.mk
 
 clean:
 	rm -rf build

@@ -44,17 +44,17 @@ static __typeof__(cuGetProcAddress_v2) *real_cuGetProcAddress_v2;
 static int current_device(const void *real)
 {
     static __typeof__(cuCtxGetDevice) *get_device;
-    if (!get_device)
-        get_device = (__typeof__(cuCtxGetDevice) *)ds_resolve_beside(real, "cuCtxGetDevice");
+    __typeof__(cuCtxGetDevice) *get =
+        DS_LAZY(get_device, ds_resolve_beside(real, "cuCtxGetDevice"));
     CUdevice device = 0;
-    if (!get_device || get_device(&device) != CUDA_SUCCESS)
+    if (!get || get(&device) != CUDA_SUCCESS)
         device = 0;
     return (int)device;
 }
 
 #define ALLOCATED(kind, ptr, bytes, stream, real)                                  \
     ds_device_allocated(FAMILY, kind, ptr, sizeof(*(ptr)), bytes,                   \
-                        current_device((void *)real), (void *)(stream), caller)
+                        current_device((void *)(real)), (void *)(stream), caller)
 
 /* ---- allocations ---------------------------------------------------------- */
 
@@ -242,15 +242,15 @@ static CUresult wrap_cuMemFreeHost(void *ptr)
 static void release_deferred(uintptr_t base, int kind)
 {
     if (kind == DS_ALLOC_HOST) {
-        if (!real_cuMemFreeHost)
-            real_cuMemFreeHost = ds_resolve_real("cuMemFreeHost", (void *)wrap_cuMemFreeHost);
-        if (real_cuMemFreeHost)
-            real_cuMemFreeHost((void *)base);
+        __typeof__(real_cuMemFreeHost) free_fn =
+            DS_LAZY(real_cuMemFreeHost, ds_resolve_real("cuMemFreeHost", (void *)wrap_cuMemFreeHost));
+        if (free_fn)
+            free_fn((void *)base);
     } else {
-        if (!real_cuMemFree_v2)
-            real_cuMemFree_v2 = ds_resolve_real("cuMemFree_v2", (void *)wrap_cuMemFree_v2);
-        if (real_cuMemFree_v2)
-            real_cuMemFree_v2((CUdeviceptr)base);
+        __typeof__(real_cuMemFree_v2) free_fn =
+            DS_LAZY(real_cuMemFree_v2, ds_resolve_real("cuMemFree_v2", (void *)wrap_cuMemFree_v2));
+        if (free_fn)
+            free_fn((CUdeviceptr)base);
     }
 }
 

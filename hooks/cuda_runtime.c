@@ -48,16 +48,16 @@ static __typeof__(cudaGetDriverEntryPointByVersion) *real_cudaGetDriverEntryPoin
 static int current_device(const void *real)
 {
     static __typeof__(cudaGetDevice) *get_device;
-    if (!get_device)
-        get_device = (__typeof__(cudaGetDevice) *)ds_resolve_beside(real, "cudaGetDevice");
+    __typeof__(cudaGetDevice) *get =
+        DS_LAZY(get_device, ds_resolve_beside(real, "cudaGetDevice"));
     int device = 0;
-    if (!get_device || get_device(&device) != cudaSuccess)
+    if (!get || get(&device) != cudaSuccess)
         device = 0;
     return device;
 }
 
 #define ALLOCATED(kind, ptr, bytes, stream, real)                                              \
-    ds_device_allocated(FAMILY, kind, ptr, sizeof(void *), bytes, current_device((void *)real), \
+    ds_device_allocated(FAMILY, kind, ptr, sizeof(void *), bytes, current_device((void *)(real)), \
                         stream, caller)
 
 /* ---- allocations ---------------------------------------------------------- */
@@ -248,15 +248,15 @@ static cudaError_t wrap_cudaFreeHost(void *ptr)
 static void release_deferred(uintptr_t base, int kind)
 {
     if (kind == DS_ALLOC_HOST) {
-        if (!real_cudaFreeHost)
-            real_cudaFreeHost = ds_resolve_real("cudaFreeHost", (void *)wrap_cudaFreeHost);
-        if (real_cudaFreeHost)
-            real_cudaFreeHost((void *)base);
+        __typeof__(real_cudaFreeHost) free_fn =
+            DS_LAZY(real_cudaFreeHost, ds_resolve_real("cudaFreeHost", (void *)wrap_cudaFreeHost));
+        if (free_fn)
+            free_fn((void *)base);
     } else {
-        if (!real_cudaFree)
-            real_cudaFree = ds_resolve_real("cudaFree", (void *)wrap_cudaFree);
-        if (real_cudaFree)
-            real_cudaFree((void *)base); /* also right for stream-ordered allocations */
+        __typeof__(real_cudaFree) free_fn =
+            DS_LAZY(real_cudaFree, ds_resolve_real("cudaFree", (void *)wrap_cudaFree));
+        if (free_fn)
+            free_fn((void *)base); /* also right for stream-ordered allocations */
     }
 }
 

@@ -59,7 +59,7 @@ static void *open_from_callers_path(const char *file, int mode, const void *call
         }
         dir[n] = '\0';
         if (ds_fmt(full, sizeof(full), "%s/%s", dir, file) + 1 < sizeof(full)) {
-            void *h = real_dlopen(full, mode);
+            void *h = __atomic_load_n(&real_dlopen, __ATOMIC_ACQUIRE)(full, mode);
             if (h)
                 return h;
         }
@@ -72,16 +72,16 @@ DS_PUBLIC void *dlopen(const char *file, int mode)
 {
     const void *caller = __builtin_return_address(0);
     int saved = errno;
-    if (!real_dlopen)
-        real_dlopen = (void *(*)(const char *, int))ds_resolve_real("dlopen", (void *)dlopen);
+    void *(*open_fn)(const char *, int) =
+        DS_LAZY(real_dlopen, ds_resolve_real("dlopen", (void *)dlopen));
     errno = saved;
-    void *h = real_dlopen(file, mode);
+    void *h = open_fn(file, mode);
     if (!h && file && !strchr(file, '/')) {
         saved = errno;
         dlerror(); /* a retry that succeeds must not leave this failure behind */
         h = open_from_callers_path(file, mode, caller);
         if (!h)
-            real_dlopen(file, mode); /* the caller sees glibc's own error */
+            open_fn(file, mode); /* the caller sees glibc's own error */
         errno = saved;
     }
     saved = errno;
@@ -96,10 +96,9 @@ DS_PUBLIC void *dlopen(const char *file, int mode)
 DS_PUBLIC int dlclose(void *handle)
 {
     int saved = errno;
-    if (!real_dlclose)
-        real_dlclose = (int (*)(void *))ds_resolve_real("dlclose", (void *)dlclose);
+    int (*close_fn)(void *) = DS_LAZY(real_dlclose, ds_resolve_real("dlclose", (void *)dlclose));
     errno = saved;
-    int r = real_dlclose(handle);
+    int r = close_fn(handle);
     saved = errno;
     if (r == 0 && ds_active())
         ds_modules_refresh();

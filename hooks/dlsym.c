@@ -64,7 +64,7 @@ void ds_dlsym_enable(void)
 
 /* Where the entry point jumps for RTLD_NEXT and before start-up; not
  * instrumented, since it may run before a sanitizer runtime is ready. */
-__attribute__((used, no_sanitize("address", "undefined"))) void *ds_glibc_dlsym_address(void);
+__attribute__((used, no_sanitize("address", "thread", "undefined"))) void *ds_glibc_dlsym_address(void);
 void *ds_glibc_dlsym_address(void)
 {
     static void *glibc;

@@ -35,16 +35,16 @@ static hip_get_proc_address *real_hipGetProcAddress;
 static int current_device(const void *real)
 {
     static __typeof__(hipGetDevice) *get_device;
-    if (!get_device)
-        get_device = (__typeof__(hipGetDevice) *)ds_resolve_beside(real, "hipGetDevice");
+    __typeof__(hipGetDevice) *get =
+        DS_LAZY(get_device, ds_resolve_beside(real, "hipGetDevice"));
     int device = 0;
-    if (!get_device || get_device(&device) != hipSuccess)
+    if (!get || get(&device) != hipSuccess)
         device = 0;
     return device;
 }
 
 #define ALLOCATED(kind, ptr, bytes, stream, real)                                              \
-    ds_device_allocated(FAMILY, kind, ptr, sizeof(void *), bytes, current_device((void *)real), \
+    ds_device_allocated(FAMILY, kind, ptr, sizeof(void *), bytes, current_device((void *)(real)), \
                         (void *)(stream), caller)
 
 static hipError_t wrap_hipMalloc(void **ptr, size_t size)
@@ -163,15 +163,15 @@ static hipError_t wrap_hipHostFree(void *ptr)
 static void release_deferred(uintptr_t base, int kind)
 {
     if (kind == DS_ALLOC_HOST) {
-        if (!real_hipHostFree)
-            real_hipHostFree = ds_resolve_real("hipHostFree", (void *)wrap_hipHostFree);
-        if (real_hipHostFree)
-            real_hipHostFree((void *)base);
+        __typeof__(real_hipHostFree) free_fn =
+            DS_LAZY(real_hipHostFree, ds_resolve_real("hipHostFree", (void *)wrap_hipHostFree));
+        if (free_fn)
+            free_fn((void *)base);
     } else {
-        if (!real_hipFree)
-            real_hipFree = ds_resolve_real("hipFree", (void *)wrap_hipFree);
-        if (real_hipFree)
-            real_hipFree((void *)base);
+        __typeof__(real_hipFree) free_fn =
+            DS_LAZY(real_hipFree, ds_resolve_real("hipFree", (void *)wrap_hipFree));
+        if (free_fn)
+            free_fn((void *)base);
     }
 }
 

@@ -53,12 +53,12 @@ static void *wrap_GetPointer(PyObject *capsule, const char *name);
  * the exact name, so no Python exception is ever raised. */
 static void *unconsumed_tensor(PyObject *capsule, int kind, const void *caller)
 {
-    if (!real_IsValid)
-        real_IsValid = (int (*)(PyObject *, const char *))ds_resolve_real("PyCapsule_IsValid", NULL);
+    int (*is_valid)(PyObject *, const char *) =
+        DS_LAZY(real_IsValid, ds_resolve_real("PyCapsule_IsValid", NULL));
     const char *name = kind == VERSIONED ? "dltensor_versioned" : "dltensor";
     void *(*get)(PyObject *, const char *) = (void *(*)(PyObject *, const char *))ds_got_original(
         (void *)wrap_GetPointer, (void **)&real_GetPointer, "PyCapsule_GetPointer", caller);
-    if (!real_IsValid || !get || !real_IsValid(capsule, name))
+    if (!is_valid || !get || !is_valid(capsule, name))
         return NULL;
     return get(capsule, name);
 }
@@ -240,7 +240,7 @@ static void *wrapped_exchange_api(void *table)
 {
     exchange_api copy;
     void *result = table;
-    pthread_mutex_lock(&slots_lock);
+    ds_lock(&slots_lock);
     for (int i = 0; i < nslots; i++)
         if (slots[i].orig == table || &slots[i].wrapped == table) {
             result = &slots[i].wrapped;
@@ -261,7 +261,7 @@ static void *wrapped_exchange_api(void *table)
     __atomic_store_n(&nslots, i + 1, __ATOMIC_RELEASE);
     result = &slots[i].wrapped;
 done:
-    pthread_mutex_unlock(&slots_lock);
+    ds_unlock(&slots_lock);
     return result;
 }
 

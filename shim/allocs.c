@@ -257,7 +257,7 @@ void ds_alloc_record(const ds_alloc_info *a, const char *owner)
     ds_alloc_info info = *a;
     void *frames[DS_BACKTRACE_CAPTURE];
     int nframes = ds_cfg.backtrace > 0 ? ds_backtrace_capture(frames, (int)DS_ARRAY_LEN(frames)) : 0;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     uint32_t n = pool_ready() ? new_node() : 0;
     if (n) {
         /* A base still in the tree was freed behind our back (an untracked
@@ -282,7 +282,7 @@ void ds_alloc_record(const ds_alloc_info *a, const char *owner)
         if (*recent_slot(info.base) == info.base)
             *recent_slot(info.base) = 0;
     }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
     if (!n) {
         ds_stats_untracked();
         return;
@@ -292,11 +292,11 @@ void ds_alloc_record(const ds_alloc_info *a, const char *owner)
 
 bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out)
 {
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     uint32_t n = pool ? containing(p) : 0;
     if (n)
         fill_info(n, out);
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
     return n != 0;
 }
 
@@ -305,7 +305,7 @@ int ds_alloc_free_check(uintptr_t p, int family, int kind, const char *caller)
     (void)family;
     ds_alloc_info info;
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     uint32_t n = pool ? containing(p) : 0;
     bool exact = n && pool[n].base == p;
     bool recently_freed = !n && *recent_slot(p) == p;
@@ -316,7 +316,7 @@ int ds_alloc_free_check(uintptr_t p, int family, int kind, const char *caller)
         pool[n].deferred = 1;
         pool[n].freed_with = (uint8_t)kind;
     }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 
     if (exact && shares) {
         ds_fmt(detail, sizeof(detail),
@@ -350,7 +350,7 @@ void ds_alloc_forget(uintptr_t base, const char *caller)
 {
     uint32_t n = 0;
     ds_alloc_info info;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     if (pool)
         root = unlink_base(root, base, &n);
     if (n) {
@@ -361,7 +361,7 @@ void ds_alloc_forget(uintptr_t base, const char *caller)
         free_list = n;
         *recent_slot(base) = base;
     }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
     if (n)
         emit(DS_EV_FREE, &info, caller, NULL, 0);
 }
@@ -371,7 +371,7 @@ void ds_alloc_share(uintptr_t base, uint32_t generation, int delta)
     uint32_t n = 0;
     bool release_now = false;
     int family = 0, kind = 0;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     if (pool) {
         uint32_t c = containing(base);
         if (c && pool[c].base == base && pool[c].generation == generation)
@@ -388,7 +388,7 @@ void ds_alloc_share(uintptr_t base, uint32_t generation, int delta)
             kind = pool[n].freed_with;
         }
     }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
     if (release_now && releasers[family]) {
         /* The deferred free, now safe; inside the nesting guard, so that the
          * runtime's own driver call underneath is not recorded again. */
@@ -425,10 +425,10 @@ static void collect_shared(uint32_t t, leak_sum *s)
 
 void ds_alloc_totals(uint64_t *live, uint64_t *bytes, uint64_t *untracked)
 {
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     *live = live_count;
     *bytes = live_bytes;
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
     *untracked = atomic_load(&untracked_frees);
 }
 
@@ -436,10 +436,10 @@ void ds_alloc_report_leaks(void)
 {
     static leak_sum s; /* once, at exit */
     memset(&s, 0, sizeof(s));
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     if (pool)
         collect_shared(root, &s);
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
     char detail[DS_DETAIL_MAX];
     for (uint64_t i = 0; i < s.count && i < DS_LEAKS_NAMED; i++) {
         ds_fmt(detail, sizeof(detail),
@@ -455,8 +455,17 @@ void ds_alloc_report_leaks(void)
     }
 }
 
-void ds_alloc_after_fork(void)
+/* A forked child cannot use its parent's device context (CUDA and HIP do not
+ * support it), so it starts with no allocations: frees of the parent's
+ * memory are untracked there, and its summary and leak report are its own. */
+void ds_alloc_fork(ds_fork_phase phase)
 {
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    lock = fresh;
+    ds_fork_lock(&lock, phase);
+    if (phase != DS_FORK_CHILD)
+        return;
+    root = free_list = 0;
+    next_free_node = 1;
+    live_count = live_bytes = 0;
+    memset(recent, 0, sizeof(recent));
+    atomic_store(&untracked_frees, 0);
 }

@@ -66,7 +66,7 @@ const char *ds_violation_name(int kind)
 static bool ieq(const char *a, const char *b)
 {
     for (; *a && *b; a++, b++) {
-        char x = *a >= 'A' && *a <= 'Z' ? (char)(*a + 32) : *a;
+        char x = (char)(*a >= 'A' && *a <= 'Z' ? *a + 32 : *a);
         if (x != *b)
             return false;
     }

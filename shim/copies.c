@@ -53,7 +53,7 @@ void ds_copies_share_added(uintptr_t tensor, uintptr_t data, uint64_t bytes)
 {
     if (!bytes || !data)
         return;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     int i = 0;
     while (i < nshares && shares[i].tensor != tensor) /* exported again: updated */
         i++;
@@ -62,18 +62,18 @@ void ds_copies_share_added(uintptr_t tensor, uintptr_t data, uint64_t bytes)
         if (i == nshares)
             nshares++;
     }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 }
 
 void ds_copies_share_removed(uintptr_t tensor)
 {
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     for (int i = 0; i < nshares; i++)
         if (shares[i].tensor == tensor) {
             shares[i] = shares[--nshares];
             break;
         }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 }
 
 /* Lock held. */
@@ -174,7 +174,7 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
     describe(&d, dst);
     trip matched = {0};
     bool roundtrip = false;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     s.share = share_at(src, bytes);
     d.share = share_at(dst, bytes);
     bool relevant = needs_share ? (s.share || d.share)
@@ -200,7 +200,7 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
             }
         }
     }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
     if (!relevant)
         return;
 
@@ -228,7 +228,7 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
 bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source)
 {
     bool found = false;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     uint64_t oldest = nrecent > DS_RECENT_COPIES ? nrecent - DS_RECENT_COPIES : 0;
     for (uint64_t n = nrecent; n > oldest; n--) {
         const recent_copy *c = &recent[(n - 1) % DS_RECENT_COPIES];
@@ -241,7 +241,7 @@ bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source)
             break;
         }
     }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
     return found;
 }
 
@@ -252,10 +252,11 @@ void ds_copies_totals(uint64_t *count, uint64_t *bytes, uint64_t *trips_out)
     *trips_out = atomic_load(&roundtrips);
 }
 
-void ds_copies_after_fork(void)
+void ds_copies_fork(ds_fork_phase phase)
 {
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    lock = fresh;
+    ds_fork_lock(&lock, phase);
+    if (phase != DS_FORK_CHILD)
+        return;
     atomic_store(&transfers, 0);
     atomic_store(&bytes_transferred, 0);
     atomic_store(&roundtrips, 0);

@@ -31,7 +31,7 @@ static const char *const dtype_names[] = {
 
 static bool known_device(int32_t type)
 {
-    return type > 0 && (size_t)type < DS_ARRAY_LEN(device_names) && device_names[type];
+    return type > 0 && type < (int32_t)DS_ARRAY_LEN(device_names) && device_names[type];
 }
 
 void ds_device_name(char *out, size_t cap, DLDevice d)

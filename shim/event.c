@@ -251,5 +251,6 @@ void ds_ev_end(ds_ev *e)
     }
     if (ds_cfg.format != DS_FORMAT_TEXT)
         e->buf[len++] = '\n';
-    ds_log_write(e->buf, len);
+    if (!ds_log_write(e->buf, len) && e->id == DS_EV_SUMMARY)
+        ds_log_write_stderr(e->buf, len); /* the log failed: the count of what it lost */
 }

@@ -158,7 +158,7 @@ void ds_printable(char *out, size_t cap, const char *s, size_t n)
     if (cap == 0)
         return;
     for (; i < n && i + 1 < cap && s[i]; i++)
-        out[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+        out[i] = (char)((unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i]);
     out[i] = '\0';
 }
 

@@ -31,12 +31,22 @@ static atomic_int state = UNINIT;
 static atomic_bool finished;
 static DS_TLS bool initialising_here;
 
+/* Locks in the order the code nests them (the registry's outermost). */
+static void fork_locks(ds_fork_phase phase)
+{
+    ds_reg_fork(phase);
+    ds_alloc_fork(phase);
+    ds_sync_fork(phase);
+    ds_copies_fork(phase);
+    ds_names_fork(phase);
+}
+
+static void atfork_prepare(void) { fork_locks(DS_FORK_PREPARE); }
+static void atfork_parent(void) { fork_locks(DS_FORK_PARENT); }
+
 static void atfork_child(void)
 {
-    ds_reg_atfork_child();
-    ds_alloc_after_fork();
-    ds_sync_after_fork();
-    ds_copies_after_fork();
+    fork_locks(DS_FORK_CHILD);
     ds_thread_after_fork();
     ds_log_after_fork();
     ds_trace_after_fork();
@@ -63,7 +73,7 @@ static int setup(char *const *envp)
     ds_hooks_install();
     static atomic_bool fork_handlers;
     if (!atomic_exchange(&fork_handlers, true))
-        pthread_atfork(ds_reg_atfork_prepare, ds_reg_atfork_parent, atfork_child);
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     if (ds_cfg.verbose)
         ds_config_dump(&ds_cfg);
     ds_dlsym_enable();
@@ -74,7 +84,7 @@ bool ds_active(void)
 {
     int s = atomic_load_explicit(&state, memory_order_acquire);
     if (s == ACTIVE)
-        return !ds_reg_locked_by_me();
+        return !ds_holds_lock();
     if (s == DISABLED || initialising_here)
         return false;
     int expected = UNINIT;
@@ -87,7 +97,7 @@ bool ds_active(void)
     }
     while ((s = atomic_load_explicit(&state, memory_order_acquire)) == INITIALISING)
         sched_yield();
-    return s == ACTIVE && !ds_reg_locked_by_me();
+    return s == ACTIVE && !ds_holds_lock();
 }
 
 void ds_init_with_env(char *const *envp)
@@ -98,7 +108,9 @@ void ds_init_with_env(char *const *envp)
 
 void ds_finish(void)
 {
-    if (atomic_load(&state) != ACTIVE || atomic_exchange(&finished, true))
+    /* exit() from a signal handler that interrupted this thread inside the
+     * shim: the summary would wait for a lock this thread holds.  Skipped. */
+    if (atomic_load(&state) != ACTIVE || ds_holds_lock() || atomic_exchange(&finished, true))
         return;
     ds_alloc_report_leaks();
     ds_summary_write();

@@ -6,6 +6,7 @@
 #ifndef DS_INTERNAL_H
 #define DS_INTERNAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 
 #include "types.h"
@@ -14,6 +15,17 @@
 #define DS_TLS __thread __attribute__((tls_model("initial-exec")))
 #define DS_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define DS_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+/* A pointer resolved on first use from any thread: racing threads compute
+ * the same value, and the atomics make that race a defined one. */
+#define DS_LAZY(var, init)                                                     \
+    __extension__({                                                            \
+        __typeof__(var) lazy_ = __atomic_load_n(&(var), __ATOMIC_ACQUIRE);     \
+        if (!lazy_) {                                                          \
+            lazy_ = (__typeof__(var))(init);                                   \
+            __atomic_store_n(&(var), lazy_, __ATOMIC_RELEASE);                 \
+        }                                                                      \
+        lazy_;                                                                 \
+    })
 
 /* ---- init.c: start-up, shutdown, global state --------------------------- */
 extern ds_config ds_cfg;
@@ -39,6 +51,17 @@ void ds_thread_after_fork(void);
  * ds_api_enter returns true for the outermost call. */
 bool ds_api_enter(void);
 void ds_api_leave(void);
+/* Every shim mutex is taken through these: a signal handler that calls a
+ * hooked API while its thread holds one is passed through (ds_active is
+ * false) instead of deadlocking on it. */
+void ds_lock(pthread_mutex_t *m);
+void ds_unlock(pthread_mutex_t *m);
+bool ds_holds_lock(void);
+/* A lock another thread holds at fork() would stay held in the child, over
+ * data it left half-updated: every shim lock is taken before fork, given
+ * back in the parent and made fresh in the child (ds_X_fork functions). */
+typedef enum { DS_FORK_PREPARE, DS_FORK_PARENT, DS_FORK_CHILD } ds_fork_phase;
+void ds_fork_lock(pthread_mutex_t *m, ds_fork_phase phase);
 
 /* ---- fmt.c: the one formatter (never allocates) and diagnostics --------- */
 /* printf subset: %s %c %d %i %u %x %p %%, flags '-' '0', width, l/ll/z.
@@ -65,6 +88,7 @@ void ds_log_after_fork(void);
 bool ds_log_enabled(void);
 /* Writes one complete line; a failed or short write drops it and counts. */
 bool ds_log_write(const char *line, size_t len);
+void ds_log_write_stderr(const char *line, size_t len);
 void ds_log_count_drop(void);
 uint64_t ds_log_dropped(void);
 /* Opens an output file (`%p` expanded; 0600, O_NOFOLLOW, O_APPEND, refused
@@ -126,17 +150,16 @@ int ds_flag_names(uint64_t flags, const char **out, int max);
 
 /* ---- names.c: interned producer/consumer names -------------------------- */
 #define DS_NAME_UNKNOWN 0
-uint16_t ds_name_intern(const char *name); /* registry lock held */
+uint16_t ds_name_intern(const char *name);
 const char *ds_name(uint16_t id);
+void ds_names_fork(ds_fork_phase phase);
 
 /* ---- registry.c: tensor records keyed by address ------------------------ */
 void ds_reg_init(size_t max_records);
 void ds_reg_lock(void);
 void ds_reg_unlock(void);
 bool ds_reg_locked_by_me(void);
-void ds_reg_atfork_prepare(void);
-void ds_reg_atfork_parent(void);
-void ds_reg_atfork_child(void);
+void ds_reg_fork(ds_fork_phase phase);
 /* Lock held.  Pointers stay valid until the next ds_reg_insert. */
 ds_record *ds_reg_find(uintptr_t key);
 /* Lock held.  A cleared record with `key` (replacing any record with that
@@ -183,7 +206,7 @@ void ds_alloc_forget(uintptr_t base, const char *caller);
 void ds_alloc_share(uintptr_t base, uint32_t generation, int delta);
 void ds_alloc_totals(uint64_t *live, uint64_t *bytes, uint64_t *untracked_frees);
 void ds_alloc_report_leaks(void);
-void ds_alloc_after_fork(void);
+void ds_alloc_fork(ds_fork_phase phase);
 const char *ds_alloc_kind_name(int kind);
 const char *ds_family_name(int family);
 
@@ -213,7 +236,7 @@ void ds_sync_op(int family, uintptr_t stream, bool ptsz, const ds_range *r, int 
 void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const char *producer,
                     const char *consumer);
 uint64_t ds_sync_barriers(void);
-void ds_sync_after_fork(void);
+void ds_sync_fork(ds_fork_phase phase);
 
 /* ---- copies.c: copy accounting ------------------------------------------ */
 void ds_copies_share_added(uintptr_t tensor, uintptr_t data, uint64_t bytes);
@@ -227,7 +250,7 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
  * buffer and covers them; *source: where the bytes came from. */
 bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source);
 void ds_copies_totals(uint64_t *count, uint64_t *bytes, uint64_t *roundtrips);
-void ds_copies_after_fork(void);
+void ds_copies_fork(ds_fork_phase phase);
 
 /* ---- entry_spec.c: DLSHIM_ENTRY specs ------------------------------------ */
 /* One spec; false with why = "column N: ..." when it does not parse. */

@@ -169,3 +169,15 @@ bool ds_log_write(const char *line, size_t len)
     ds_log_count_drop(); /* a short write leaves a partial line: rare, counted */
     return false;
 }
+
+/* The summary of a log that failed (a full disk, a reader gone) goes to
+ * stderr, so that the count of lost events is not lost with them. */
+void ds_log_write_stderr(const char *line, size_t len)
+{
+    if (atomic_load_explicit(&log_fd, memory_order_relaxed) == STDERR_FILENO)
+        return;
+    int saved = errno;
+    ssize_t w = write_no_sigpipe(STDERR_FILENO, line, len);
+    (void)w;
+    errno = saved;
+}

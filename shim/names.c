@@ -1,9 +1,13 @@
 /*
  * names.c — producer and consumer names, interned to small ids so records
- * and pair counters stay small.  Id 0 is "unknown".  Called with the
- * registry lock held.  The table is bounded: names past DS_NAMES_MAX share
- * the id of "other".
+ * and pair counters stay small.  Id 0 is "unknown".  The table is bounded:
+ * names past DS_NAMES_MAX share the id of "other".  Interning takes its own
+ * (innermost) lock, since both the registry and the allocation tree intern
+ * under their locks; reading a name needs none (entries are written before
+ * the count that publishes them, and never change).
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "internal.h"
@@ -11,25 +15,48 @@
 #define DS_NAMES_MAX 256
 
 static char names[DS_NAMES_MAX][DS_NAME_MAX] = {"unknown", "other"};
-static uint16_t count = 2;
+static atomic_uint count = 2;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 enum { ID_OTHER = 1 };
+
+static uint16_t find(const char *name, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (strncmp(names[i], name, DS_NAME_MAX - 1) == 0)
+            return (uint16_t)i;
+    return UINT16_MAX;
+}
 
 uint16_t ds_name_intern(const char *name)
 {
     if (!name || !*name)
         return DS_NAME_UNKNOWN;
-    for (uint16_t i = 0; i < count; i++)
-        if (strncmp(names[i], name, DS_NAME_MAX - 1) == 0)
-            return i;
-    if (count == DS_NAMES_MAX)
-        return ID_OTHER;
-    size_t n = strnlen(name, DS_NAME_MAX - 1);
-    memcpy(names[count], name, n);
-    names[count][n] = '\0';
-    return count++;
+    uint16_t id = find(name, atomic_load_explicit(&count, memory_order_acquire));
+    if (id != UINT16_MAX)
+        return id;
+    ds_lock(&lock);
+    unsigned n = atomic_load_explicit(&count, memory_order_relaxed);
+    id = find(name, n);
+    if (id == UINT16_MAX && n == DS_NAMES_MAX)
+        id = ID_OTHER;
+    if (id == UINT16_MAX) {
+        size_t len = strnlen(name, DS_NAME_MAX - 1);
+        memcpy(names[n], name, len);
+        names[n][len] = '\0';
+        atomic_store_explicit(&count, n + 1, memory_order_release);
+        id = (uint16_t)n;
+    }
+    ds_unlock(&lock);
+    return id;
 }
 
 const char *ds_name(uint16_t id)
 {
-    return id < count ? names[id] : names[DS_NAME_UNKNOWN];
+    return id < atomic_load_explicit(&count, memory_order_acquire) ? names[id]
+                                                                    : names[DS_NAME_UNKNOWN];
+}
+
+void ds_names_fork(ds_fork_phase phase)
+{
+    ds_fork_lock(&lock, phase);
 }

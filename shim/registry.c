@@ -16,7 +16,7 @@
 #include "internal.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static DS_TLS bool holding;
+static DS_TLS bool holding;  /* this thread holds `lock` (ds_holds_lock: any lock) */
 
 static ds_record *table;
 static size_t cap;   /* slots, a power of two */
@@ -28,14 +28,14 @@ static uint64_t evicted;
 
 void ds_reg_lock(void)
 {
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     holding = true;
 }
 
 void ds_reg_unlock(void)
 {
     holding = false;
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 }
 
 bool ds_reg_locked_by_me(void)
@@ -43,15 +43,13 @@ bool ds_reg_locked_by_me(void)
     return holding;
 }
 
-/* fork() while another thread holds the lock would leave the child's copy
- * locked forever: take it around fork. */
-void ds_reg_atfork_prepare(void) { ds_reg_lock(); }
-void ds_reg_atfork_parent(void) { ds_reg_unlock(); }
-void ds_reg_atfork_child(void)
+void ds_reg_fork(ds_fork_phase phase)
 {
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    holding = false;
-    lock = fresh;
+    holding = phase == DS_FORK_PREPARE;
+    ds_fork_lock(&lock, phase);
+    if (phase == DS_FORK_CHILD)
+        for (size_t i = 0; i < cap; i++)
+            table[i].inherited = 1;
 }
 
 static ds_record *map_slots(size_t n)

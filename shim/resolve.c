@@ -14,17 +14,16 @@
 
 static void *(*glibc_dlsym)(void *, const char *);
 
+static void *find_glibc_dlsym(void)
+{
+    void *f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    return f ? f : dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+}
+
 void *ds_real_dlsym(void *handle, const char *name)
 {
-    if (!glibc_dlsym) {
-        void *f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-        if (!f)
-            f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-        glibc_dlsym = (void *(*)(void *, const char *))f;
-        if (!glibc_dlsym)
-            return NULL;
-    }
-    return glibc_dlsym(handle, name);
+    void *(*real)(void *, const char *) = DS_LAZY(glibc_dlsym, find_glibc_dlsym());
+    return real ? real(handle, name) : NULL;
 }
 
 void *ds_resolve_real(const char *name, const void *ours)
@@ -40,19 +39,17 @@ void *ds_resolve_beside(const void *fn, const char *name)
 {
     static void *(*glibc_dlopen)(const char *, int);
     static int (*glibc_dlclose)(void *);
-    if (!glibc_dlopen) {
-        glibc_dlopen = (void *(*)(const char *, int))ds_real_dlsym(RTLD_NEXT, "dlopen");
-        glibc_dlclose = (int (*)(void *))ds_real_dlsym(RTLD_NEXT, "dlclose");
-    }
+    void *(*open_fn)(const char *, int) = DS_LAZY(glibc_dlopen, ds_real_dlsym(RTLD_NEXT, "dlopen"));
+    int (*close_fn)(void *) = DS_LAZY(glibc_dlclose, ds_real_dlsym(RTLD_NEXT, "dlclose"));
     Dl_info info;
-    if (!fn || !glibc_dlopen || !glibc_dlclose || !dladdr(fn, &info) || !info.dli_fname)
+    if (!fn || !open_fn || !close_fn || !dladdr(fn, &info) || !info.dli_fname)
         return NULL;
     /* A handle for the already loaded library (not its link_map: glibc sets
      * up the search scope only of objects opened with dlopen). */
-    void *handle = glibc_dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    void *handle = open_fn(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
     if (!handle)
         return NULL;
     void *f = ds_real_dlsym(handle, name);
-    glibc_dlclose(handle);
+    close_fn(handle);
     return f;
 }

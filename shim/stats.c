@@ -120,7 +120,7 @@ static void sort_by_shares(pair *p, int n)
 static void count_outstanding(const ds_record *r, void *arg)
 {
     /* A tensor without a deleter can never be released: not a leak. */
-    if (r->state != DS_RELEASED && r->orig_deleter)
+    if (r->state != DS_RELEASED && r->orig_deleter && !r->inherited)
         ++*(uint64_t *)arg;
 }
 

@@ -183,20 +183,20 @@ void ds_sync_stream_created(int family, uintptr_t handle, bool non_blocking)
 {
     if (!ds_sync_enabled())
         return;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     int s = stream_index(family, handle, false, true);
     if (s >= 0) {
         memset(streams[s].vc, 0, sizeof(vclock));
         streams[s].kind = non_blocking ? KIND_NON_BLOCKING : KIND_BLOCKING;
     }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 }
 
 void ds_sync_stream_destroyed(int family, uintptr_t handle)
 {
     if (!ds_sync_enabled() || handle <= 2)
         return;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     int s = stream_index(family, handle, false, false);
     if (s >= 0) {
         /* Its work completes before it goes (cudaStreamDestroy) but nobody
@@ -204,14 +204,14 @@ void ds_sync_stream_destroyed(int family, uintptr_t handle)
          * their counters, which only ever makes later checks stricter. */
         streams[s].used = false;
     }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 }
 
 void ds_sync_event_recorded(int family, uintptr_t ev, uintptr_t handle, bool ptsz)
 {
     if (!ds_sync_enabled())
         return;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     int s = stream_index(family, handle, ptsz, true);
     event *e = event_of(family, ev, true);
     if (s >= 0 && e) {
@@ -219,14 +219,14 @@ void ds_sync_event_recorded(int family, uintptr_t ev, uintptr_t handle, bool pts
         memcpy(e->vc, streams[s].vc, sizeof(vclock));
         e->recorded = true;
     }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 }
 
 void ds_sync_event_destroyed(int family, uintptr_t ev)
 {
     if (!ds_sync_enabled())
         return;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     event *e = event_of(family, ev, false);
     if (e)
         e->used = false; /* a record later re-creates it; probes stop at holes: rehash below */
@@ -241,14 +241,14 @@ void ds_sync_event_destroyed(int family, uintptr_t ev)
                 *dst = moved;
         }
     }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 }
 
 void ds_sync_stream_waits(int family, uintptr_t handle, uintptr_t ev, bool ptsz)
 {
     if (!ds_sync_enabled())
         return;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     int s = stream_index(family, handle, ptsz, true);
     event *e = event_of(family, ev, false);
     if (s >= 0) {
@@ -256,42 +256,42 @@ void ds_sync_stream_waits(int family, uintptr_t handle, uintptr_t ev, bool ptsz)
         if (e && e->recorded)
             merge(streams[s].vc, e->vc);
     }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 }
 
 void ds_sync_host_waits_stream(int family, uintptr_t handle, bool ptsz)
 {
     if (!ds_sync_enabled())
         return;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     int s = stream_index(family, handle, ptsz, false);
     if (s >= 0) {
         before_op(s); /* synchronizing the legacy stream also waits for blocking ones */
         merge(streams[HOST].vc, streams[s].vc);
     }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 }
 
 void ds_sync_host_waits_event(int family, uintptr_t ev)
 {
     if (!ds_sync_enabled())
         return;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     event *e = event_of(family, ev, false);
     if (e && e->recorded)
         merge(streams[HOST].vc, e->vc);
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 }
 
 void ds_sync_host_waits_all(int family)
 {
     if (!ds_sync_enabled())
         return;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     for (int i = 1; i < DS_CLOCKS; i++)
         if (streams[i].used && streams[i].family == family)
             merge(streams[HOST].vc, streams[i].vc);
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 }
 
 /* ---- handoffs --------------------------------------------------------------- */
@@ -301,7 +301,7 @@ void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const char
 {
     if (!ds_sync_enabled() || !bytes)
         return;
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     /* The newest write overlapping the tensor's bytes. */
     const write_rec *last = NULL;
     uint64_t oldest = nwrites > DS_WRITES ? nwrites - DS_WRITES : 0;
@@ -322,7 +322,7 @@ void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const char
             ds_fmt(p->consumer, sizeof(p->consumer), "%s", consumer);
         }
     }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 }
 
 static void stream_name(char *out, size_t cap, const stream *s)
@@ -337,10 +337,9 @@ static void stream_name(char *out, size_t cap, const stream *s)
 
 typedef struct {
     pending handoff;
-    int producer_stream;
+    int producer_stream, family;
     uintptr_t producer_handle, consumer_handle;
     long producer_tid;
-    int family;
     char producer_name[64], consumer_name[64];
 } race;
 
@@ -406,23 +405,23 @@ void ds_sync_op(int family, uintptr_t handle, bool ptsz, const ds_range *r, int 
         return;
     char caller[DS_NAME_MAX] = "";
     race races[4];
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     bool any_pending = false;
     for (int i = 0; i < DS_PENDING && !any_pending; i++)
         any_pending = pend[i].used;
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
     if (any_pending && n < 0)
         ds_module_name_at(caller_addr, caller, sizeof(caller));
 
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     int s = stream_index(family, handle, ptsz, true);
     if (s < 0) {
-        pthread_mutex_unlock(&lock);
+        ds_unlock(&lock);
         return;
     }
     before_op(s);
     int nraces = any_pending ? take_due(s, r, n, caller, races, (int)DS_ARRAY_LEN(races)) : 0;
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 
     for (int i = 0; i < nraces; i++) {
         race *x = &races[i];
@@ -430,10 +429,10 @@ void ds_sync_op(int family, uintptr_t handle, bool ptsz, const ds_range *r, int 
         if (ds_cfg.sync == DS_SYNC_ENFORCE && x->family == family && barriers[family] &&
             barriers[family](x->producer_handle, handle, x->producer_tid)) {
             fixed = true;
-            pthread_mutex_lock(&lock);
+            ds_lock(&lock);
             merge(streams[s].vc, streams[x->producer_stream].vc);
             barriers_inserted++;
-            pthread_mutex_unlock(&lock);
+            ds_unlock(&lock);
             emit_barrier(x);
         }
         if (!fixed) {
@@ -449,14 +448,14 @@ void ds_sync_op(int family, uintptr_t handle, bool ptsz, const ds_range *r, int 
     }
 
     /* Tick, and remember what this operation writes. */
-    pthread_mutex_lock(&lock);
+    ds_lock(&lock);
     uint32_t tick = ++streams[s].vc[s];
     for (int k = 0; k < n; k++)
         if (r[k].write && r[k].len) {
             write_rec *w = &writes[nwrites++ % DS_WRITES];
             *w = (write_rec){r[k].start, r[k].start + r[k].len, s, tick};
         }
-    pthread_mutex_unlock(&lock);
+    ds_unlock(&lock);
 }
 
 uint64_t ds_sync_barriers(void)
@@ -464,8 +463,7 @@ uint64_t ds_sync_barriers(void)
     return barriers_inserted;
 }
 
-void ds_sync_after_fork(void)
+void ds_sync_fork(ds_fork_phase phase)
 {
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    lock = fresh;
+    ds_fork_lock(&lock, phase);
 }

@@ -71,7 +71,7 @@ static void string(conv *c, bool as_text)
             put(c, ch);
             continue;
         }
-        char esc = c->r < end ? c->b[c->r++] : '?';
+        char esc = (char)(c->r < end ? c->b[c->r++] : '?');
         if (esc == 'u' && c->r + 4 <= end) {
             unsigned cp = 0;
             for (int i = 0; i < 4; i++)

@@ -122,6 +122,8 @@ typedef struct ds_record {
     uint8_t versioned : 1;
     uint8_t wrapped : 1;    /* our trampoline sits in the tensor's deleter */
     uint8_t copied : 1;     /* the producer flagged the data as a copy */
+    uint8_t inherited : 1;  /* made before fork(): the child keeps it (it may
+                               release it) but does not count it as its own */
     int32_t device_type;    /* DLDeviceType of the data */
     uintptr_t alloc_base;   /* the tracked allocation the data lies in; 0: none */
     uint32_t alloc_generation;

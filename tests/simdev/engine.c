@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,26 +47,59 @@ typedef struct alloc {
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static alloc *allocs;
 
+/* Allocation and free are async-signal-safe (the stress test allocates from
+ * a signal handler): signals are held while the list's lock is held. */
+static void hold_signals(sigset_t *old)
+{
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, old);
+}
+
+/* Records come from mmap'd chunks, not malloc (which a handler may not call). */
+static alloc *new_record(void)
+{
+    static alloc *chunk;
+    static size_t left;
+    if (!left) {
+        void *c = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (c == MAP_FAILED)
+            return NULL;
+        chunk = c;
+        left = (1 << 16) / sizeof(alloc);
+    }
+    left--;
+    return chunk++;
+}
+
 void *sim_alloc(size_t size, int kind)
 {
     size_t len = size ? size : 1;
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    alloc *a = malloc(sizeof(*a));
-    if (p == MAP_FAILED || !a) {
-        free(a);
+    if (p == MAP_FAILED)
+        return NULL;
+    sigset_t old;
+    hold_signals(&old);
+    pthread_mutex_lock(&mem_lock);
+    alloc *a = new_record();
+    if (a) {
+        *a = (alloc){p, len, kind, true, allocs};
+        allocs = a;
+    }
+    pthread_mutex_unlock(&mem_lock);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!a) {
+        munmap(p, len);
         return NULL;
     }
-    *a = (alloc){p, len, kind, true, NULL};
-    pthread_mutex_lock(&mem_lock);
-    a->next = allocs;
-    allocs = a;
-    pthread_mutex_unlock(&mem_lock);
     return p;
 }
 
 int sim_free(void *p, int kind)
 {
     alloc *found = NULL;
+    sigset_t old;
+    hold_signals(&old);
     pthread_mutex_lock(&mem_lock);
     for (alloc *a = allocs; a && !found; a = a->next)
         if (a->base == p && a->live && a->kind == kind)
@@ -73,6 +107,7 @@ int sim_free(void *p, int kind)
     if (found)
         found->live = false;
     pthread_mutex_unlock(&mem_lock);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!found)
         return -1;
     memset(found->base, 0xdd, found->size); /* poisoned, never reused */

@@ -86,6 +86,15 @@ static bool json_string(json_cursor *c)
     return false;
 }
 
+/* One or more digits. */
+static bool json_digits(json_cursor *c)
+{
+    const char *start = c->p;
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9')
+        c->p++;
+    return c->p > start;
+}
+
 static bool json_number(json_cursor *c)
 {
     const char *start = c->p;
@@ -96,8 +105,19 @@ static bool json_number(json_cursor *c)
     if (*c->p == '0')
         c->p++;
     else
-        while (c->p < c->end && *c->p >= '0' && *c->p <= '9')
+        json_digits(c);
+    if (c->p < c->end && *c->p == '.') {
+        c->p++;
+        if (!json_digits(c))
+            return false;
+    }
+    if (c->p < c->end && (*c->p == 'e' || *c->p == 'E')) {
+        c->p++;
+        if (c->p < c->end && (*c->p == '+' || *c->p == '-'))
             c->p++;
+        if (!json_digits(c))
+            return false;
+    }
     return c->p > start;
 }
 

@@ -2,7 +2,9 @@
 and read back its jsonl events.
 
 DLSHIM_TEST_BUILD names the build directory (the sanitizer run uses its own);
-DLSHIM_TEST_PRELOAD is put before the shim in LD_PRELOAD (libasan there)."""
+DLSHIM_TEST_PRELOAD is put before the shim in LD_PRELOAD (libasan there);
+DLSHIM_TEST_WRAPPER runs every compiled test program under a tool
+(`make check-valgrind` puts memcheck there)."""
 import itertools
 import json
 import os
@@ -11,10 +13,11 @@ import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = pathlib.Path(os.environ.get("DLSHIM_TEST_BUILD", ROOT / "build"))
 LIB = BUILD / "libdlshim.so"
 PRELOAD_FIRST = os.environ.get("DLSHIM_TEST_PRELOAD", "")
+WRAPPER = os.environ.get("DLSHIM_TEST_WRAPPER", "").split()
 CONSUMER = BUILD / "tests" / "consumer"
 LAUNCHER = ROOT / "scripts" / "dlshim"
 REPORT = ROOT / "scripts" / "dlshim-report"
@@ -22,6 +25,7 @@ PYTHON_DIR = ROOT / "tests" / "python"
 EXT_DIR = BUILD / "tests" / "python"
 SIMDEV = BUILD / "simdev"           # the simulated CUDA/HIP runtimes
 DEVICE_BIN = BUILD / "tests" / "device"
+STRESS_BIN = BUILD / "tests" / "stress"
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's: libpython linked into the executable
 EMBED = EXT_DIR / "embed"           # the same interpreter through libpython3.x.so
 
@@ -89,7 +93,10 @@ class Runner:
             if log:
                 e["DLSHIM_LOG"] = str(log_path)
         e.update(env or {})
-        proc = subprocess.run([str(a) for a in args], env=e, capture_output=True,
+        args = [str(a) for a in args]
+        if WRAPPER and args[0].startswith(str(BUILD / "tests") + "/"):
+            args = WRAPPER + args
+        proc = subprocess.run(args, env=e, capture_output=True,
                               text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         events = []
         if shim and log and log_path.exists():
