@@ -31,7 +31,7 @@ PROG_BINS  := $(BUILD)/tests/libprod.so $(BUILD)/tests/consumer $(BUILD)/tests/s
 EXAMPLE    := $(BUILD)/examples/exchange
 
 .PHONY: all deps check check-unit check-integration check-docs check-sanitize check-tsan \
-        check-valgrind check-fuzz check-quick lint \
+        check-valgrind check-fuzz check-quick lint gpu-check-programs simdev \
         demo docs clean test-programs
 
 all: $(LIB)
@@ -205,6 +205,13 @@ $(DEVICE_BIN)/libculike.so: tests/device/libculike.c
 $(DEVICE_BIN)/culike_user: tests/device/culike_user.c $(DEVICE_BIN)/libculike.so
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(DEVICE_BIN) -lculike -Wl,-rpath,'$$ORIGIN' \
 	    $(VARIANT_LDFLAGS)
+
+# What scripts/gpu-check needs on a GPU machine: the shim and the CUDA device
+# programs (no HIP, Python extensions or Rust); `simdev` for its --simdev runs.
+CUDA_DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN)/handoff \
+                     $(DEVICE_BIN)/copies
+gpu-check-programs: $(LIB) $(CUDA_DEVICE_PROGS)
+simdev: $(SIMDEV_LIBS)
 
 # Stress programs (tests/stress): libprod for exchanges, the CUDA runtime for
 # allocations, and a plugin module loaded and unloaded in a loop.
