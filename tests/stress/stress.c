@@ -281,8 +281,11 @@ static int signals(int n)
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = allocate_in_handler;
     sa.sa_flags = SA_RESTART;
+    /* The first allocation sets up the runtime's context and the shim's
+     * helpers (dlopen, malloc): neither is async-signal-safe, so it comes
+     * before any handler may allocate, as in any program that does this. */
+    alloc_free(4096);
     sigaction(SIGUSR1, &sa, NULL);
-    cudaFree(NULL);
     main_thread = pthread_self();
     pthread_t th;
     pthread_create(&th, NULL, signaller, (void *)(intptr_t)n);

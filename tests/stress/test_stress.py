@@ -136,7 +136,7 @@ def test_signal_handler_allocates_through_a_hooked_api(dlshim):
     assert handled > 0
     main_allocs = [e for e in r.of("alloc") if e["bytes"] == 4096]
     in_handler = [e for e in r.of("alloc") if e["bytes"] == 64]
-    assert len(main_allocs) == n and len(in_handler) <= handled
+    assert len(main_allocs) == n + 1 and len(in_handler) <= handled  # + the warm-up
     # A handler that interrupted the shim was passed through untouched, so
     # every free the shim saw is of an allocation it saw.
     live = set()
