@@ -61,6 +61,12 @@ class Result:
         assert len(found) == 1, f"expected one summary, got {len(found)}"
         return found[0]
 
+    def stderr_events(self):
+        """The jsonl lines among stderr's (a log that fell back there, or the
+        summary of a log that failed), parsed."""
+        return parse_jsonl("\n".join(l for l in self.stderr.splitlines() if l.startswith("{")),
+                           "stderr")
+
     def diagnostics(self):
         return [l for l in self.stderr.splitlines() if l.startswith("dlshim:")]
 

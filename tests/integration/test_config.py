@@ -104,7 +104,7 @@ def test_log_symlink_is_not_followed(dlshim, tmp_path):
     assert target.read_text() == ""
     assert len([d for d in r.diagnostics() if str(link) in d]) == 1
     # Fell back to stderr.
-    events = parse_jsonl("\n".join(l for l in r.stderr.splitlines() if l.startswith("{")))
+    events = r.stderr_events()
     assert len(events) == 4
 
 
@@ -113,7 +113,7 @@ def test_log_path_too_long_falls_back(dlshim, tmp_path):
     r = dlshim.consumer("clean", log=False, env={"DLSHIM_LOG": long_path})
     assert r.rc == 0
     assert len(r.diagnostics()) == 1
-    assert len([l for l in r.stderr.splitlines() if l.startswith("{")]) == 4
+    assert len(r.stderr_events()) == 4
 
 
 def test_text_format_has_one_line_per_event(dlshim, tmp_path):

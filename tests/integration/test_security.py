@@ -6,14 +6,10 @@ import shutil
 
 import pytest
 
-from conftest import BUILD, LIB, parse_jsonl
+from conftest import BUILD, LIB
 
 PROBE = BUILD / "tests" / "secure_probe"
 NOBODY = pwd.getpwnam("nobody")
-
-
-def json_lines(text):
-    return parse_jsonl("\n".join(l for l in text.splitlines() if l.startswith("{")))
 
 
 def probe(dlshim, path, *args):
@@ -25,7 +21,7 @@ def probe(dlshim, path, *args):
 def test_the_probe_is_traced_when_not_setuid(dlshim):
     r = probe(dlshim, PROBE)
     assert "secure=0" in r.stdout and "loaded=1" in r.stdout, r.stderr
-    names = [e["event"] for e in json_lines(r.stderr)]
+    names = [e["event"] for e in r.stderr_events()]
     assert names == ["export", "import", "release", "summary"]
 
 
@@ -42,7 +38,7 @@ def test_secure_execution_disables_the_shim(dlshim, tmp_path, bit):
     r = probe(dlshim, exe, "_exit")
     assert "secure=1" in r.stdout and "loaded=1" in r.stdout, r.stdout + r.stderr
     assert r.rc == 0
-    assert json_lines(r.stderr) == []                     # no event
+    assert r.stderr_events() == []                        # no event
     assert not any(l.startswith("dlshim:") for l in r.stderr.splitlines())  # no dump either
 
 

@@ -151,8 +151,7 @@ def test_signal_handler_allocates_through_a_hooked_api(dlshim):
 
 
 def stderr_summary(r):
-    lines = [l for l in r.stderr.splitlines() if l.startswith("{")]
-    [summary] = [e for e in parse_jsonl("\n".join(lines)) if e["event"] == "summary"]
+    [summary] = summaries(r.stderr_events())
     return summary
 
 
