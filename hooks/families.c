@@ -31,5 +31,6 @@ void ds_hooks_install(void)
     if (wanted(DS_HOOK_HOST_COPY))
         ds_host_copy_install();
     ds_entry_install(); /* DLSHIM_ENTRY specs, when given */
+    ds_exit_install();  /* not a family: flushes the log buffer on _exit */
     ds_modules_refresh();
 }

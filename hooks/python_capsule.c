@@ -65,9 +65,7 @@ static void *unconsumed_tensor(PyObject *capsule, int kind, const void *caller)
 
 static void import_by(void *tensor, int kind, const void *caller)
 {
-    char consumer[DS_NAME_MAX];
-    ds_module_name_at(caller, consumer, sizeof(consumer));
-    ds_tensor_import(tensor, kind == VERSIONED, consumer);
+    ds_tensor_import_by(tensor, kind == VERSIONED, ds_module_id_at(caller));
 }
 
 /* ---- the capsule wrappers ----------------------------------------------- */
@@ -78,11 +76,8 @@ static PyObject *wrap_New(void *pointer, const char *name, capsule_destructor de
     PyObject *capsule = DS_REAL(wrap_New, real_New, "PyCapsule_New")(pointer, name, destructor);
     int saved = errno;
     int kind = kind_of(name, "dltensor", "dltensor_versioned");
-    if (capsule && kind != NOT_DLPACK && ds_active()) {
-        char producer[DS_NAME_MAX];
-        ds_module_name_at(caller, producer, sizeof(producer));
-        ds_tensor_export(pointer, kind == VERSIONED, producer);
-    }
+    if (capsule && kind != NOT_DLPACK && ds_active())
+        ds_tensor_export_by(pointer, kind == VERSIONED, ds_module_id_at(caller));
     errno = saved;
     return capsule;
 }

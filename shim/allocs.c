@@ -265,7 +265,7 @@ void ds_alloc_record(const ds_alloc_info *a, const char *owner)
         uint32_t stale = 0;
         root = unlink_base(root, info.base, &stale);
         if (stale) {
-            live_count--;
+            __atomic_store_n(&live_count, live_count - 1, __ATOMIC_RELAXED);
             live_bytes -= pool[stale].size;
             pool[stale].left = free_list;
             free_list = stale;
@@ -277,7 +277,7 @@ void ds_alloc_record(const ds_alloc_info *a, const char *owner)
                          .kind = (uint8_t)info.kind, .family = (uint8_t)info.family,
                          .height = 1, .generation = info.generation};
         root = insert(root, n);
-        live_count++;
+        __atomic_store_n(&live_count, live_count + 1, __ATOMIC_RELAXED);
         live_bytes += info.size;
         if (*recent_slot(info.base) == info.base)
             *recent_slot(info.base) = 0;
@@ -292,6 +292,10 @@ void ds_alloc_record(const ds_alloc_info *a, const char *owner)
 
 bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out)
 {
+    /* No allocation tracked (a CPU-only program): no lock on its handoffs.
+     * One inserted meanwhile is as if inserted after the lookup. */
+    if (__atomic_load_n(&live_count, __ATOMIC_RELAXED) == 0)
+        return false;
     ds_lock(&lock);
     uint32_t n = pool ? containing(p) : 0;
     if (n)
@@ -355,7 +359,7 @@ void ds_alloc_forget(uintptr_t base, const char *caller)
         root = unlink_base(root, base, &n);
     if (n) {
         fill_info(n, &info);
-        live_count--;
+        __atomic_store_n(&live_count, live_count - 1, __ATOMIC_RELAXED);
         live_bytes -= pool[n].size;
         pool[n].left = free_list;
         free_list = n;
@@ -465,7 +469,8 @@ void ds_alloc_fork(ds_fork_phase phase)
         return;
     root = free_list = 0;
     next_free_node = 1;
-    live_count = live_bytes = 0;
+    __atomic_store_n(&live_count, 0, __ATOMIC_RELAXED);
+    live_bytes = 0;
     memset(recent, 0, sizeof(recent));
     atomic_store(&untracked_frees, 0);
 }

@@ -182,8 +182,9 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
     if (relevant) {
         if (direction == DS_COPY_INFER)
             direction = infer_direction(&s, &d);
-        recent[nrecent++ % DS_RECENT_COPIES] =
+        recent[nrecent % DS_RECENT_COPIES] =
             (recent_copy){dst, dst + bytes, src, s.tracked || s.share};
+        __atomic_store_n(&nrecent, nrecent + 1, __ATOMIC_RELAXED);
         if (direction == DS_COPY_D2H && s.tracked) {
             trips[ntrips++ % DS_PENDING_TRIPS] =
                 (trip){dst, dst + bytes, s.alloc.owner, s.alloc.device, s.alloc.family};
@@ -228,6 +229,8 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
 bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source)
 {
     bool found = false;
+    if (__atomic_load_n(&nrecent, __ATOMIC_RELAXED) == 0)
+        return false; /* no copy seen yet: no lock on every export */
     ds_lock(&lock);
     uint64_t oldest = nrecent > DS_RECENT_COPIES ? nrecent - DS_RECENT_COPIES : 0;
     for (uint64_t n = nrecent; n > oldest; n--) {

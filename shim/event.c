@@ -33,15 +33,44 @@ static void appends(ds_ev *e, const char *s)
     append(e, s, strlen(s));
 }
 
-static void appendf(ds_ev *e, const char *fmt, ...) DS_PRINTF(2, 3);
-static void appendf(ds_ev *e, const char *fmt, ...)
+/* Numbers are converted here rather than through ds_fmt: events are the
+ * hot path of a traced program, and the formatter's generality cost more
+ * than the rest of an event together (perf, issue 9). */
+static void append_udec(ds_ev *e, unsigned long long v)
 {
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    size_t n = ds_vfmt(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    append(e, tmp, n);
+    char t[20];
+    int i = (int)sizeof(t);
+    do {
+        t[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    append(e, t + i, sizeof(t) - (size_t)i);
+}
+
+static void append_sdec(ds_ev *e, long long v)
+{
+    if (v < 0) {
+        append(e, "-", 1);
+        append_udec(e, 0ull - (unsigned long long)v);
+    } else {
+        append_udec(e, (unsigned long long)v);
+    }
+}
+
+/* "0x..." in lower case, quoted, as %p-like addresses appear everywhere. */
+static void append_hex_string(ds_ev *e, uintptr_t v)
+{
+    char t[2 + 2 * sizeof(v) + 2];
+    int i = (int)sizeof(t);
+    t[--i] = '"';
+    do {
+        t[--i] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    t[--i] = 'x';
+    t[--i] = '0';
+    t[--i] = '"';
+    append(e, t + i, sizeof(t) - (size_t)i);
 }
 
 /* Separator and key before a value. */
@@ -72,8 +101,14 @@ void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
     e->depth = 0;
     for (int i = 0; i <= DS_EV_DEPTH; i++)
         e->first[i] = true;
-    appendf(e, "{\"event\":\"%s\",\"pid\":%d,\"tid\":%ld,\"t_ns\":%llu", ds_event_name(id),
-            ds_pid(), ds_tid(), (unsigned long long)ds_now_ns());
+    appends(e, "{\"event\":\"");
+    appends(e, ds_event_name(id));
+    appends(e, "\",\"pid\":");
+    append_sdec(e, ds_pid());
+    appends(e, ",\"tid\":");
+    append_sdec(e, ds_tid());
+    appends(e, ",\"t_ns\":");
+    append_udec(e, ds_now_ns());
     e->first[0] = false;
 }
 
@@ -149,13 +184,13 @@ void ds_ev_str(ds_ev *e, const char *k, const char *val)
 void ds_ev_int(ds_ev *e, const char *k, int64_t v)
 {
     key(e, k);
-    appendf(e, "%lld", (long long)v);
+    append_sdec(e, v);
 }
 
 void ds_ev_uint(ds_ev *e, const char *k, uint64_t v)
 {
     key(e, k);
-    appendf(e, "%llu", (unsigned long long)v);
+    append_udec(e, v);
 }
 
 void ds_ev_double(ds_ev *e, const char *k, double v)
@@ -179,15 +214,23 @@ void ds_ev_double(ds_ev *e, const char *k, double v)
         whole++;
         frac -= 1000000;
     }
-    appendf(e, "%s%llu.%06llu", negative ? "-" : "", whole, frac);
-    if (exponent)
-        appendf(e, "e%d", exponent);
+    if (negative)
+        append(e, "-", 1);
+    append_udec(e, whole);
+    char digits[7] = {'.'};
+    for (int i = 6; i >= 1; i--, frac /= 10)
+        digits[i] = (char)('0' + frac % 10);
+    append(e, digits, sizeof(digits));
+    if (exponent) {
+        append(e, "e", 1);
+        append_sdec(e, exponent);
+    }
 }
 
 void ds_ev_hex(ds_ev *e, const char *k, uintptr_t v)
 {
     key(e, k);
-    appendf(e, "\"0x%lx\"", (unsigned long)v);
+    append_hex_string(e, v);
 }
 
 void ds_ev_bool(ds_ev *e, const char *k, bool v)
@@ -251,6 +294,9 @@ void ds_ev_end(ds_ev *e)
     }
     if (ds_cfg.format != DS_FORMAT_TEXT)
         e->buf[len++] = '\n';
-    if (!ds_log_write(e->buf, len) && e->id == DS_EV_SUMMARY)
+    bool ok = ds_log_write(e->buf, len);
+    if (e->id == DS_EV_SUMMARY || e->id == DS_EV_VIOLATION)
+        ok = ds_log_flush() && ok; /* what explains a crash must not wait in a buffer */
+    if (!ok && e->id == DS_EV_SUMMARY)
         ds_log_write_stderr(e->buf, len); /* the log failed: the count of what it lost */
 }

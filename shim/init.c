@@ -39,6 +39,7 @@ static void fork_locks(ds_fork_phase phase)
     ds_sync_fork(phase);
     ds_copies_fork(phase);
     ds_names_fork(phase);
+    ds_log_fork(phase);
 }
 
 static void atfork_prepare(void) { fork_locks(DS_FORK_PREPARE); }
@@ -114,6 +115,7 @@ void ds_finish(void)
         return;
     ds_alloc_report_leaks();
     ds_summary_write();
+    ds_log_flush(); /* with DLSHIM_SUMMARY=0 nothing above did */
     ds_trace_close();
     if (ds_cfg.exitcode >= 0 && ds_stats_violations() > 0) {
         /* Runs after the program's atexit handlers; stdio is flushed here

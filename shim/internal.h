@@ -86,8 +86,13 @@ const char *ds_violation_name(int kind);
 void ds_log_open(const char *spec);
 void ds_log_after_fork(void);
 bool ds_log_enabled(void);
-/* Writes one complete line; a failed or short write drops it and counts. */
+/* Writes one complete line, or buffers it (see log.c); a failed or short
+ * write drops what it carried and counts it.  false: this line or lines
+ * flushed with it were lost. */
 bool ds_log_write(const char *line, size_t len);
+/* Writes what the buffer holds (violations, exit, _exit). */
+bool ds_log_flush(void);
+void ds_log_fork(ds_fork_phase phase);
 void ds_log_write_stderr(const char *line, size_t len);
 void ds_log_count_drop(void);
 uint64_t ds_log_dropped(void);
@@ -264,6 +269,9 @@ void ds_entry_parse_list(const char *text, size_t len, bool by_lines, const char
 /* ---- tensor.c: the DLPack ownership ledger ------------------------------ */
 void ds_tensor_export(void *managed, bool versioned, const char *producer);
 void ds_tensor_import(void *managed, bool versioned, const char *consumer);
+/* The same for a producer/consumer already interned (ds_module_id_at). */
+void ds_tensor_export_by(void *managed, bool versioned, uint16_t producer);
+void ds_tensor_import_by(void *managed, bool versioned, uint16_t consumer);
 
 /* ---- elf.c: a loaded module's dynamic section and GOT -------------------- */
 /* NULL on success, else why the module cannot be patched. */
@@ -297,8 +305,10 @@ void *ds_got_original(const void *wrapper, void **global_real, const char *name,
 void *ds_hook_for_lookup(const char *name, void *real, const void *caller);
 /* Patches modules loaded since the last call; forgets unloaded ones. */
 void ds_modules_refresh(void);
-/* The name of the module holding `addr` (a return address). */
+/* The module holding `addr` (a return address): its name, or its interned
+ * name id (memoized per thread: the cheap one on hot paths). */
 void ds_module_name_at(const void *addr, char *out, size_t cap);
+uint16_t ds_module_id_at(const void *addr);
 uint64_t ds_modules_patched_slots(void);
 
 /* ---- resolve.c: finding the real function behind a hook ----------------- */
@@ -346,6 +356,8 @@ void ds_device_copy(int family, const void *stream, uintptr_t dst, uintptr_t src
 /* The direction of a cudaMemcpyKind / hipMemcpyKind value. */
 int ds_copy_kind_direction(int kind);
 void ds_host_copy_install(void);
+/* ---- hooks/exit.c: _exit and _Exit flush the log buffer ------------------ */
+void ds_exit_install(void);
 /* ---- hooks/entry.c and hooks/torch.c ------------------------------------ */
 void ds_entry_install(void);
 /* Specs whose function was not loaded yet: looked up again (after dlopen). */

@@ -1,10 +1,16 @@
 /*
  * log.c — the event sink.
  *
- * One write(2) per complete line: nothing is buffered, so a crash loses no
- * event and lines of concurrent threads never interleave (a line is at most
- * PIPE_BUF bytes; files are opened O_APPEND).  A write that fails or comes up
- * short drops the line and counts it; the program never sees an error, and
+ * Lines to a regular file are gathered in one process buffer
+ * (DLSHIM_LOG_BUFFER bytes, mmap'd) and written by one write(2) when it
+ * fills, when its oldest line is DS_LOG_AGE_NS old, after a violation, at
+ * exit and _exit, and before fork: a system call per event cost more than
+ * all the bookkeeping of a handoff.  What a killed process loses is the
+ * buffer, so DLSHIM_LOG_BUFFER=0 writes each line at once.  stderr and pipes
+ * are never buffered (someone is reading them live).  Lines of concurrent
+ * threads never interleave: whole lines go into the buffer under its lock,
+ * and files are opened O_APPEND.  A write that fails or comes up short drops
+ * what it carried and counts the lines; the program never sees an error, and
  * writing to a closed pipe never raises SIGPIPE in it.
  *
  * Files are created 0600 with O_NOFOLLOW, appended to (never truncated), and
@@ -17,6 +23,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +35,22 @@ static bool log_is_pipe;   /* SIGPIPE must be kept away from the program */
 static bool log_per_pid;   /* the path has %p: a forked child reopens */
 static char log_spec[DS_PATH_MAX];
 static atomic_uint_fast64_t dropped;
+
+#define DS_LOG_AGE_NS 100000000ull /* 100 ms: the longest a line waits while events flow */
+static pthread_mutex_t buffer_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *buffer;         /* NULL: unbuffered */
+static size_t buffer_cap, buffer_len, buffer_lines;
+static char *buffer_mem;     /* kept across re-opens (tests re-initialise) */
+static size_t buffer_mem_cap;
+static uint64_t buffer_since; /* coarse_ns() of the oldest line held */
+
+/* The jiffy clock is plenty for a 100 ms age and costs a few ns. */
+static uint64_t coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* Expands %p (pid) and %% in spec; false when the result does not fit. */
 static bool expand_path(char *out, size_t cap, const char *spec)
@@ -88,8 +111,31 @@ int ds_output_open(const char *spec, const char *option, bool truncate)
     return fd;
 }
 
+/* Buffer lines for fd if it is a regular file and a buffer is asked for. */
+static void set_buffer(int fd)
+{
+    struct stat st;
+    size_t want = (size_t)ds_cfg.log_buffer;
+    buffer = NULL;
+    buffer_cap = buffer_len = buffer_lines = 0;
+    if (want == 0 || fd <= STDERR_FILENO || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return;
+    if (want > buffer_mem_cap) {
+        void *p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return;
+        if (buffer_mem)
+            munmap(buffer_mem, buffer_mem_cap);
+        buffer_mem = p;
+        buffer_mem_cap = want;
+    }
+    buffer = buffer_mem;
+    buffer_cap = want;
+}
+
 void ds_log_open(const char *spec)
 {
+    ds_log_flush(); /* lines held for a previous log go there */
     int fd;
     if (strcmp(spec, "off") == 0)
         fd = -1;
@@ -102,11 +148,14 @@ void ds_log_open(const char *spec)
     memcpy(log_spec, spec, strlen(spec) + 1);
     log_per_pid = strstr(spec, "%p") != NULL;
     log_is_pipe = fd >= 0 && fd_is_pipe(fd);
+    set_buffer(fd);
     atomic_store(&log_fd, fd);
 }
 
 void ds_log_after_fork(void)
 {
+    /* The parent flushed before forking (ds_log_fork): nothing is pending. */
+    buffer_len = buffer_lines = 0;
     if (!log_per_pid)
         return;
     int old = atomic_load(&log_fd);
@@ -153,21 +202,78 @@ static ssize_t write_no_sigpipe(int fd, const char *p, size_t n)
     return w;
 }
 
+static bool write_out(int fd, const char *p, size_t len)
+{
+    int saved = errno;
+    ssize_t w;
+    do {
+        w = log_is_pipe ? write_no_sigpipe(fd, p, len) : write(fd, p, len);
+    } while (w < 0 && errno == EINTR);
+    errno = saved;
+    return w == (ssize_t)len;
+}
+
+/* Buffer lock held. */
+static bool flush_locked(int fd)
+{
+    bool ok = true;
+    if (buffer_len && !write_out(fd, buffer, buffer_len)) {
+        /* a short write leaves a partial line: rare, counted */
+        atomic_fetch_add_explicit(&dropped, buffer_lines, memory_order_relaxed);
+        ok = false;
+    }
+    buffer_len = buffer_lines = 0;
+    return ok;
+}
+
 bool ds_log_write(const char *line, size_t len)
 {
     int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
     if (fd < 0)
         return true; /* DLSHIM_LOG=off is not a loss */
-    int saved = errno;
-    ssize_t w;
-    do {
-        w = log_is_pipe ? write_no_sigpipe(fd, line, len) : write(fd, line, len);
-    } while (w < 0 && errno == EINTR);
-    errno = saved;
-    if (w == (ssize_t)len)
+    /* Unbuffered, too long to buffer, or re-entered from a signal handler
+     * that interrupted this thread inside the shim (which may hold the
+     * buffer's lock): written at once. */
+    if (!buffer || len > buffer_cap || ds_holds_lock()) {
+        if (write_out(fd, line, len))
+            return true;
+        ds_log_count_drop();
+        return false;
+    }
+    uint64_t now = coarse_ns();
+    bool ok = true;
+    ds_lock(&buffer_lock);
+    if (buffer_len + len > buffer_cap)
+        ok = flush_locked(fd);
+    if (buffer_len == 0)
+        buffer_since = now;
+    memcpy(buffer + buffer_len, line, len);
+    buffer_len += len;
+    buffer_lines++;
+    if (now - buffer_since >= DS_LOG_AGE_NS)
+        ok = flush_locked(fd) && ok;
+    ds_unlock(&buffer_lock);
+    return ok;
+}
+
+bool ds_log_flush(void)
+{
+    int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
+    if (fd < 0 || !buffer || ds_holds_lock())
         return true;
-    ds_log_count_drop(); /* a short write leaves a partial line: rare, counted */
-    return false;
+    ds_lock(&buffer_lock);
+    bool ok = flush_locked(fd);
+    ds_unlock(&buffer_lock);
+    return ok;
+}
+
+/* Before fork the buffer is written, so that neither side writes it twice;
+ * the child starts empty (ds_log_after_fork). */
+void ds_log_fork(ds_fork_phase phase)
+{
+    ds_fork_lock(&buffer_lock, phase);
+    if (phase == DS_FORK_PREPARE && buffer)
+        flush_locked(atomic_load_explicit(&log_fd, memory_order_relaxed));
 }
 
 /* The summary of a log that failed (a full disk, a reader gone) goes to

@@ -15,6 +15,14 @@
  * dies with its library.  A wrapper asks ds_got_original() for its caller's
  * one; calls from elsewhere (dlsym, the shim's own exports) get the global
  * definition.
+ *
+ * Those two questions (which definition for this wrapper and caller, which
+ * module is at this address) come on every hooked call, so they are answered
+ * without the lock: where every module holds the one global definition of a
+ * hook (the usual case) that is the answer; otherwise (a hook "diverged")
+ * each thread memoizes answers tagged with the table's generation, which any
+ * change to the table or to an original bumps.  That also makes the hot path
+ * safe in a signal handler that interrupted a refresh on the same thread.
  */
 #include <dlfcn.h>
 #include <link.h>
@@ -40,23 +48,56 @@ static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static ds_got_hook hooks[DS_HOOKS_MAX];
 static int nhooks;
 static int16_t bucket[DS_HOOK_BUCKETS]; /* by name: index + 1 into hooks; 0: empty */
-static int16_t by_wrapper[DS_HOOK_BUCKETS]; /* by wrapper address, likewise */
+static int16_t by_wrapper[DS_HOOK_BUCKETS]; /* by wrapper address, likewise; read without
+                                              * the lock (atomic, published after hooks[]) */
+/* A module's original for the hook differs from the global definition (or a
+ * definition was forgotten): its callers need their own.  Sticky. */
+static atomic_bool diverged[DS_HOOKS_MAX];
 static module *mods;                    /* mmap'd, DS_MODULES_MAX */
 static int nmods;
-static atomic_uint generation;          /* changes whenever mods[] does */
+static atomic_uint generation = 1;   /* changes whenever mods[] or an original does; never 0 */
 static void (*namer)(const char *path, char *out, size_t cap);
 static atomic_uint_fast64_t patched_slots;
 static bool rescan; /* hooks were added since the last walk: re-read every module */
 
+/* mods[] by address, rebuilt at each change, for a binary search. */
 typedef struct {
-    unsigned generation;
+    uintptr_t lo, hi;
     int index;
-} module_hint;
-/* The last module found per 1 MiB of caller address, per thread: a handoff
- * alternates between two frameworks' modules, and a single hint would miss
- * every time (a linear walk of 100+ modules in a PyTorch process). */
-#define DS_MODULE_HINTS 8
-static DS_TLS module_hint hints[DS_MODULE_HINTS];
+} module_range;
+static module_range ranges[DS_MODULES_MAX];
+
+/* Per-thread memos (see the top).  generation 0 marks an entry being
+ * written, so a signal handler that interrupts the update misses. */
+typedef struct {
+    uintptr_t caller;
+    const void *wrapper;
+    void *fn;
+    unsigned generation;
+} original_memo;
+/* A power of two, and few: the shim's TLS is initial-exec, and a library
+ * dlopen'ed with such TLS must fit glibc's small static reserve (~1.6 KB,
+ * shared by every library that does this). */
+#define DS_ORIGINAL_MEMOS 16
+static DS_TLS original_memo original_memos[DS_ORIGINAL_MEMOS];
+
+typedef struct {
+    uintptr_t lo, hi;
+    unsigned generation;
+    uint16_t id;
+} module_memo;
+/* A few, searched in full and replaced in turn: a handoff alternates
+ * between two frameworks' modules, so one entry would miss every time, and
+ * indexing by address collides (large modules sit at 2 MiB boundaries). */
+#define DS_MODULE_MEMOS 4
+static DS_TLS module_memo module_memos[DS_MODULE_MEMOS];
+static DS_TLS unsigned module_memo_next;
+
+static void bump_generation(void)
+{
+    if (atomic_fetch_add_explicit(&generation, 1, memory_order_release) + 1 == 0)
+        atomic_fetch_add_explicit(&generation, 1, memory_order_release);
+}
 
 static uint32_t name_hash(const char *s)
 {
@@ -82,14 +123,24 @@ static uint32_t wrapper_hash(const void *w)
     return (uint32_t)(((uintptr_t)w >> 4) * 2654435761u);
 }
 
-/* Lock held (either way). */
+/* Needs no lock: entries are published after the hook they index. */
 static int wrapper_index(const void *w)
 {
     for (uint32_t i = wrapper_hash(w);; i++) {
-        int16_t b = by_wrapper[i & (DS_HOOK_BUCKETS - 1)];
+        int16_t b = __atomic_load_n(&by_wrapper[i & (DS_HOOK_BUCKETS - 1)], __ATOMIC_ACQUIRE);
         if (b == 0 || hooks[b - 1].wrapper == w)
             return b - 1;
     }
+}
+
+/* Write lock held: a module's own definition for hook h is f. */
+static void note_original(int h, void *f)
+{
+    void *global = __atomic_load_n(hooks[h].real, __ATOMIC_ACQUIRE);
+    if (!global)
+        __atomic_store_n(hooks[h].real, f, __ATOMIC_RELEASE);
+    else if (global != f)
+        atomic_store(&diverged[h], true);
 }
 
 void ds_got_hooks_add(const ds_got_hook *add, size_t n)
@@ -106,7 +157,8 @@ void ds_got_hooks_add(const ds_got_hook *add, size_t n)
         rescan = true;
         for (i = wrapper_hash(add[k].wrapper); by_wrapper[i & (DS_HOOK_BUCKETS - 1)]; i++) {
         }
-        by_wrapper[i & (DS_HOOK_BUCKETS - 1)] = (int16_t)(nhooks + 1);
+        __atomic_store_n(&by_wrapper[i & (DS_HOOK_BUCKETS - 1)], (int16_t)(nhooks + 1),
+                         __ATOMIC_RELEASE);
         nhooks++;
     }
     pthread_rwlock_unlock(&lock);
@@ -125,21 +177,37 @@ uint64_t ds_modules_patched_slots(void)
 /* Lock held (read or write).  -1 if no module holds addr. */
 static int module_at(uintptr_t a)
 {
-    unsigned gen = atomic_load_explicit(&generation, memory_order_acquire);
-    module_hint *hint = &hints[(a >> 20) % DS_MODULE_HINTS];
-    if (hint->generation == gen && hint->index < nmods && a >= mods[hint->index].lo &&
-        a < mods[hint->index].hi)
-        return hint->index;
-    for (int i = 0; i < nmods; i++)
-        if (a >= mods[i].lo && a < mods[i].hi) {
-            *hint = (module_hint){gen, i};
-            return i;
-        }
+    int lo = 0, hi = nmods; /* ranges[] is sorted by lo and never overlaps */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (a < ranges[mid].lo)
+            hi = mid;
+        else if (a >= ranges[mid].hi)
+            lo = mid + 1;
+        else
+            return ranges[mid].index;
+    }
     return -1;
 }
 
-void *ds_got_original(const void *wrapper, void **global_real, const char *name,
-                      const void *caller)
+/* Write lock held.  A Shell sort: no allocation (qsort may call malloc,
+ * and this runs inside the program's dlopen). */
+static void sort_ranges(void)
+{
+    for (int i = 0; i < nmods; i++)
+        ranges[i] = (module_range){mods[i].lo, mods[i].hi, i};
+    for (int gap = nmods / 2; gap > 0; gap /= 2)
+        for (int i = gap; i < nmods; i++) {
+            module_range x = ranges[i];
+            int j = i;
+            for (; j >= gap && ranges[j - gap].lo > x.lo; j -= gap)
+                ranges[j] = ranges[j - gap];
+            ranges[j] = x;
+        }
+}
+
+__attribute__((noinline)) static void *original_slow(const void *wrapper, void **global_real, const char *name,
+                           const void *caller)
 {
     void *f = NULL;
     pthread_rwlock_rdlock(&lock);
@@ -158,6 +226,34 @@ void *ds_got_original(const void *wrapper, void **global_real, const char *name,
     return f;
 }
 
+void *ds_got_original(const void *wrapper, void **global_real, const char *name,
+                      const void *caller)
+{
+    /* The common case: every module that calls it has the one global
+     * definition (one libpython, one libcudart). */
+    int h = wrapper_index(wrapper);
+    if (h >= 0 && !atomic_load_explicit(&diverged[h], memory_order_relaxed)) {
+        void *global = __atomic_load_n(global_real, __ATOMIC_ACQUIRE);
+        if (global)
+            return global;
+    }
+    uintptr_t c = (uintptr_t)caller;
+    unsigned gen = atomic_load_explicit(&generation, memory_order_acquire);
+    uint64_t hash = ((uint64_t)c ^ ((uint64_t)(uintptr_t)wrapper << 17)) * 0x9e3779b97f4a7c15ull;
+    original_memo *memo = &original_memos[hash >> 60];
+    if (memo->generation == gen && memo->caller == c && memo->wrapper == wrapper)
+        return memo->fn;
+    void *f = original_slow(wrapper, global_real, name, caller);
+    if (f) {
+        memo->generation = 0;
+        atomic_signal_fence(memory_order_seq_cst);
+        *memo = (original_memo){c, wrapper, f, 0};
+        atomic_signal_fence(memory_order_seq_cst);
+        memo->generation = gen;
+    }
+    return f;
+}
+
 void *ds_hook_for_lookup(const char *name, void *real, const void *caller)
 {
     if (!name || !real)
@@ -170,8 +266,8 @@ void *ds_hook_for_lookup(const char *name, void *real, const void *caller)
         int m = mods ? module_at((uintptr_t)caller) : -1;
         if (m >= 0)
             mods[m].original[h] = real;
-        if (!*hooks[h].real)
-            __atomic_store_n(hooks[h].real, real, __ATOMIC_RELEASE);
+        note_original(h, real);
+        bump_generation();
     }
     pthread_rwlock_unlock(&lock);
     return wrapper ? wrapper : real;
@@ -208,8 +304,7 @@ static void patch_slot(void **slot, const char *name, void *arg)
     if (!original)
         return; /* nothing to forward to: leave the slot alone */
     c->mod->original[h] = original;
-    if (!*hooks[h].real)
-        __atomic_store_n(hooks[h].real, original, __ATOMIC_RELEASE);
+    note_original(h, original);
     if (ds_elf_write_slot(&c->elf, slot, hooks[h].wrapper))
         atomic_fetch_add(&patched_slots, 1);
 }
@@ -260,8 +355,10 @@ static void forget_definitions_in(const module *gone)
 {
     for (int h = 0; h < nhooks; h++) {
         uintptr_t f = (uintptr_t)*hooks[h].real;
-        if (f >= gone->lo && f < gone->hi)
+        if (f >= gone->lo && f < gone->hi) {
             __atomic_store_n(hooks[h].real, NULL, __ATOMIC_RELEASE);
+            atomic_store(&diverged[h], true); /* the next global one may not be theirs */
+        }
     }
 }
 
@@ -276,7 +373,6 @@ void ds_modules_refresh(void)
     if (mods) {
         for (int i = 0; i < nmods; i++)
             mods[i].seen = false;
-        int before = nmods;
         dl_iterate_phdr(visit, NULL);
         rescan = false;
         int kept = 0;
@@ -289,28 +385,54 @@ void ds_modules_refresh(void)
                 forget_definitions_in(&mods[i]);
             }
         }
-        if (kept != before || nmods != before)
-            atomic_fetch_add_explicit(&generation, 1, memory_order_release);
         nmods = kept;
+        sort_ranges();
+        bump_generation(); /* patching may have recorded originals, too */
     }
     pthread_rwlock_unlock(&lock);
 }
 
-void ds_module_name_at(const void *addr, char *out, size_t cap)
+/* The id of the module at addr; a module the walk has not seen yet is named
+ * through dladdr (and not memoized). */
+uint16_t ds_module_id_at(const void *addr)
 {
+    uintptr_t a = (uintptr_t)addr;
+    unsigned gen = atomic_load_explicit(&generation, memory_order_acquire);
+    for (int i = 0; i < DS_MODULE_MEMOS; i++)
+        if (module_memos[i].generation == gen && a >= module_memos[i].lo && a < module_memos[i].hi)
+            return module_memos[i].id;
+    char name[DS_NAME_MAX];
     pthread_rwlock_rdlock(&lock);
-    int m = mods ? module_at((uintptr_t)addr) : -1;
+    int m = mods ? module_at(a) : -1;
+    uintptr_t lo = 0, hi = 0;
     if (m >= 0) {
-        size_t n = strnlen(mods[m].name, cap - 1);
-        memcpy(out, mods[m].name, n);
-        out[n] = '\0';
+        lo = mods[m].lo;
+        hi = mods[m].hi;
+        memcpy(name, mods[m].name, sizeof(name));
     }
     pthread_rwlock_unlock(&lock);
-    if (m >= 0)
-        return;
-    Dl_info info; /* a module the walk has not seen yet */
-    if (dladdr(addr, &info) && info.dli_fname)
-        module_name(info.dli_fname, out, cap);
-    else
-        ds_fmt(out, cap, "unknown");
+    if (m < 0) {
+        Dl_info info;
+        if (dladdr(addr, &info) && info.dli_fname)
+            module_name(info.dli_fname, name, sizeof(name));
+        else
+            ds_fmt(name, sizeof(name), "unknown");
+        return ds_name_intern(name);
+    }
+    uint16_t id = ds_name_intern(name);
+    module_memo *memo = &module_memos[module_memo_next++ % DS_MODULE_MEMOS];
+    memo->generation = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    *memo = (module_memo){lo, hi, 0, id};
+    atomic_signal_fence(memory_order_seq_cst);
+    memo->generation = gen;
+    return id;
+}
+
+void ds_module_name_at(const void *addr, char *out, size_t cap)
+{
+    const char *name = ds_name(ds_module_id_at(addr));
+    size_t n = strnlen(name, cap - 1);
+    memcpy(out, name, n);
+    out[n] = '\0';
 }

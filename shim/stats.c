@@ -151,6 +151,7 @@ void ds_summary_write(void)
     if (!ds_cfg.summary || !ds_event_wanted(DS_EV_SUMMARY) ||
         atomic_exchange(&summary_written, true))
         return;
+    ds_log_flush(); /* so that dropped_events counts every loss before it */
     uint64_t outstanding = 0;
     ds_reg_lock();
     ds_reg_foreach(count_outstanding, &outstanding);
@@ -214,6 +215,7 @@ void ds_summary_write(void)
     }
     ds_ev_end(&e);
     write_text_pairs(snap.pairs, snap.npairs);
+    ds_log_flush();
 }
 
 /* A forked child starts its own account: its summary covers its own work and

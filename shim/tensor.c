@@ -127,10 +127,11 @@ static void emit_release(const record_copy *r, bool consumed)
 
 /* ---- export ------------------------------------------------------------- */
 
-void ds_tensor_export(void *m, bool versioned, const char *producer)
+/* id: the interned name (which may be "other" when the table is full);
+ * name: the name itself, for the events. */
+static void export_tensor(void *m, bool versioned, uint16_t id, const char *name)
 {
-    char name[DS_NAME_MAX], why[DS_DETAIL_MAX];
-    ds_safe_string(name, sizeof(name), producer, "unknown");
+    char why[DS_DETAIL_MAX];
     ds_tensor_view v;
     if (!ds_dlpack_read(m, versioned, &v, why, sizeof(why))) {
         char detail[DS_DETAIL_MAX + DS_NAME_MAX + 64];
@@ -168,7 +169,7 @@ void ds_tensor_export(void *m, bool versioned, const char *producer)
          * calling the old one (our trampoline): remember where that leads. */
         chained = r->orig_deleter;
     }
-    if (live && v.deleter == tramp && r->producer == ds_name_intern(name)) {
+    if (live && v.deleter == tramp && r->producer == id) {
         /* The same handoff seen from two layers (libtorch's at::toDLPack,
          * then the capsule it goes into): one export. */
         ds_reg_unlock();
@@ -187,7 +188,7 @@ void ds_tensor_export(void *m, bool versioned, const char *producer)
     r->data = (uintptr_t)v.t.data + (uintptr_t)v.t.byte_offset;
     r->bytes = v.bytes;
     r->t_export = ds_now_ns();
-    r->producer = ds_name_intern(name);
+    r->producer = id;
     r->state = DS_EXPORTED;
     r->versioned = versioned;
     r->copied = (v.flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0 || copied_from != 0;
@@ -205,19 +206,30 @@ void ds_tensor_export(void *m, bool versioned, const char *producer)
     emit_export(m, &v, name, linked ? &alloc : NULL, copied_from);
 }
 
+void ds_tensor_export(void *m, bool versioned, const char *producer)
+{
+    char name[DS_NAME_MAX];
+    ds_safe_string(name, sizeof(name), producer, "unknown");
+    export_tensor(m, versioned, ds_name_intern(name), name);
+}
+
+void ds_tensor_export_by(void *m, bool versioned, uint16_t producer)
+{
+    export_tensor(m, versioned, producer, ds_name(producer));
+}
+
 /* ---- import ------------------------------------------------------------- */
 
-void ds_tensor_import(void *m, bool versioned, const char *consumer)
+static void import_tensor(void *m, bool versioned, uint16_t id, const char *name)
 {
-    char name[DS_NAME_MAX], detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
-    ds_safe_string(name, sizeof(name), consumer, "unknown");
+    char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
     for (int attempt = 0; attempt < 2; attempt++) {
         ds_reg_lock();
         ds_record *r = ds_reg_find((uintptr_t)m);
         int state = r ? r->state : 0;
         if (state == DS_EXPORTED) {
             r->state = DS_IMPORTED;
-            r->consumer = ds_name_intern(name);
+            r->consumer = id;
             ds_stats_share(r->producer, r->consumer, r->bytes, !r->copied);
             record_copy c = copy_of(r);
             ds_reg_unlock();
@@ -231,10 +243,7 @@ void ds_tensor_import(void *m, bool versioned, const char *consumer)
         record_copy c = r ? copy_of(r) : (record_copy){0};
         ds_reg_unlock();
         if (state == DS_IMPORTED) {
-            ds_reg_lock();
-            bool same_side = c.consumer == ds_name_intern(name);
-            ds_reg_unlock();
-            if (same_side)
+            if (c.consumer == id)
                 return; /* one import seen from two layers (at::fromDLPack, then the capsule) */
             ds_fmt(detail, sizeof(detail),
                    "%s imported tensor %p from %s, which %s had already imported", name, m,
@@ -261,6 +270,18 @@ void ds_tensor_import(void *m, bool versioned, const char *consumer)
         if (attempt == 0) /* never exported through the shim: producer unknown */
             ds_tensor_export(m, versioned, NULL);
     }
+}
+
+void ds_tensor_import(void *m, bool versioned, const char *consumer)
+{
+    char name[DS_NAME_MAX];
+    ds_safe_string(name, sizeof(name), consumer, "unknown");
+    import_tensor(m, versioned, ds_name_intern(name), name);
+}
+
+void ds_tensor_import_by(void *m, bool versioned, uint16_t consumer)
+{
+    import_tensor(m, versioned, consumer, ds_name(consumer));
 }
 
 /* ---- release (the trampolines) ------------------------------------------ */

@@ -24,6 +24,7 @@ static inline void harness_init(const char *const *extra)
 {
     static char log_var[128];
     const char *env[16];
+    ds_log_flush(); /* the previous test's lines, before the log is emptied */
     int n = 0;
     for (; extra && *extra && n < 13; extra++)
         env[n++] = *extra;
@@ -46,6 +47,7 @@ static inline void harness_init(const char *const *extra)
 /* The whole log so far (caller frees). */
 static inline char *harness_read_log(void)
 {
+    ds_log_flush(); /* lines to a file are buffered (DLSHIM_LOG_BUFFER) */
     FILE *f = fopen(harness_log, "r");
     assert_non_null(f);
     fseek(f, 0, SEEK_END);

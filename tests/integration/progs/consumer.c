@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "prod.h"
 
@@ -220,6 +222,53 @@ static int cycles(int n)
     return 0;
 }
 
+/* ---- n exchanges, then a pause ("ready" on stdout, a line awaited on
+ * stdin) so that a test can read the log of a live process; then, per
+ * `then`: "violation" (a double release, caught under protect, and another
+ * pause), "_exit" (leaves without exit handlers) or "return". */
+static void pause_for(const char *what)
+{
+    printf("%s\n", what);
+    fflush(stdout);
+    char line[16];
+    if (!fgets(line, sizeof(line), stdin))
+        line[0] = '\0';
+}
+
+static int hold(int n, const char *then)
+{
+    cycles(n);
+    pause_for("ready");
+    if (!strcmp(then, "violation")) {
+        DLManagedTensor *t = prod_make(1, 2);
+        dlshim_import(t, "cons");
+        void (*deleter)(DLManagedTensor *) = t->deleter;
+        deleter(t);
+        deleter(t); /* swallowed by DLSHIM_ON_ERROR=protect */
+        pause_for("violated");
+    }
+    if (!strcmp(then, "_exit"))
+        _exit(0);
+    return 0;
+}
+
+/* ---- n exchanges, fork, n more in the child and n more in the parent:
+ * each exchange must be logged once (nothing held for the log may be
+ * written by both processes). */
+static int fork_cycles(int n)
+{
+    cycles(n);
+    pid_t pid = fork();
+    if (pid < 0)
+        return 1;
+    cycles(n);
+    if (pid == 0)
+        exit(0);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 /* ---- a deleter that itself exports and imports (re-entrancy) */
 static void (*inner_delete)(DLManagedTensor *);
 
@@ -263,6 +312,8 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "threads")) rc = threads(atoi(arg));
     else if (!strcmp(mode, "cycles")) rc = cycles(atoi(arg));
     else if (!strcmp(mode, "deleter_reenters")) rc = deleter_reenters();
+    else if (!strcmp(mode, "hold")) rc = hold(atoi(arg), argc > 3 ? argv[3] : "return");
+    else if (!strcmp(mode, "fork_cycles")) rc = fork_cycles(atoi(arg));
     else {
         fprintf(stderr, "consumer: unknown mode %s\n", mode);
         return 2;
