@@ -13,11 +13,9 @@ void ds_device_allocated(int family, int kind, const void *out_ptr, size_t ptr_s
     int saved = errno;
     uintptr_t base = 0;
     if (ds_active() && ds_safe_read(&base, out_ptr, ptr_size) == ptr_size && base) {
-        char owner[DS_NAME_MAX];
-        ds_module_name_at(caller, owner, sizeof(owner));
         ds_alloc_info a = {.base = base, .size = bytes, .stream = stream, .device = device,
                            .kind = kind, .family = family};
-        ds_alloc_record(&a, owner);
+        ds_alloc_record(&a, ds_module_id_at(caller));
     }
     errno = saved;
 }

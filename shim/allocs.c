@@ -252,7 +252,7 @@ void ds_alloc_set_releaser(int family, void (*release)(uintptr_t base, int kind)
         releasers[family] = release;
 }
 
-void ds_alloc_record(const ds_alloc_info *a, const char *owner)
+void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
 {
     ds_alloc_info info = *a;
     void *frames[DS_BACKTRACE_CAPTURE];
@@ -270,7 +270,7 @@ void ds_alloc_record(const ds_alloc_info *a, const char *owner)
             pool[stale].left = free_list;
             free_list = stale;
         }
-        info.owner = ds_name_intern(owner);
+        info.owner = owner;
         info.generation = ++generation_counter;
         pool[n] = (node){.base = info.base, .size = info.size, .stream = info.stream,
                          .owner = info.owner, .device = (int16_t)info.device,

@@ -122,7 +122,8 @@ const char *ds_elf_open(ds_elf_module *m, uintptr_t base, const void *phdrs, int
         sym_end = strtab;
     m->nsyms = (sym_end - symtab) / sizeof(Elf64_Sym);
     if (hash && inside(m, hash, 8)) {
-        uint32_t nchain = ((const uint32_t *)hash)[1];
+        uint32_t nchain; /* a malformed image may misalign it (found by fuzz_elf) */
+        memcpy(&nchain, (const char *)hash + 4, sizeof(nchain));
         if (nchain < m->nsyms)
             m->nsyms = nchain;
     }

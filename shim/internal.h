@@ -41,6 +41,7 @@ void ds_init_with_env(char *const *envp);
 
 /* ---- thread.c: clock, thread ids, per-thread state ---------------------- */
 uint64_t ds_now_ns(void);             /* monotonic ns since the shim loaded */
+uint64_t ds_now_coarse_ns(void);      /* the same at tick resolution: a few ns to read */
 uint64_t ds_clock_origin_ns(void);    /* CLOCK_MONOTONIC when the shim loaded */
 void ds_clock_start(void);
 long ds_tid(void);
@@ -199,8 +200,8 @@ bool ds_violation_with(int kind, const char *subject, uintptr_t addr, const char
 
 /* ---- allocs.c: device allocations and the policy for frees -------------- */
 void ds_alloc_set_releaser(int family, void (*release)(uintptr_t base, int kind));
-/* After a successful allocation; `owner` names the calling module. */
-void ds_alloc_record(const ds_alloc_info *a, const char *owner);
+/* After a successful allocation; `owner`: the calling module's name id. */
+void ds_alloc_record(const ds_alloc_info *a, uint16_t owner);
 bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out);
 /* Before forwarding a free of p: DS_FREE_FORWARD, or (protect) DS_FREE_DEFER
  * (report success, freed at the last release) / DS_FREE_REFUSE (report the

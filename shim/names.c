@@ -15,13 +15,26 @@
 #define DS_NAMES_MAX 256
 
 static char names[DS_NAMES_MAX][DS_NAME_MAX] = {"unknown", "other"};
+static uint32_t hashes[DS_NAMES_MAX]; /* compared before the names: interning is per event */
 static atomic_uint count = 2;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 enum { ID_OTHER = 1 };
 
-static uint16_t find(const char *name, unsigned n)
+/* FNV-1a of the first DS_NAME_MAX - 1 bytes, as the names are kept. */
+static uint32_t hash_of(const char *name)
 {
-    for (unsigned i = 0; i < n; i++)
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < DS_NAME_MAX - 1 && name[i]; i++)
+        h = (h ^ (unsigned char)name[i]) * 16777619u;
+    return h;
+}
+
+static uint16_t find(const char *name, uint32_t hash, unsigned n)
+{
+    for (unsigned i = 2; i < n; i++)
+        if (hashes[i] == hash && strncmp(names[i], name, DS_NAME_MAX - 1) == 0)
+            return (uint16_t)i;
+    for (unsigned i = 0; i < 2; i++) /* "unknown" and "other", which have no hash */
         if (strncmp(names[i], name, DS_NAME_MAX - 1) == 0)
             return (uint16_t)i;
     return UINT16_MAX;
@@ -31,18 +44,20 @@ uint16_t ds_name_intern(const char *name)
 {
     if (!name || !*name)
         return DS_NAME_UNKNOWN;
-    uint16_t id = find(name, atomic_load_explicit(&count, memory_order_acquire));
+    uint32_t hash = hash_of(name);
+    uint16_t id = find(name, hash, atomic_load_explicit(&count, memory_order_acquire));
     if (id != UINT16_MAX)
         return id;
     ds_lock(&lock);
     unsigned n = atomic_load_explicit(&count, memory_order_relaxed);
-    id = find(name, n);
+    id = find(name, hash, n);
     if (id == UINT16_MAX && n == DS_NAMES_MAX)
         id = ID_OTHER;
     if (id == UINT16_MAX) {
         size_t len = strnlen(name, DS_NAME_MAX - 1);
         memcpy(names[n], name, len);
         names[n][len] = '\0';
+        hashes[n] = hash;
         atomic_store_explicit(&count, n + 1, memory_order_release);
         id = (uint16_t)n;
     }

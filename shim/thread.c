@@ -50,6 +50,14 @@ uint64_t ds_now_ns(void)
     return monotonic_ns() - load_ns;
 }
 
+uint64_t ds_now_coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    uint64_t t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return t > load_ns ? t - load_ns : 0; /* the coarse clock lags by up to a tick */
+}
+
 long ds_tid(void)
 {
     /* generation + 1 so that a zeroed cache never matches. */

@@ -40,15 +40,31 @@ typedef struct alloc {
     char *base;
     size_t size;
     int kind;
-    bool live;
     struct alloc *next;
 } alloc;
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
-static alloc *allocs;
+static alloc *live_allocs; /* newest first: a free usually finds its block at once */
+static alloc *dead_allocs; /* freed: poisoned and kept mapped, or (SIMDEV_REUSE) reused */
+
+/* SIMDEV_REUSE=1 (make bench): a freed block is handed out again, unpoisoned,
+ * so that an allocate/free pair costs no system call and the shim's own cost
+ * per call can be seen.  Tests keep the default, where memory is never reused
+ * and a read after free gives wrong numbers. */
+static bool reuse_freed(void)
+{
+    static int reuse = -1; /* atomic: any thread, or a signal handler, may ask first */
+    int r = __atomic_load_n(&reuse, __ATOMIC_RELAXED);
+    if (r < 0) {
+        const char *v = getenv("SIMDEV_REUSE");
+        r = v && *v == '1';
+        __atomic_store_n(&reuse, r, __ATOMIC_RELAXED);
+    }
+    return r;
+}
 
 /* Allocation and free are async-signal-safe (the stress test allocates from
- * a signal handler): signals are held while the list's lock is held. */
+ * a signal handler): signals are held while the lists' lock is held. */
 static void hold_signals(sigset_t *old)
 {
     sigset_t all;
@@ -72,19 +88,45 @@ static alloc *new_record(void)
     return chunk++;
 }
 
+/* Lock held: unlinks and returns the first record of *list that matches. */
+static alloc *take(alloc **list, const char *base, size_t size, int kind)
+{
+    for (alloc **a = list; *a; a = &(*a)->next)
+        if ((*a)->kind == kind && (base ? (*a)->base == base : (*a)->size == size)) {
+            alloc *found = *a;
+            *a = found->next;
+            return found;
+        }
+    return NULL;
+}
+
 void *sim_alloc(size_t size, int kind)
 {
     size_t len = size ? size : 1;
+    sigset_t old;
+    alloc *a = NULL;
+    if (reuse_freed()) {
+        hold_signals(&old);
+        pthread_mutex_lock(&mem_lock);
+        a = take(&dead_allocs, NULL, len, kind);
+        if (a) {
+            a->next = live_allocs;
+            live_allocs = a;
+        }
+        pthread_mutex_unlock(&mem_lock);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (a)
+            return a->base;
+    }
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    sigset_t old;
     hold_signals(&old);
     pthread_mutex_lock(&mem_lock);
-    alloc *a = new_record();
+    a = new_record();
     if (a) {
-        *a = (alloc){p, len, kind, true, allocs};
-        allocs = a;
+        *a = (alloc){p, len, kind, live_allocs};
+        live_allocs = a;
     }
     pthread_mutex_unlock(&mem_lock);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -97,20 +139,22 @@ void *sim_alloc(size_t size, int kind)
 
 int sim_free(void *p, int kind)
 {
-    alloc *found = NULL;
     sigset_t old;
     hold_signals(&old);
     pthread_mutex_lock(&mem_lock);
-    for (alloc *a = allocs; a && !found; a = a->next)
-        if (a->base == p && a->live && a->kind == kind)
-            found = a;
-    if (found)
-        found->live = false;
+    alloc *found = p ? take(&live_allocs, p, 0, kind) : NULL;
     pthread_mutex_unlock(&mem_lock);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!found)
         return -1;
-    memset(found->base, 0xdd, found->size); /* poisoned, never reused */
+    if (!reuse_freed())
+        memset(found->base, 0xdd, found->size); /* poisoned, never reused */
+    hold_signals(&old);
+    pthread_mutex_lock(&mem_lock);
+    found->next = dead_allocs;
+    dead_allocs = found;
+    pthread_mutex_unlock(&mem_lock);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return 0;
 }
 

@@ -16,7 +16,7 @@ static void record(uintptr_t base, uint64_t size)
 {
     ds_alloc_info a = {.base = base, .size = size, .kind = DS_ALLOC_DEVICE,
                        .family = DS_FAMILY_CUDART};
-    ds_alloc_record(&a, "unit");
+    ds_alloc_record(&a, ds_name_intern("unit"));
 }
 
 static int setup(void **state)
@@ -114,7 +114,7 @@ static void test_protect_defers_to_the_last_release(void **state)
     ds_alloc_set_releaser(DS_FAMILY_HIP, count_release);
     uintptr_t b = 0x7300000000;
     ds_alloc_info a = {.base = b, .size = 64, .kind = DS_ALLOC_DEVICE, .family = DS_FAMILY_HIP};
-    ds_alloc_record(&a, "unit");
+    ds_alloc_record(&a, ds_name_intern("unit"));
     assert_true(ds_alloc_lookup(b, &a));
     ds_alloc_share(b, a.generation, +1);
     ds_alloc_share(b, a.generation, +1);
