@@ -58,11 +58,24 @@ ELF_FLAGS_lazy := -Wl,-z,lazy,-z,norelro
 ELF_FLAGS_relro := -Wl,-z,lazy,-z,relro
 ELF_FLAGS_now := -Wl,-z,now,-z,relro
 ELF_FLAGS_noplt := -fno-plt -Wl,-z,now,-z,relro
-ELF_LIBS := $(patsubst %,$(ELF_DIR)/libtarget_%.so,lazy relro now noplt)
+ELF_LIBS := $(patsubst %,$(ELF_DIR)/libtarget_%.so,lazy relro now noplt) \
+            $(ELF_DIR)/libtarget_other.so
 
 $(ELF_DIR)/libimpl.so: tests/unit/elf/impl.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -fPIC -shared -o $@ $<
+
+# A second definition of the same names, and a module bound to it.  Its call
+# must not be a tail call: the shim tells callers apart by return address,
+# and a sibling call returns straight to the caller's caller (a known limit,
+# docs/reliability.md).
+$(ELF_DIR)/libimpl_other.so: tests/unit/elf/impl.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DIMPL_FACTOR=5 -fPIC -shared -o $@ $<
+
+$(ELF_DIR)/libtarget_other.so: tests/unit/elf/target.c $(ELF_DIR)/libimpl_other.so
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -fno-optimize-sibling-calls -fPIC -shared $(ELF_FLAGS_now) \
+	    -o $@ $< -L$(ELF_DIR) -limpl_other -Wl,-rpath,'$$ORIGIN'
 
 $(ELF_DIR)/libtarget_%.so: tests/unit/elf/target.c $(ELF_DIR)/libimpl.so
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -fPIC -shared $(ELF_FLAGS_$*) -o $@ $< \

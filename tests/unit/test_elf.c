@@ -38,6 +38,27 @@ static void *open_variant(const char *v)
     return h;
 }
 
+/* Two modules bound to two definitions of one hooked name (two bundled
+ * copies of a library, RTLD_LOCAL): each call reaches its caller's own, the
+ * first time and from the per-thread memo after.  Runs first: an unloaded
+ * definition (the tests below) marks the hook diverged for good. */
+static void test_each_module_reaches_its_own_definition(void **state)
+{
+    (void)state;
+    ds_got_hooks_add(hooks, 2);
+    void *mine = open_variant("now"), *other = open_variant("other");
+    int (*call_mine)(int) = (int (*)(int))dlsym(mine, "call_target");
+    int (*call_other)(int) = (int (*)(int))dlsym(other, "call_target");
+    assert_non_null(call_mine);
+    assert_non_null(call_other);
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(call_mine(1), 1002);  /* libimpl.so: 2x */
+        assert_int_equal(call_other(1), 1005); /* libimpl_other.so: 5x */
+    }
+    dlclose(other);
+    dlclose(mine);
+}
+
 static void test_every_link_variant_is_patched(void **state)
 {
     (void)state;
@@ -183,6 +204,7 @@ static void test_malformed_images(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_each_module_reaches_its_own_definition),
         cmocka_unit_test(test_every_link_variant_is_patched),
         cmocka_unit_test(test_reloaded_module_is_patched_again),
         cmocka_unit_test(test_relro_stays_read_only),

@@ -2,9 +2,13 @@
 int target_fn(int x);
 int target_fn2(int x);
 
+#ifndef IMPL_FACTOR
+#define IMPL_FACTOR 2 /* libimpl_other.so, a second definition, multiplies by 5 */
+#endif
+
 int target_fn(int x)
 {
-    return 2 * x;
+    return IMPL_FACTOR * x;
 }
 
 int target_fn2(int x)
