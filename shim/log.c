@@ -231,27 +231,34 @@ bool ds_log_write(const char *line, size_t len)
     int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
     if (fd < 0)
         return true; /* DLSHIM_LOG=off is not a loss */
-    /* Unbuffered, too long to buffer, or re-entered from a signal handler
-     * that interrupted this thread inside the shim (which may hold the
-     * buffer's lock): written at once. */
-    if (!buffer || len > buffer_cap || ds_holds_lock()) {
+    /* Unbuffered, or re-entered from a signal handler that interrupted this
+     * thread inside the shim (which may hold the buffer's lock): written at
+     * once. */
+    if (!buffer || ds_holds_lock()) {
         if (write_out(fd, line, len))
             return true;
         ds_log_count_drop();
         return false;
     }
-    uint64_t now = coarse_ns();
     bool ok = true;
     ds_lock(&buffer_lock);
+    uint64_t now = coarse_ns();
     if (buffer_len + len > buffer_cap)
         ok = flush_locked(fd);
-    if (buffer_len == 0)
-        buffer_since = now;
-    memcpy(buffer + buffer_len, line, len);
-    buffer_len += len;
-    buffer_lines++;
-    if (now - buffer_since >= DS_LOG_AGE_NS)
-        ok = flush_locked(fd) && ok;
+    if (len > buffer_cap) { /* a buffer smaller than a line: after what it held */
+        if (!write_out(fd, line, len)) {
+            ds_log_count_drop();
+            ok = false;
+        }
+    } else {
+        if (buffer_len == 0)
+            buffer_since = now;
+        memcpy(buffer + buffer_len, line, len);
+        buffer_len += len;
+        buffer_lines++;
+        if (now - buffer_since >= DS_LOG_AGE_NS)
+            ok = flush_locked(fd) && ok;
+    }
     ds_unlock(&buffer_lock);
     return ok;
 }

@@ -95,3 +95,11 @@ def test_a_forked_child_does_not_write_its_parents_lines(dlshim):
     # 20 before the fork (parent), 20 in the child, 20 in the parent after.
     assert len(r.of("export")) == 60 and len(r.of("release")) == 60
     assert len({(e["pid"], e["t_ns"]) for e in r.events}) == len(r.events)
+
+
+def test_a_buffer_smaller_than_a_line_keeps_the_order(dlshim):
+    # 200 bytes: imports fit, exports do not; an export is written after
+    # the lines held before it, never ahead of them.
+    r = dlshim.consumer("cycles", "50", env={"DLSHIM_LOG_BUFFER": "200"})
+    assert r.rc == 0
+    assert [e["event"] for e in r.events] == ["export", "import", "release"] * 50 + ["summary"]
