@@ -42,15 +42,8 @@ static char *buffer;         /* NULL: unbuffered */
 static size_t buffer_cap, buffer_len, buffer_lines;
 static char *buffer_mem;     /* kept across re-opens (tests re-initialise) */
 static size_t buffer_mem_cap;
-static uint64_t buffer_since; /* coarse_ns() of the oldest line held */
-
-/* The jiffy clock is plenty for a 100 ms age and costs a few ns. */
-static uint64_t coarse_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* When the oldest line held came: the tick clock is plenty for a 100 ms age. */
+static uint64_t buffer_since;
 
 /* Expands %p (pid) and %% in spec; false when the result does not fit. */
 static bool expand_path(char *out, size_t cap, const char *spec)
@@ -242,7 +235,7 @@ bool ds_log_write(const char *line, size_t len)
     }
     bool ok = true;
     ds_lock(&buffer_lock);
-    uint64_t now = coarse_ns();
+    uint64_t now = ds_now_coarse_ns();
     if (buffer_len + len > buffer_cap)
         ok = flush_locked(fd);
     if (len > buffer_cap) { /* a buffer smaller than a line: after what it held */
