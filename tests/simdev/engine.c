@@ -45,7 +45,7 @@ typedef struct alloc {
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static alloc *live_allocs; /* newest first: a free usually finds its block at once */
-static alloc *dead_allocs; /* freed: poisoned and kept mapped, or (SIMDEV_REUSE) reused */
+static alloc *dead_allocs; /* freed, kept for reuse (SIMDEV_REUSE only) */
 
 /* SIMDEV_REUSE=1 (make bench): a freed block is handed out again, unpoisoned,
  * so that an allocate/free pair costs no system call and the shim's own cost
@@ -65,11 +65,18 @@ static bool reuse_freed(void)
 
 /* Allocation and free are async-signal-safe (the stress test allocates from
  * a signal handler): signals are held while the lists' lock is held. */
-static void hold_signals(sigset_t *old)
+static void lock_lists(sigset_t *old)
 {
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, old);
+    pthread_mutex_lock(&mem_lock);
+}
+
+static void unlock_lists(const sigset_t *old)
+{
+    pthread_mutex_unlock(&mem_lock);
+    pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
 /* Records come from mmap'd chunks, not malloc (which a handler may not call). */
@@ -106,30 +113,26 @@ void *sim_alloc(size_t size, int kind)
     sigset_t old;
     alloc *a = NULL;
     if (reuse_freed()) {
-        hold_signals(&old);
-        pthread_mutex_lock(&mem_lock);
+        lock_lists(&old);
         a = take(&dead_allocs, NULL, len, kind);
         if (a) {
             a->next = live_allocs;
             live_allocs = a;
         }
-        pthread_mutex_unlock(&mem_lock);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        unlock_lists(&old);
         if (a)
             return a->base;
     }
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    hold_signals(&old);
-    pthread_mutex_lock(&mem_lock);
+    lock_lists(&old);
     a = new_record();
     if (a) {
         *a = (alloc){p, len, kind, live_allocs};
         live_allocs = a;
     }
-    pthread_mutex_unlock(&mem_lock);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    unlock_lists(&old);
     if (!a) {
         munmap(p, len);
         return NULL;
@@ -140,21 +143,18 @@ void *sim_alloc(size_t size, int kind)
 int sim_free(void *p, int kind)
 {
     sigset_t old;
-    hold_signals(&old);
-    pthread_mutex_lock(&mem_lock);
+    bool reuse = reuse_freed();
+    lock_lists(&old);
     alloc *found = p ? take(&live_allocs, p, 0, kind) : NULL;
-    pthread_mutex_unlock(&mem_lock);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (found && reuse) {
+        found->next = dead_allocs;
+        dead_allocs = found;
+    }
+    unlock_lists(&old);
     if (!found)
         return -1;
-    if (!reuse_freed())
-        memset(found->base, 0xdd, found->size); /* poisoned, never reused */
-    hold_signals(&old);
-    pthread_mutex_lock(&mem_lock);
-    found->next = dead_allocs;
-    dead_allocs = found;
-    pthread_mutex_unlock(&mem_lock);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!reuse)
+        memset(found->base, 0xdd, found->size); /* poisoned, never reused (its record is dropped) */
     return 0;
 }
 
