@@ -3,12 +3,12 @@
  * owner, and the policy for frees: free_while_shared, invalid_free, deferred
  * frees under DLSHIM_ON_ERROR=protect, and the leak count at exit.
  *
- * An AVL tree keyed by base address, its nodes in one mmap'd pool (never
- * malloc: hooks run inside allocators, deleters and signal handlers), gives
- * range lookup (pointer → allocation) in O(log n) at a million live
- * allocations, at 56 bytes per allocation.  Written by hand: no Debian
- * library offers an allocation-free interval map for C.  One mutex; nothing
- * is called out of the shim while it is held.
+ * A hash table of size classes (see "the index" below), its nodes in one
+ * mmap'd pool (never malloc: hooks run inside allocators, deleters and
+ * signal handlers), answers pointer → allocation in constant time at a
+ * million live allocations, at about 64 bytes per allocation.  Written by
+ * hand: no Debian library offers an allocation-free interval map for C.  One
+ * mutex; nothing is called out of the shim while it is held.
  *
  * Shares: an import of a tensor whose data lies in an allocation counts one
  * share on it until the tensor's release.  Freeing an allocation with shares
@@ -30,21 +30,20 @@ typedef struct {
     uintptr_t base;
     uint64_t size;
     void *stream;
-    uint32_t left, right; /* node indices; 0: none */
+    uint32_t next;        /* the next node in its bucket's chain, or on the free list */
     uint32_t shares;      /* live imports of tensors inside */
     uint32_t generation;  /* tells a reused base from the allocation it replaced */
     uint16_t owner;       /* name id */
     int16_t device;
-    uint8_t kind, family, height;
+    uint8_t kind, family, level; /* level: DS_LEVEL_FREE when not in use */
     uint8_t deferred; /* freed while shared under protect: free at the last release */
     uint8_t freed_with; /* the family's free kind (host or device) for the deferred free */
-    uint8_t pad[3];
 } node;
 _Static_assert(sizeof(node) <= 64, "at most 64 bytes per tracked allocation");
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static node *pool;              /* pool[0] is the null node */
-static uint32_t root, next_free_node, free_list;
+static uint32_t next_free_node, free_list;
 static uint32_t generation_counter;
 static uint64_t live_count, live_bytes;
 /* Bases freed through a hook, direct-mapped: a collision forgets one (a
@@ -98,118 +97,143 @@ static uint32_t new_node(void)
 {
     uint32_t n = free_list;
     if (n) {
-        free_list = pool[n].left;
+        free_list = pool[n].next;
     } else if (next_free_node < DS_ALLOC_NODES_MAX) {
         n = next_free_node++;
     }
     return n;
 }
 
-/* ---- AVL ------------------------------------------------------------------ */
+/* ---- the index: size classes hashed by granule ------------------------------ */
 
-static int height(uint32_t n) { return n ? pool[n].height : 0; }
+/* Level k holds the allocations of at most 1 KiB << 2k bytes (and more than a
+ * quarter of that, above level 0), chained in a hash table by the granule of
+ * that size their base lies in.  An allocation holding p then starts in p's
+ * granule or the one before it, so a lookup probes two buckets per level in
+ * use, however many allocations there are: one or two cache misses at a
+ * million, where a balanced tree took twenty.  Chains are short because
+ * allocations do not overlap: at most four of one level start in a granule
+ * (more only at level 0, for allocations under 256 bytes). */
+#define DS_LEVELS 20u               /* 1 KiB << 38 = 256 TiB: any user-space size */
+#define DS_LEVEL_FREE 0xffu         /* a node on the free list */
+#define DS_FIRST_BUCKET_BITS 10u
 
-static void update(uint32_t n)
+static uint32_t *buckets; /* chain heads (node indices; 0: none), mmap'd */
+static unsigned bucket_bits;
+static uint32_t per_level[DS_LEVELS]; /* live allocations of each level */
+static uint32_t levels_used;          /* bit k: level k has any (lookups skip the rest) */
+
+static unsigned shift_of(unsigned k) { return 10u + 2u * k; }
+
+static unsigned level_of(uint64_t size)
 {
-    int l = height(pool[n].left), r = height(pool[n].right);
-    pool[n].height = (uint8_t)(1 + (l > r ? l : r));
+    unsigned k = 0;
+    while (k + 1 < DS_LEVELS && size > (uint64_t)1 << shift_of(k))
+        k++;
+    return k;
 }
 
-static uint32_t rotate_right(uint32_t n)
+static uint32_t *bucket_of(uint32_t *table, unsigned bits, unsigned k, uintptr_t granule)
 {
-    uint32_t l = pool[n].left;
-    pool[n].left = pool[l].right;
-    pool[l].right = n;
-    update(n);
-    update(l);
-    return l;
+    uint64_t h = ((uint64_t)granule ^ (uint64_t)k << 56) * 0x9e3779b97f4a7c15ull;
+    return &table[h >> (64u - bits)];
 }
 
-static uint32_t rotate_left(uint32_t n)
+static uint32_t *new_table(unsigned bits)
 {
-    uint32_t r = pool[n].right;
-    pool[n].right = pool[r].left;
-    pool[r].left = n;
-    update(n);
-    update(r);
-    return r;
+    void *t = mmap(NULL, sizeof(uint32_t) << bits, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return t == MAP_FAILED ? NULL : t;
 }
 
-static uint32_t balance(uint32_t n)
+/* Twice the buckets once there are more allocations than buckets, so chains
+ * stay short (an O(n) pass, one allocation in n pays it).  Failing to map
+ * keeps the old table: longer chains, nothing lost. */
+static void grow(void)
 {
-    update(n);
-    int b = height(pool[n].left) - height(pool[n].right);
-    if (b > 1) {
-        if (height(pool[pool[n].left].left) < height(pool[pool[n].left].right))
-            pool[n].left = rotate_left(pool[n].left);
-        return rotate_right(n);
+    unsigned bits = buckets ? bucket_bits + 1 : DS_FIRST_BUCKET_BITS;
+    if (buckets && live_count < (uint64_t)1 << bucket_bits)
+        return;
+    uint32_t *table = new_table(bits);
+    if (!table)
+        return;
+    if (buckets) {
+        for (size_t b = 0; b < (size_t)1 << bucket_bits; b++)
+            for (uint32_t n = buckets[b], next; n; n = next) {
+                next = pool[n].next;
+                uint32_t *head = bucket_of(table, bits, pool[n].level,
+                                           pool[n].base >> shift_of(pool[n].level));
+                pool[n].next = *head;
+                *head = n;
+            }
+        munmap(buckets, sizeof(uint32_t) << bucket_bits);
     }
-    if (b < -1) {
-        if (height(pool[pool[n].right].right) < height(pool[pool[n].right].left))
-            pool[n].right = rotate_right(pool[n].right);
-        return rotate_left(n);
+    buckets = table;
+    bucket_bits = bits;
+}
+
+static void index_insert(uint32_t n)
+{
+    grow();
+    if (!buckets) {
+        pool[n].level = DS_LEVEL_FREE; /* caller frees it */
+        return;
     }
-    return n;
+    unsigned k = level_of(pool[n].size);
+    uint32_t *head = bucket_of(buckets, bucket_bits, k, pool[n].base >> shift_of(k));
+    pool[n].level = (uint8_t)k;
+    pool[n].next = *head;
+    *head = n;
+    per_level[k]++;
+    levels_used |= 1u << k;
 }
 
-static uint32_t insert(uint32_t t, uint32_t n)
+/* Unlinks the allocation starting at `base`: its node, or 0. */
+static uint32_t index_remove(uintptr_t base)
 {
-    if (!t)
-        return n;
-    if (pool[n].base < pool[t].base)
-        pool[t].left = insert(pool[t].left, n);
-    else
-        pool[t].right = insert(pool[t].right, n);
-    return balance(t);
-}
-
-static uint32_t take_min(uint32_t t, uint32_t *min)
-{
-    if (!pool[t].left) {
-        *min = t;
-        return pool[t].right;
-    }
-    pool[t].left = take_min(pool[t].left, min);
-    return balance(t);
-}
-
-/* Unlinks the node with `base`; *out receives it (0 if none). */
-static uint32_t unlink_base(uint32_t t, uintptr_t base, uint32_t *out)
-{
-    if (!t)
+    if (!buckets)
         return 0;
-    if (base < pool[t].base) {
-        pool[t].left = unlink_base(pool[t].left, base, out);
-    } else if (base > pool[t].base) {
-        pool[t].right = unlink_base(pool[t].right, base, out);
-    } else {
-        *out = t;
-        if (!pool[t].left || !pool[t].right)
-            return pool[t].left ? pool[t].left : pool[t].right;
-        uint32_t min;
-        uint32_t right = take_min(pool[t].right, &min);
-        pool[min].left = pool[t].left;
-        pool[min].right = right;
-        return balance(min);
+    for (uint32_t used = levels_used; used; used &= used - 1) {
+        unsigned k = (unsigned)__builtin_ctz(used);
+        for (uint32_t *link = bucket_of(buckets, bucket_bits, k, base >> shift_of(k)); *link;
+             link = &pool[*link].next) {
+            uint32_t n = *link;
+            if (pool[n].base == base && pool[n].level == k) {
+                *link = pool[n].next;
+                if (--per_level[k] == 0)
+                    levels_used &= ~(1u << k);
+                return n;
+            }
+        }
     }
-    return balance(t);
+    return 0;
 }
 
-/* The allocation holding p: the greatest base <= p, if p is inside it. */
+/* The allocation holding p; where an untracked free let two overlap, the
+ * one starting last. */
 static uint32_t containing(uintptr_t p)
 {
     uint32_t best = 0;
-    for (uint32_t t = root; t;) {
-        if (pool[t].base <= p) {
-            best = t;
-            t = pool[t].right;
-        } else {
-            t = pool[t].left;
+    if (!buckets)
+        return 0;
+    for (uint32_t used = levels_used; used; used &= used - 1) {
+        unsigned k = (unsigned)__builtin_ctz(used);
+        uintptr_t g = p >> shift_of(k);
+        for (uintptr_t back = 0; back < 2 && back <= g; back++) {
+            for (uint32_t n = *bucket_of(buckets, bucket_bits, k, g - back); n; n = pool[n].next)
+                if (p - pool[n].base < (pool[n].size ? pool[n].size : 1) &&
+                    (!best || pool[n].base > pool[best].base))
+                    best = n;
         }
     }
-    if (best && p - pool[best].base < (pool[best].size ? pool[best].size : 1))
-        return best;
-    return 0;
+    return best;
+}
+
+static void free_node(uint32_t n)
+{
+    pool[n].level = DS_LEVEL_FREE;
+    pool[n].next = free_list;
+    free_list = n;
 }
 
 static void fill_info(uint32_t n, ds_alloc_info *out)
@@ -262,23 +286,27 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
     if (n) {
         /* A base still in the tree was freed behind our back (an untracked
          * route): the new allocation replaces it. */
-        uint32_t stale = 0;
-        root = unlink_base(root, info.base, &stale);
+        uint32_t stale = index_remove(info.base);
         if (stale) {
             __atomic_store_n(&live_count, live_count - 1, __ATOMIC_RELAXED);
             live_bytes -= pool[stale].size;
-            pool[stale].left = free_list;
-            free_list = stale;
+            free_node(stale);
         }
         info.owner = owner;
         info.generation = ++generation_counter;
         pool[n] = (node){.base = info.base, .size = info.size, .stream = info.stream,
                          .owner = info.owner, .device = (int16_t)info.device,
                          .kind = (uint8_t)info.kind, .family = (uint8_t)info.family,
-                         .height = 1, .generation = info.generation};
-        root = insert(root, n);
+                         .generation = info.generation};
         __atomic_store_n(&live_count, live_count + 1, __ATOMIC_RELAXED);
-        live_bytes += info.size;
+        index_insert(n);
+        if (pool[n].level == DS_LEVEL_FREE) { /* no memory for the index */
+            __atomic_store_n(&live_count, live_count - 1, __ATOMIC_RELAXED);
+            free_node(n);
+            n = 0;
+        } else {
+            live_bytes += info.size;
+        }
         if (*recent_slot(info.base) == info.base)
             *recent_slot(info.base) = 0;
     }
@@ -355,14 +383,12 @@ void ds_alloc_forget(uintptr_t base, const char *caller)
     uint32_t n = 0;
     ds_alloc_info info;
     ds_lock(&lock);
-    if (pool)
-        root = unlink_base(root, base, &n);
+    n = index_remove(base);
     if (n) {
         fill_info(n, &info);
         __atomic_store_n(&live_count, live_count - 1, __ATOMIC_RELAXED);
         live_bytes -= pool[n].size;
-        pool[n].left = free_list;
-        free_list = n;
+        free_node(n);
         *recent_slot(base) = base;
     }
     ds_unlock(&lock);
@@ -411,20 +437,18 @@ typedef struct {
     uint32_t shares[DS_LEAKS_NAMED];
 } leak_sum;
 
-static void collect_shared(uint32_t t, leak_sum *s)
+static void collect_shared(leak_sum *s)
 {
-    if (!t)
-        return;
-    collect_shared(pool[t].left, s);
-    if (pool[t].shares && !pool[t].deferred) {
+    for (uint32_t n = 1; n < next_free_node; n++) {
+        if (pool[n].level == DS_LEVEL_FREE || !pool[n].shares || pool[n].deferred)
+            continue;
         if (s->count < DS_LEAKS_NAMED) {
-            fill_info(t, &s->named[s->count]);
-            s->shares[s->count] = pool[t].shares;
+            fill_info(n, &s->named[s->count]);
+            s->shares[s->count] = pool[n].shares;
         }
         s->count++;
-        s->bytes += pool[t].size;
+        s->bytes += pool[n].size;
     }
-    collect_shared(pool[t].right, s);
 }
 
 void ds_alloc_totals(uint64_t *live, uint64_t *bytes, uint64_t *untracked)
@@ -442,7 +466,7 @@ void ds_alloc_report_leaks(void)
     memset(&s, 0, sizeof(s));
     ds_lock(&lock);
     if (pool)
-        collect_shared(root, &s);
+        collect_shared(&s);
     ds_unlock(&lock);
     char detail[DS_DETAIL_MAX];
     for (uint64_t i = 0; i < s.count && i < DS_LEAKS_NAMED; i++) {
@@ -467,8 +491,12 @@ void ds_alloc_fork(ds_fork_phase phase)
     ds_fork_lock(&lock, phase);
     if (phase != DS_FORK_CHILD)
         return;
-    root = free_list = 0;
+    free_list = 0;
     next_free_node = 1;
+    if (buckets)
+        memset(buckets, 0, sizeof(uint32_t) << bucket_bits);
+    memset(per_level, 0, sizeof(per_level));
+    levels_used = 0;
     __atomic_store_n(&live_count, 0, __ATOMIC_RELAXED);
     live_bytes = 0;
     memset(recent, 0, sizeof(recent));

@@ -1,5 +1,5 @@
-/* Unit tests of shim/allocs.c: the allocation tree (range lookup, removal,
- * reuse of a base) at scale, shares and the free policy. */
+/* Unit tests of shim/allocs.c: the allocation index (range lookup, removal,
+ * reuse of a base) at scale and across sizes, shares and the free policy. */
 #include <time.h>
 
 #include "harness.h"
@@ -51,6 +51,78 @@ static void test_range_lookup_at_scale(void **state)
     }
     for (uint32_t i = 1; i < N; i += 2)
         ds_alloc_forget(base_of(i), "unit");
+    ds_alloc_totals(&live, &bytes, &untracked);
+    assert_int_equal(live, 0);
+    assert_int_equal(bytes, 0);
+}
+
+/* Sizes from 0 bytes to 64 GiB, so every size class of the index holds some,
+ * packed with random gaps: every lookup agrees with a linear search, before
+ * and after removing every other allocation (an allocation's first and last
+ * byte, one past its end, and pointers deep inside large ones). */
+#define MIXED 3000
+
+static uint64_t next_random(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static uintptr_t mixed_base[MIXED];
+static uint64_t mixed_size[MIXED];
+static bool mixed_live[MIXED];
+
+static int linear_search(uintptr_t p)
+{
+    for (int i = 0; i < MIXED; i++)
+        if (mixed_live[i] && p - mixed_base[i] < (mixed_size[i] ? mixed_size[i] : 1))
+            return i;
+    return -1;
+}
+
+static void check_against_linear_search(uint64_t *rng)
+{
+    for (int i = 0; i < MIXED; i++) {
+        uint64_t size = mixed_size[i] ? mixed_size[i] : 1;
+        uintptr_t probes[] = {mixed_base[i], mixed_base[i] + size - 1, mixed_base[i] + size,
+                              mixed_base[i] - 1, mixed_base[i] + next_random(rng) % size};
+        for (size_t k = 0; k < DS_ARRAY_LEN(probes); k++) {
+            ds_alloc_info a;
+            int want = linear_search(probes[k]);
+            bool found = ds_alloc_lookup(probes[k], &a);
+            assert_int_equal(found, want >= 0);
+            if (found)
+                assert_int_equal(a.base, mixed_base[want]);
+        }
+    }
+}
+
+static void test_lookup_agrees_across_sizes(void **state)
+{
+    (void)state;
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    uintptr_t at = 0x100000000000ull;
+    for (int i = 0; i < MIXED; i++) {
+        unsigned log2 = (unsigned)(next_random(&rng) % 37); /* up to 64 GiB */
+        uint64_t size = i % 50 == 0 ? 0 : ((uint64_t)1 << log2) + next_random(&rng) % ((uint64_t)1 << log2);
+        at += next_random(&rng) % 3 == 0 ? 0 : next_random(&rng) % 8192; /* some back to back */
+        mixed_base[i] = at;
+        mixed_size[i] = size;
+        mixed_live[i] = true;
+        record(at, size);
+        at += size ? size : 1;
+    }
+    check_against_linear_search(&rng);
+    for (int i = 0; i < MIXED; i += 2) {
+        ds_alloc_forget(mixed_base[i], "unit");
+        mixed_live[i] = false;
+    }
+    check_against_linear_search(&rng);
+    for (int i = 1; i < MIXED; i += 2)
+        ds_alloc_forget(mixed_base[i], "unit");
+    uint64_t live, bytes, untracked;
     ds_alloc_totals(&live, &bytes, &untracked);
     assert_int_equal(live, 0);
     assert_int_equal(bytes, 0);
@@ -155,6 +227,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_range_lookup_at_scale, setup),
+        cmocka_unit_test_setup(test_lookup_agrees_across_sizes, setup),
         cmocka_unit_test_setup(test_reused_base_replaces_stale_record, setup),
         cmocka_unit_test_setup(test_free_policy, setup),
         cmocka_unit_test_setup(test_protect_defers_to_the_last_release, setup),
