@@ -31,20 +31,12 @@ static export_fn *real_to, *real_to_versioned;
 static import_fn *real_from_const, *real_from, *real_from_versioned;
 static import_deleter_fn *real_from_const_fn, *real_from_fn, *real_from_versioned_fn;
 
-/* The module that defines `fn`: the producer or consumer. */
-static void side(const void *fn, char *out, size_t cap)
-{
-    ds_module_name_at(fn, out, cap);
-}
-
+/* The producer or consumer: the module that defines `fn`. */
 static void *exported(void *managed, bool versioned, const void *fn)
 {
     int saved = errno;
-    if (managed && ds_active()) {
-        char producer[DS_NAME_MAX];
-        side(fn, producer, sizeof(producer));
-        ds_tensor_export(managed, versioned, producer);
-    }
+    if (managed && ds_active())
+        ds_tensor_export_by(managed, versioned, ds_module_id_at(fn));
     errno = saved;
     return managed;
 }
@@ -52,11 +44,8 @@ static void *exported(void *managed, bool versioned, const void *fn)
 static void importing(void *managed, bool versioned, const void *fn)
 {
     int saved = errno;
-    if (managed && ds_active()) {
-        char consumer[DS_NAME_MAX];
-        side(fn, consumer, sizeof(consumer));
-        ds_tensor_import(managed, versioned, consumer);
-    }
+    if (managed && ds_active())
+        ds_tensor_import_by(managed, versioned, ds_module_id_at(fn));
     errno = saved;
 }
 

@@ -49,11 +49,14 @@ static const char *const direction_names[] = {"h2d", "d2h", "d2d", "h2h", "peer"
 
 /* ---- the share index ------------------------------------------------------------ */
 
-void ds_copies_share_added(uintptr_t tensor, uintptr_t data, uint64_t bytes)
+/* Kept only from the first copy on: a program that never copies (any
+ * CPU-only one without the opt-in host-copy hooks) pays no lock per handoff
+ * for it.  The first copy builds it from the registry's live records. */
+static atomic_bool indexing;
+
+/* Lock held. */
+static void add_share(uintptr_t tensor, uintptr_t data, uint64_t bytes)
 {
-    if (!bytes || !data)
-        return;
-    ds_lock(&lock);
     int i = 0;
     while (i < nshares && shares[i].tensor != tensor) /* exported again: updated */
         i++;
@@ -62,11 +65,43 @@ void ds_copies_share_added(uintptr_t tensor, uintptr_t data, uint64_t bytes)
         if (i == nshares)
             nshares++;
     }
+}
+
+static void index_record(const ds_record *r, void *arg)
+{
+    (void)arg;
+    if (r->state != DS_RELEASED && r->data && r->bytes)
+        add_share(r->key, r->data, r->bytes);
+}
+
+/* The registry's lock, then ours: the only place the two are held together.
+ * Under both, no export or release can slip between the scan and the switch
+ * (each checks `indexing` after its registry update). */
+static void start_indexing(void)
+{
+    ds_reg_lock();
+    ds_lock(&lock);
+    if (!atomic_load(&indexing)) {
+        ds_reg_foreach(index_record, NULL);
+        atomic_store(&indexing, true);
+    }
+    ds_unlock(&lock);
+    ds_reg_unlock();
+}
+
+void ds_copies_share_added(uintptr_t tensor, uintptr_t data, uint64_t bytes)
+{
+    if (!bytes || !data || !atomic_load(&indexing))
+        return;
+    ds_lock(&lock);
+    add_share(tensor, data, bytes);
     ds_unlock(&lock);
 }
 
 void ds_copies_share_removed(uintptr_t tensor)
 {
+    if (!atomic_load(&indexing))
+        return;
     ds_lock(&lock);
     for (int i = 0; i < nshares; i++)
         if (shares[i].tensor == tensor) {
@@ -169,6 +204,8 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
 {
     if (!bytes)
         return;
+    if (!atomic_load(&indexing))
+        start_indexing();
     side s, d;
     describe(&s, src);
     describe(&d, dst);

@@ -53,6 +53,7 @@ static int16_t by_wrapper[DS_HOOK_BUCKETS]; /* by wrapper address, likewise; rea
 /* A module's original for the hook differs from the global definition (or a
  * definition was forgotten): its callers need their own.  Sticky. */
 static atomic_bool diverged[DS_HOOKS_MAX];
+static atomic_bool any_diverged; /* while false, no hook needs its index looked up */
 static module *mods;                    /* mmap'd, DS_MODULES_MAX */
 static int nmods;
 static atomic_uint generation = 1;   /* changes whenever mods[] or an original does; never 0 */
@@ -133,6 +134,12 @@ static int wrapper_index(const void *w)
     }
 }
 
+static void mark_diverged(int h)
+{
+    atomic_store(&diverged[h], true);
+    atomic_store(&any_diverged, true);
+}
+
 /* Write lock held: a module's own definition for hook h is f. */
 static void note_original(int h, void *f)
 {
@@ -140,7 +147,7 @@ static void note_original(int h, void *f)
     if (!global)
         __atomic_store_n(hooks[h].real, f, __ATOMIC_RELEASE);
     else if (global != f)
-        atomic_store(&diverged[h], true);
+        mark_diverged(h);
 }
 
 void ds_got_hooks_add(const ds_got_hook *add, size_t n)
@@ -231,8 +238,12 @@ void *ds_got_original(const void *wrapper, void **global_real, const char *name,
 {
     /* The common case: every module that calls it has the one global
      * definition (one libpython, one libcudart). */
-    int h = wrapper_index(wrapper);
-    if (h >= 0 && !atomic_load_explicit(&diverged[h], memory_order_relaxed)) {
+    bool global_one = !atomic_load_explicit(&any_diverged, memory_order_relaxed);
+    if (!global_one) {
+        int h = wrapper_index(wrapper);
+        global_one = h >= 0 && !atomic_load_explicit(&diverged[h], memory_order_relaxed);
+    }
+    if (global_one) {
         void *global = __atomic_load_n(global_real, __ATOMIC_ACQUIRE);
         if (global)
             return global;
@@ -357,7 +368,7 @@ static void forget_definitions_in(const module *gone)
         uintptr_t f = (uintptr_t)*hooks[h].real;
         if (f >= gone->lo && f < gone->hi) {
             __atomic_store_n(hooks[h].real, NULL, __ATOMIC_RELEASE);
-            atomic_store(&diverged[h], true); /* the next global one may not be theirs */
+            mark_diverged(h); /* the next global one may not be theirs */
         }
     }
 }

@@ -94,21 +94,28 @@ static void plain_copy(void *dst, const void *src, size_t n)
 }
 #endif
 
-/* direct: a proven page may be copied directly; false for reads that may
- * run past their object (a string's window), which go through the kernel
- * even when another thread proved the page meanwhile. */
-static size_t transfer(void *local, const void *remote, size_t n, bool write_remote, bool direct)
+/* The common case, tried first by ds_safe_read and ds_safe_write: every
+ * page already proven, so a plain copy (errno untouched). */
+static bool copied_directly(void *local, const void *remote, size_t n, bool write_remote)
+{
+    if (n == 0 || !plausible(remote, n) ||
+        !cached(write_remote ? writable : readable, (uintptr_t)remote, n))
+        return false;
+    if (write_remote)
+        plain_copy((void *)remote, local, n);
+    else
+        plain_copy(local, remote, n);
+    return true;
+}
+
+/* Through the kernel, page by page: for pages not proven yet, and for reads
+ * that may run past their object (a string's window), which must not be
+ * copied directly even when another thread proved the page meanwhile. */
+static size_t transfer(void *local, const void *remote, size_t n, bool write_remote)
 {
     if (n == 0 || !plausible(remote, n))
         return 0;
     atomic_uintptr_t *cache = write_remote ? writable : readable;
-    if (direct && cached(cache, (uintptr_t)remote, n)) {
-        if (write_remote)
-            plain_copy((void *)remote, local, n);
-        else
-            plain_copy(local, remote, n);
-        return n;
-    }
     size_t done = 0;
     while (done < n && !atomic_load_explicit(&syscalls_refused, memory_order_relaxed)) {
         struct iovec liov = {(char *)local + done, 0};
@@ -160,16 +167,20 @@ static size_t transfer(void *local, const void *remote, size_t n, bool write_rem
 
 size_t ds_safe_read(void *dst, const void *src, size_t n)
 {
+    if (copied_directly(dst, src, n, false))
+        return n;
     int saved = errno;
-    size_t r = transfer(dst, src, n, false, true);
+    size_t r = transfer(dst, src, n, false);
     errno = saved;
     return r;
 }
 
 bool ds_safe_write(void *dst, const void *src, size_t n)
 {
+    if (copied_directly((void *)src, dst, n, true))
+        return true;
     int saved = errno;
-    bool ok = transfer((void *)src, dst, n, true, true) == n;
+    bool ok = transfer((void *)src, dst, n, true) == n;
     errno = saved;
     return ok;
 }
@@ -193,7 +204,7 @@ void ds_safe_string(char *out, size_t cap, const char *s, const char *fallback)
                 break;
         } else {
             int saved = errno;
-            size_t r = transfer(out + got, p, want, false, false);
+            size_t r = transfer(out + got, p, want, false);
             errno = saved;
             const char *nul = memchr(out + got, '\0', r);
             if (nul) {

@@ -17,7 +17,7 @@ FUZZ_ENV := DLSHIM_DISABLE=1 ASAN_OPTIONS=detect_leaks=1
 
 # Built in a sub-make so LIB_OBJS names build/fuzz's objects.
 fuzz-programs:
-	$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang \
+	$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang LTO= \
 	    VARIANT_CFLAGS="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" $(FUZZ_BINS)
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_OBJS) tests/unit/json_check.h
