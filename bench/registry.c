@@ -7,7 +7,7 @@
  *
  * N allocations of 512 bytes (cudaMalloc's granularity), 1 KiB apart, are
  * recorded; then 1M lookups of interior pointers in a scattered order (every
- * allocation equally likely: the worst case, a cache miss per tree level),
+ * allocation equally likely: the worst case, every lookup a cache miss),
  * and 1M lookups cycling over 64 allocations (a program's working set of
  * live tensors).  Memory per allocation is the growth of the resident set
  * while recording, so it counts everything the registry touches.

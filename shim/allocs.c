@@ -284,7 +284,7 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
     ds_lock(&lock);
     uint32_t n = pool_ready() ? new_node() : 0;
     if (n) {
-        /* A base still in the tree was freed behind our back (an untracked
+        /* A base still in the index was freed behind our back (an untracked
          * route): the new allocation replaces it. */
         uint32_t stale = index_remove(info.base);
         if (stale) {

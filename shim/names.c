@@ -2,7 +2,7 @@
  * names.c — producer and consumer names, interned to small ids so records
  * and pair counters stay small.  Id 0 is "unknown".  The table is bounded:
  * names past DS_NAMES_MAX share the id of "other".  Interning takes its own
- * (innermost) lock, since both the registry and the allocation tree intern
+ * (innermost) lock, since both the registry and the allocation index intern
  * under their locks; reading a name needs none (entries are written before
  * the count that publishes them, and never change).
  */
