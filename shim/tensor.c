@@ -215,11 +215,18 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     emit_export(m, &v, name, linked ? &alloc : NULL, copied_from);
 }
 
+/* A name from the program, copied through the no-fault reader into `out`
+ * (which the events show, even when the table is full), and its id. */
+static uint16_t copied_name(char out[DS_NAME_MAX], const char *name)
+{
+    ds_safe_string(out, DS_NAME_MAX, name, "unknown");
+    return ds_name_intern(out);
+}
+
 void ds_tensor_export(void *m, bool versioned, const char *producer)
 {
     char name[DS_NAME_MAX];
-    ds_safe_string(name, sizeof(name), producer, "unknown");
-    export_tensor(m, versioned, ds_name_intern(name), name);
+    export_tensor(m, versioned, copied_name(name, producer), name);
 }
 
 void ds_tensor_export_by(void *m, bool versioned, uint16_t producer)
@@ -284,8 +291,7 @@ static void import_tensor(void *m, bool versioned, uint16_t id, const char *name
 void ds_tensor_import(void *m, bool versioned, const char *consumer)
 {
     char name[DS_NAME_MAX];
-    ds_safe_string(name, sizeof(name), consumer, "unknown");
-    import_tensor(m, versioned, ds_name_intern(name), name);
+    import_tensor(m, versioned, copied_name(name, consumer), name);
 }
 
 void ds_tensor_import_by(void *m, bool versioned, uint16_t consumer)
