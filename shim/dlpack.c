@@ -138,7 +138,8 @@ static bool check_tensor(ds_tensor_view *v, char *why, size_t why_cap)
     return true;
 }
 
-bool ds_dlpack_read(const void *p, bool versioned, ds_tensor_view *v, char *why, size_t why_cap)
+bool ds_dlpack_read_struct(const void *p, bool versioned, ds_tensor_view *v, char *why,
+                           size_t why_cap)
 {
     memset(v, 0, offsetof(ds_tensor_view, shape));
     v->versioned = versioned;
@@ -167,8 +168,18 @@ bool ds_dlpack_read(const void *p, bool versioned, ds_tensor_view *v, char *why,
         v->deleter = (void *)m.deleter;
         v->t = m.dl_tensor;
     }
+    return true;
+}
+
+bool ds_dlpack_check(ds_tensor_view *v, char *why, size_t why_cap)
+{
     v->tensor_valid = check_tensor(v, why, why_cap);
     if (!v->tensor_valid)
         v->bytes = 0; /* a size computed from broken fields means nothing */
     return v->tensor_valid;
+}
+
+bool ds_dlpack_read(const void *p, bool versioned, ds_tensor_view *v, char *why, size_t why_cap)
+{
+    return ds_dlpack_read_struct(p, versioned, v, why, why_cap) && ds_dlpack_check(v, why, why_cap);
 }

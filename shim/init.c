@@ -81,7 +81,15 @@ static int setup(char *const *envp)
     return ACTIVE;
 }
 
-bool ds_active(void)
+atomic_bool ds_tracking;
+
+static void settle(int result)
+{
+    atomic_store_explicit(&state, result, memory_order_release);
+    atomic_store_explicit(&ds_tracking, result == ACTIVE, memory_order_release);
+}
+
+bool ds_active_slow(void)
 {
     int s = atomic_load_explicit(&state, memory_order_acquire);
     if (s == ACTIVE)
@@ -93,7 +101,7 @@ bool ds_active(void)
         initialising_here = true;
         int result = setup(environ);
         initialising_here = false;
-        atomic_store_explicit(&state, result, memory_order_release);
+        settle(result);
         return result == ACTIVE;
     }
     while ((s = atomic_load_explicit(&state, memory_order_acquire)) == INITIALISING)
@@ -103,8 +111,9 @@ bool ds_active(void)
 
 void ds_init_with_env(char *const *envp)
 {
+    atomic_store(&ds_tracking, false);
     atomic_store(&state, INITIALISING);
-    atomic_store(&state, setup(envp));
+    settle(setup(envp));
 }
 
 void ds_finish(void)

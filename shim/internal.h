@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 
 #include "types.h"
 
@@ -30,10 +31,19 @@
 /* ---- init.c: start-up, shutdown, global state --------------------------- */
 extern ds_config ds_cfg;
 /* True when the shim is initialised and tracking, false when disabled, still
- * initialising on this thread, or the registry lock is held by this thread
- * (a signal handler or deleter re-entering the shim): callers then forward
- * untouched.  Initialises on first use, from any thread. */
-bool ds_active(void);
+ * initialising on this thread, or a shim lock is held by this thread (a
+ * signal handler or deleter re-entering the shim): callers then forward
+ * untouched.  Initialises on first use, from any thread.  Every hooked call
+ * asks, so the settled answer is inline and the rest in ds_active_slow. */
+extern atomic_bool ds_tracking; /* state is ACTIVE (init.c keeps the two together) */
+bool ds_active_slow(void);
+static inline bool ds_holds_lock(void); /* thread.c, below */
+static inline bool ds_active(void)
+{
+    if (atomic_load_explicit(&ds_tracking, memory_order_acquire))
+        return !ds_holds_lock();
+    return ds_active_slow();
+}
 /* Writes the summary and applies DLSHIM_EXITCODE; called once at exit. */
 void ds_finish(void);
 /* Tests: (re)initialise from an explicit environment. */
@@ -57,7 +67,11 @@ void ds_api_leave(void);
  * false) instead of deadlocking on it. */
 void ds_lock(pthread_mutex_t *m);
 void ds_unlock(pthread_mutex_t *m);
-bool ds_holds_lock(void);
+extern DS_TLS unsigned ds_locks_held;
+static inline bool ds_holds_lock(void)
+{
+    return ds_locks_held != 0;
+}
 /* A lock another thread holds at fork() would stay held in the child, over
  * data it left half-updated: every shim lock is taken before fork, given
  * back in the parent and made fresh in the child (ds_X_fork functions). */
@@ -149,6 +163,12 @@ void ds_safe_string(char *out, size_t cap, const char *s, const char *fallback);
 /* Reads the managed tensor at `p`.  Returns true when it is well formed;
  * otherwise `why` holds one sentence naming the first problem. */
 bool ds_dlpack_read(const void *p, bool versioned, ds_tensor_view *v, char *why, size_t why_cap);
+/* The same in two steps: the struct itself (v->readable, the deleter and the
+ * DLTensor's fields as they are), then the DLTensor checked and its shape
+ * and strides copied.  Between them a caller may decide it has seen enough. */
+bool ds_dlpack_read_struct(const void *p, bool versioned, ds_tensor_view *v, char *why,
+                           size_t why_cap);
+bool ds_dlpack_check(ds_tensor_view *v, char *why, size_t why_cap);
 void ds_dtype_name(char *out, size_t cap, DLDataType d);
 void ds_device_name(char *out, size_t cap, DLDevice d);
 /* Flag names, e.g. {"read_only","is_copied"}; returns how many. */
@@ -291,9 +311,21 @@ void ds_got_hooks_add(const ds_got_hook *hooks, size_t n);
 void ds_modules_set_namer(void (*namer)(const char *path, char *out, size_t cap));
 /* The definition a wrapper forwards to when called from `caller`: the one
  * the caller's own GOT slot held, else the global one (*global_real, found
- * by name on first use). */
-void *ds_got_original(const void *wrapper, void **global_real, const char *name,
-                      const void *caller);
+ * by name on first use).  Asked on every hooked call: the usual answer
+ * (every module holds the one global definition) is inline. */
+extern atomic_bool ds_any_diverged;
+void *ds_got_original_slow(const void *wrapper, void **global_real, const char *name,
+                           const void *caller);
+static inline void *ds_got_original(const void *wrapper, void **global_real, const char *name,
+                                    const void *caller)
+{
+    if (!atomic_load_explicit(&ds_any_diverged, memory_order_relaxed)) {
+        void *global = __atomic_load_n(global_real, __ATOMIC_ACQUIRE);
+        if (global)
+            return global;
+    }
+    return ds_got_original_slow(wrapper, global_real, name, caller);
+}
 /* In a wrapper: its real function for this call, e.g.
  * DS_REAL(wrap_New, real_New, "PyCapsule_New")(args...). */
 #define DS_REAL(wrapper, real, name)                                                       \

@@ -53,7 +53,7 @@ static int16_t by_wrapper[DS_HOOK_BUCKETS]; /* by wrapper address, likewise; rea
 /* A module's original for the hook differs from the global definition (or a
  * definition was forgotten): its callers need their own.  Sticky. */
 static atomic_bool diverged[DS_HOOKS_MAX];
-static atomic_bool any_diverged; /* while false, no hook needs its index looked up */
+atomic_bool ds_any_diverged; /* while false, no hook needs its index looked up */
 static module *mods;                    /* mmap'd, DS_MODULES_MAX */
 static int nmods;
 static atomic_uint generation = 1;   /* changes whenever mods[] or an original does; never 0 */
@@ -137,7 +137,7 @@ static int wrapper_index(const void *w)
 static void mark_diverged(int h)
 {
     atomic_store(&diverged[h], true);
-    atomic_store(&any_diverged, true);
+    atomic_store(&ds_any_diverged, true);
 }
 
 /* Write lock held: a module's own definition for hook h is f. */
@@ -213,7 +213,7 @@ static void sort_ranges(void)
         }
 }
 
-__attribute__((noinline)) static void *original_slow(const void *wrapper, void **global_real, const char *name,
+__attribute__((noinline)) static void *original_from_table(const void *wrapper, void **global_real, const char *name,
                            const void *caller)
 {
     void *f = NULL;
@@ -233,17 +233,12 @@ __attribute__((noinline)) static void *original_slow(const void *wrapper, void *
     return f;
 }
 
-void *ds_got_original(const void *wrapper, void **global_real, const char *name,
-                      const void *caller)
+void *ds_got_original_slow(const void *wrapper, void **global_real, const char *name,
+                           const void *caller)
 {
-    /* The common case: every module that calls it has the one global
-     * definition (one libpython, one libcudart). */
-    bool global_one = !atomic_load_explicit(&any_diverged, memory_order_relaxed);
-    if (!global_one) {
-        int h = wrapper_index(wrapper);
-        global_one = h >= 0 && !atomic_load_explicit(&diverged[h], memory_order_relaxed);
-    }
-    if (global_one) {
+    /* A hook that did not diverge still has the one global definition. */
+    int h = wrapper_index(wrapper);
+    if (h >= 0 && !atomic_load_explicit(&diverged[h], memory_order_relaxed)) {
         void *global = __atomic_load_n(global_real, __ATOMIC_ACQUIRE);
         if (global)
             return global;
@@ -254,7 +249,7 @@ void *ds_got_original(const void *wrapper, void **global_real, const char *name,
     original_memo *memo = &original_memos[hash >> 60];
     if (memo->generation == gen && memo->caller == c && memo->wrapper == wrapper)
         return memo->fn;
-    void *f = original_slow(wrapper, global_real, name, caller);
+    void *f = original_from_table(wrapper, global_real, name, caller);
     if (f) {
         memo->generation = 0;
         atomic_signal_fence(memory_order_seq_cst);

@@ -91,23 +91,18 @@ void ds_api_leave(void)
 /* Counted before the lock is taken and after it is given back, so a signal
  * arriving at any point while this thread holds (or waits for) a shim lock
  * sees a non-zero count. */
-static DS_TLS unsigned locks_held;
+DS_TLS unsigned ds_locks_held;
 
 void ds_lock(pthread_mutex_t *m)
 {
-    locks_held++;
+    ds_locks_held++;
     pthread_mutex_lock(m);
 }
 
 void ds_unlock(pthread_mutex_t *m)
 {
     pthread_mutex_unlock(m);
-    locks_held--;
-}
-
-bool ds_holds_lock(void)
-{
-    return locks_held != 0;
+    ds_locks_held--;
 }
 
 void ds_fork_lock(pthread_mutex_t *m, ds_fork_phase phase)
@@ -118,6 +113,6 @@ void ds_fork_lock(pthread_mutex_t *m, ds_fork_phase phase)
         ds_unlock(m);
     } else {
         pthread_mutex_init(m, NULL);
-        locks_held--;
+        ds_locks_held--;
     }
 }

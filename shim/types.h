@@ -127,6 +127,7 @@ typedef struct ds_record {
     int32_t device_type;    /* DLDeviceType of the data */
     uintptr_t alloc_base;   /* the tracked allocation the data lies in; 0: none */
     uint32_t alloc_generation;
+    uint32_t fingerprint;   /* of the DLTensor as exported (tensor.c) */
 } ds_record;
 
 /* ---- device allocations (allocs.c) -------------------------------------- */
