@@ -213,8 +213,9 @@ static void sort_ranges(void)
         }
 }
 
-__attribute__((noinline)) static void *original_from_table(const void *wrapper, void **global_real, const char *name,
-                           const void *caller)
+/* The caller module's own definition, else the global one. */
+__attribute__((noinline)) static void *original_from_table(const void *wrapper, void **global_real,
+                                                           const char *name, const void *caller)
 {
     void *f = NULL;
     pthread_rwlock_rdlock(&lock);

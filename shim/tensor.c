@@ -136,8 +136,6 @@ static void emit_release(const record_copy *r, bool consumed)
 
 /* ---- export ------------------------------------------------------------- */
 
-/* id: the interned name (which may be "other" when the table is full);
- * name: the name itself, for the events. */
 /* The DLTensor's fields (and a versioned tensor's flags) as read, hashed: a
  * struct exported again unchanged is the same handoff. */
 static uint32_t fingerprint(const ds_tensor_view *v)
@@ -164,6 +162,8 @@ static bool seen_from_another_layer(void *m, uint16_t id, uint32_t print)
     return seen;
 }
 
+/* id: the interned name (which may be "other" when the table is full);
+ * name: the name itself, for the events. */
 static void export_tensor(void *m, bool versioned, uint16_t id, const char *name)
 {
     char why[DS_DETAIL_MAX];
