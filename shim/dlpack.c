@@ -178,8 +178,3 @@ bool ds_dlpack_check(ds_tensor_view *v, char *why, size_t why_cap)
         v->bytes = 0; /* a size computed from broken fields means nothing */
     return v->tensor_valid;
 }
-
-bool ds_dlpack_read(const void *p, bool versioned, ds_tensor_view *v, char *why, size_t why_cap)
-{
-    return ds_dlpack_read_struct(p, versioned, v, why, why_cap) && ds_dlpack_check(v, why, why_cap);
-}

@@ -160,12 +160,11 @@ bool ds_safe_write(void *dst, const void *src, size_t n);
 void ds_safe_string(char *out, size_t cap, const char *s, const char *fallback);
 
 /* ---- dlpack.c: reading, checking and naming DLPack structures ----------- */
-/* Reads the managed tensor at `p`.  Returns true when it is well formed;
- * otherwise `why` holds one sentence naming the first problem. */
-bool ds_dlpack_read(const void *p, bool versioned, ds_tensor_view *v, char *why, size_t why_cap);
-/* The same in two steps: the struct itself (v->readable, the deleter and the
- * DLTensor's fields as they are), then the DLTensor checked and its shape
- * and strides copied.  Between them a caller may decide it has seen enough. */
+/* Reading the managed tensor at `p` takes two steps, so that a caller may
+ * stop after the first: the struct itself (v->readable, the deleter and the
+ * DLTensor's fields as they are), then the DLTensor checked and its shape and
+ * strides copied.  Each returns true when all is well; otherwise `why` holds
+ * one sentence naming the first problem. */
 bool ds_dlpack_read_struct(const void *p, bool versioned, ds_tensor_view *v, char *why,
                            size_t why_cap);
 bool ds_dlpack_check(ds_tensor_view *v, char *why, size_t why_cap);

@@ -36,7 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         t->data = mem.bytes + header;
     ds_tensor_view v;
     char why[DS_DETAIL_MAX];
-    ds_dlpack_read(mem.bytes, versioned, &v, why, sizeof(why));
+    if (ds_dlpack_read_struct(mem.bytes, versioned, &v, why, sizeof(why)))
+        ds_dlpack_check(&v, why, sizeof(why));
     if (!memchr(why, 0, sizeof(why)))
         __builtin_trap();
     return 0;
