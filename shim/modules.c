@@ -213,15 +213,16 @@ static void sort_ranges(void)
         }
 }
 
-/* The caller module's own definition, else the global one. */
-__attribute__((noinline)) static void *original_from_table(const void *wrapper, void **global_real,
-                                                           const char *name, const void *caller)
+/* The caller module's own definition of hook h (-1: not a hook), else the
+ * global one. */
+__attribute__((noinline)) static void *original_from_table(int h, const void *wrapper,
+                                                           void **global_real, const char *name,
+                                                           const void *caller)
 {
     void *f = NULL;
     pthread_rwlock_rdlock(&lock);
-    int m = mods ? module_at((uintptr_t)caller) : -1;
-    int h = m >= 0 ? wrapper_index(wrapper) : -1;
-    if (h >= 0)
+    int m = mods && h >= 0 ? module_at((uintptr_t)caller) : -1;
+    if (m >= 0)
         f = mods[m].original[h];
     pthread_rwlock_unlock(&lock);
     if (f)
@@ -250,7 +251,7 @@ void *ds_got_original_slow(const void *wrapper, void **global_real, const char *
     original_memo *memo = &original_memos[hash >> 60];
     if (memo->generation == gen && memo->caller == c && memo->wrapper == wrapper)
         return memo->fn;
-    void *f = original_from_table(wrapper, global_real, name, caller);
+    void *f = original_from_table(h, wrapper, global_real, name, caller);
     if (f) {
         memo->generation = 0;
         atomic_signal_fence(memory_order_seq_cst);

@@ -209,8 +209,9 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
         chained = r->orig_deleter;
     }
     if (live && v.deleter == tramp && r->producer == id) {
-        /* The same handoff seen from two layers (libtorch's at::toDLPack,
-         * then the capsule it goes into): one export. */
+        /* Seen from a second layer, but changed since the first saw it
+         * (seen_from_another_layer let it through; a broken struct was
+         * reported above): still one export, the record as first made. */
         ds_reg_unlock();
         return;
     }
