@@ -3,19 +3,21 @@
  *
  * An open-addressing hash table (linear probing, load at most 1/2) in memory
  * from mmap, so the registry never calls malloc and works from a deleter or a
- * signal handler.  One mutex guards it; callers never call out of the shim
- * (deleters, the log) while holding it.  The table grows by doubling up to
+ * signal handler.  One lock guards it (a ds_spin: it is taken on every
+ * handoff); callers never call out of the shim (deleters, the log) while
+ * holding it.  A version number counts the changes to records, so that a
+ * thread can tell without the lock that nothing changed since it last looked.  The table grows by doubling up to
  * DLSHIM_MAX_RECORDS records; at the cap, the older half of the released
  * records is evicted in one rebuild, oldest release first.  Live records are
  * never evicted: their trampolines need the original deleter.
  */
-#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "internal.h"
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static ds_spin lock;
+static atomic_uint_fast64_t version; /* written with the lock held */
 static DS_TLS bool holding;  /* this thread holds `lock` (ds_holds_lock: any lock) */
 
 static ds_record *table;
@@ -28,14 +30,26 @@ static uint64_t evicted;
 
 void ds_reg_lock(void)
 {
-    ds_lock(&lock);
+    ds_spin_lock(&lock);
     holding = true;
 }
 
 void ds_reg_unlock(void)
 {
     holding = false;
-    ds_unlock(&lock);
+    ds_spin_unlock(&lock);
+}
+
+uint64_t ds_reg_changed(void)
+{
+    uint64_t v = atomic_load_explicit(&version, memory_order_relaxed) + 1;
+    atomic_store_explicit(&version, v, memory_order_relaxed);
+    return v;
+}
+
+uint64_t ds_reg_version(void)
+{
+    return atomic_load_explicit(&version, memory_order_relaxed);
 }
 
 bool ds_reg_locked_by_me(void)
@@ -46,10 +60,12 @@ bool ds_reg_locked_by_me(void)
 void ds_reg_fork(ds_fork_phase phase)
 {
     holding = phase == DS_FORK_PREPARE;
-    ds_fork_lock(&lock, phase);
-    if (phase == DS_FORK_CHILD)
+    ds_fork_spin(&lock, phase);
+    if (phase == DS_FORK_CHILD) {
         for (size_t i = 0; i < cap; i++)
             table[i].inherited = 1;
+        ds_reg_changed();
+    }
 }
 
 static ds_record *map_slots(size_t n)

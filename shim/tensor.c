@@ -134,6 +134,41 @@ static void emit_release(const record_copy *r, bool consumed)
     ds_ev_end(&e);
 }
 
+/* ---- the last handoff this thread recorded ------------------------------ */
+
+/* One handoff is often seen twice in a row on one thread, from two layers:
+ * libtorch's at::toDLPack, then the capsule around its tensor; at::fromDLPack,
+ * then the capsule's renaming.  The second view changes nothing.  While the
+ * registry's version is the one this thread left (no thread changed a record
+ * since), the record is as remembered here and the second view is answered
+ * without the lock. */
+typedef struct {
+    uintptr_t tensor;
+    uint64_t version;
+    uint32_t fingerprint;
+    uint16_t producer, consumer;
+    uint8_t state;
+} last_handoff;
+static DS_TLS last_handoff last;
+
+/* Lock held, `r` just changed. */
+static void remember(const ds_record *r)
+{
+    last = (last_handoff){r->key, ds_reg_changed(), r->fingerprint, r->producer, r->consumer,
+                          r->state};
+}
+
+/* The version is read first and again after the copy: a signal handler that
+ * records a handoff in between changes it, so a torn copy is never used. */
+static bool recall(uintptr_t m, last_handoff *out)
+{
+    uint64_t v = last.version;
+    atomic_signal_fence(memory_order_seq_cst);
+    *out = last;
+    atomic_signal_fence(memory_order_seq_cst);
+    return out->tensor == m && out->version == v && last.version == v && ds_reg_version() == v;
+}
+
 /* ---- export ------------------------------------------------------------- */
 
 /* The DLTensor's fields (and a versioned tensor's flags) as read, hashed: a
@@ -155,6 +190,9 @@ static uint32_t fingerprint(const ds_tensor_view *v)
  * export's cost.  A struct changed in between is checked in full. */
 static bool seen_from_another_layer(void *m, uint16_t id, uint32_t print)
 {
+    last_handoff h;
+    if (recall((uintptr_t)m, &h))
+        return h.state != DS_RELEASED && h.producer == id && h.fingerprint == print;
     ds_reg_lock();
     ds_record *r = ds_reg_find((uintptr_t)m);
     bool seen = r && r->state != DS_RELEASED && r->producer == id && r->fingerprint == print;
@@ -242,6 +280,7 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
         r->wrapped = false;
         r->orig_deleter = NULL;
     }
+    remember(r);
     ds_reg_unlock();
     ds_copies_share_added((uintptr_t)m, data, v.bytes);
     emit_export(m, &v, name, linked ? &alloc : NULL, copied_from);
@@ -271,6 +310,9 @@ void ds_tensor_export_by(void *m, bool versioned, uint16_t producer)
 static void import_tensor(void *m, bool versioned, uint16_t id, const char *name)
 {
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
+    last_handoff h;
+    if (recall((uintptr_t)m, &h) && h.state == DS_IMPORTED && h.consumer == id)
+        return; /* one import seen from two layers, as below */
     for (int attempt = 0; attempt < 2; attempt++) {
         ds_reg_lock();
         ds_record *r = ds_reg_find((uintptr_t)m);
@@ -279,6 +321,7 @@ static void import_tensor(void *m, bool versioned, uint16_t id, const char *name
             r->state = DS_IMPORTED;
             r->consumer = id;
             ds_stats_share(r->producer, r->consumer, r->bytes, !r->copied);
+            remember(r);
             record_copy c = copy_of(r);
             ds_reg_unlock();
             if (c.alloc_base)
@@ -399,6 +442,7 @@ static void release(void *m, bool versioned)
     deleter_fn chained = (deleter_fn)r->chained_deleter;
     r->state = DS_RELEASED;
     r->t_release = stamp();
+    ds_reg_changed();
     record_copy c = copy_of(r);
     ds_reg_unlock();
     ds_copies_share_removed(c.tensor);

@@ -3,6 +3,8 @@
  * All of it is async-signal-safe: the clock is the vDSO's, the thread id is
  * cached per thread and re-read after fork.
  */
+#include <errno.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -113,6 +115,52 @@ void ds_fork_lock(pthread_mutex_t *m, ds_fork_phase phase)
         ds_unlock(m);
     } else {
         pthread_mutex_init(m, NULL);
+        ds_locks_held--;
+    }
+}
+
+/* A pause in a spin loop: tells the CPU (and a hypervisor watching for
+ * spinning guests) that this thread waits. */
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* The lock was held: spin while the holder is likely running, then yield,
+ * then sleep, so a holder that was descheduled (or is rebuilding a table of
+ * a million records) gets the CPU back. */
+void ds_spin_wait(ds_spin *l)
+{
+    int saved = errno; /* nanosleep may set it */
+    for (unsigned tries = 0;; tries++) {
+        if (!atomic_load_explicit(&l->held, memory_order_relaxed) &&
+            !atomic_exchange_explicit(&l->held, true, memory_order_acquire)) {
+            errno = saved;
+            return;
+        }
+        if (tries < 64) {
+            cpu_relax();
+        } else if (tries < 1024) {
+            sched_yield();
+        } else {
+            struct timespec nap = {0, 20000};
+            nanosleep(&nap, NULL);
+        }
+    }
+}
+
+void ds_fork_spin(ds_spin *l, ds_fork_phase phase)
+{
+    if (phase == DS_FORK_PREPARE) {
+        ds_spin_lock(l);
+    } else if (phase == DS_FORK_PARENT) {
+        ds_spin_unlock(l);
+    } else {
+        atomic_store(&l->held, false);
         ds_locks_held--;
     }
 }

@@ -173,6 +173,55 @@ static void test_new_tensor_at_reused_address(void **state)
     free(log);
 }
 
+/* The second view of an import is answered from the thread's memo of its
+ * last handoff; a release in between (which changes no memo) must still be
+ * seen. */
+static void test_import_again_after_release(void **state)
+{
+    (void)state;
+    DLManagedTensor t;
+    make(&t);
+    ds_tensor_export(&t, false, "p");
+    ds_tensor_import(&t, false, "c");
+    ds_tensor_import(&t, false, "c"); /* a second layer: no event */
+    t.deleter(&t);
+    ds_tensor_import(&t, false, "c");
+    char *log = harness_read_log();
+    assert_int_equal(events(log, "import"), 1);
+    assert_int_equal(violations(log, "import_after_release"), 1);
+    free(log);
+}
+
+static DLManagedTensor *shared_tensor;
+
+static void *import_and_release(void *arg)
+{
+    (void)arg;
+    ds_tensor_import(shared_tensor, false, "c");
+    shared_tensor->deleter(shared_tensor);
+    return NULL;
+}
+
+/* Another thread's changes make this thread's memo stale: the same struct
+ * exported again after that thread released it is a new export, not a
+ * second layer's view of the first. */
+static void test_memo_sees_other_threads(void **state)
+{
+    (void)state;
+    DLManagedTensor t;
+    make(&t);
+    shared_tensor = &t;
+    ds_tensor_export(&t, false, "p");
+    pthread_t other;
+    assert_int_equal(pthread_create(&other, NULL, import_and_release, NULL), 0);
+    assert_int_equal(pthread_join(other, NULL), 0);
+    ds_tensor_export(&t, false, "p"); /* the deleter field still holds our trampoline */
+    char *log = harness_read_log();
+    assert_int_equal(events(log, "export"), 2);
+    assert_int_equal(events(log, "release"), 1);
+    free(log);
+}
+
 static void test_double_import(void **state)
 {
     (void)state;
@@ -270,6 +319,8 @@ int main(void)
         cmocka_unit_test_setup(test_double_release_protect_swallows, setup),
         cmocka_unit_test_setup(test_import_after_release, setup),
         cmocka_unit_test_setup(test_new_tensor_at_reused_address, setup),
+        cmocka_unit_test_setup(test_import_again_after_release, setup),
+        cmocka_unit_test_setup(test_memo_sees_other_threads, setup),
         cmocka_unit_test_setup(test_double_import, setup),
         cmocka_unit_test_setup(test_reexport_does_not_wrap_twice, setup),
         cmocka_unit_test_setup(test_replaced_deleter_is_the_new_producers, setup),
