@@ -6,10 +6,11 @@
  * signal handler.  One lock guards it (a ds_spin: it is taken on every
  * handoff); callers never call out of the shim (deleters, the log) while
  * holding it.  A version number counts the changes to records, so that a
- * thread can tell without the lock that nothing changed since it last looked.  The table grows by doubling up to
- * DLSHIM_MAX_RECORDS records; at the cap, the older half of the released
- * records is evicted in one rebuild, oldest release first.  Live records are
- * never evicted: their trampolines need the original deleter.
+ * thread can tell without the lock that nothing changed since it last
+ * looked.  The table grows by doubling up to DLSHIM_MAX_RECORDS records; at
+ * the cap, the older half of the released records is evicted in one rebuild,
+ * oldest release first.  Live records are never evicted: their trampolines
+ * need the original deleter.
  */
 #include <string.h>
 #include <sys/mman.h>
