@@ -144,6 +144,17 @@ $(BUILD)/tests/capsule_%: tests/integration/progs/capsule_user.c $(BUILD)/tests/
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) $(CAPSULE_FLAGS_$*) -o $@ $< \
 	    -L$(BUILD)/tests -lfakepy -Wl,-rpath,'$$ORIGIN' $(VARIANT_LDFLAGS)
 
+# The same exchange from a library opened RTLD_LOCAL (its main renamed), so
+# that the capsule API is out of the global scope.  An absolute run path: at
+# dlopen, glibc's loader expands $ORIGIN with a word-wise strncmp that
+# valgrind reports.
+$(BUILD)/tests/libcapsule_user.so: tests/integration/progs/capsule_user.c $(BUILD)/tests/libfakepy.so
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -fPIC -shared -Dmain=capsule_main -Wno-missing-prototypes -o $@ $< \
+	    -L$(BUILD)/tests -lfakepy -Wl,-rpath,$(abspath $(BUILD))/tests $(VARIANT_LDFLAGS)
+
+$(BUILD)/tests/local_scope: tests/integration/progs/local_scope.c $(BUILD)/tests/libcapsule_user.so
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -o $@ $< -ldl $(VARIANT_LDFLAGS)
+
 # A PyO3 extension built offline with Debian's cargo and librust-pyo3-dev
 # (crates from /usr/share/cargo/registry, see its .cargo/config.toml); one
 # cargo target directory serves every build variant.
@@ -268,7 +279,7 @@ $(TORCH_USER): tests/entry/torch_user.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O1 -w -o $@ $< -ltorch -ltorch_cpu -lc10
 
-test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(RUST_EXT) $(SIMDEV_LIBS) \
+test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(BUILD)/tests/local_scope $(RUST_EXT) $(SIMDEV_LIBS) \
                $(DEVICE_PROGS) $(STRESS_PROGS) $(ENTRY_PROGS) $(TORCH_USER)
 
 # ---- the options table in README.md comes from shim/options.def ----------

@@ -11,7 +11,9 @@
  *                          import by a consumer that takes ownership that way
  *   PyCapsule_GetPointer   named "dlpack_exchange_api": hands out a wrapped
  *                          copy of the DLPack 1.3 exchange table, whose entries
- *                          record exports and imports and forward
+ *                          record exports and imports and forward; named
+ *                          "dltensor[_versioned]": remembered for the rename
+ *                          that follows (see opened_capsule)
  * Not an import: PyCapsule_GetPointer on a DLPack capsule (producers call it in
  * their own capsule destructors).  Not an export: NumPy's internal
  * "numpy_dltensor*" capsules around an imported tensor.
@@ -40,12 +42,19 @@ static int (*real_IsValid)(PyObject *, const char *); /* used, not wrapped */
 
 enum { NOT_DLPACK, LEGACY, VERSIONED };
 
-static int kind_of(const char *name, const char *legacy, const char *versioned)
+/* LEGACY for "<prefix>dltensor", VERSIONED for "<prefix>dltensor_versioned",
+ * else NOT_DLPACK (`stem` is the prefix and "dltensor", of length `len`).
+ * Every capsule call in the process comes through here: most names differ
+ * from the stem at their first byte and cost no call. */
+static inline int kind_of(const char *name, const char *stem, size_t len)
 {
-    if (!name)
+    if (!name || name[0] != stem[0] || strncmp(name, stem, len) != 0)
         return NOT_DLPACK;
-    return !strcmp(name, legacy) ? LEGACY : !strcmp(name, versioned) ? VERSIONED : NOT_DLPACK;
+    if (!name[len])
+        return LEGACY;
+    return !strcmp(name + len, "_versioned") ? VERSIONED : NOT_DLPACK;
 }
+#define KIND_OF(name, stem) kind_of((name), (stem), sizeof(stem) - 1)
 
 static void *wrap_GetPointer(PyObject *capsule, const char *name);
 
@@ -63,6 +72,48 @@ static void *unconsumed_tensor(PyObject *capsule, int kind, const void *caller)
     return get(capsule, name);
 }
 
+/* The DLPack capsule this thread last opened by its unconsumed name.  A
+ * consumer opens the capsule (PyCapsule_GetPointer), takes the tensor, then
+ * renames it or clears its destructor: the tensor of that rename is the one
+ * just opened, and asking Python again (IsValid, then GetPointer) was a
+ * third of a rename's cost.  Cleared when taken and when a capsule is made
+ * at its address (the opened one was freed), so that one is asked afresh.
+ * Not seen: a capsule made there outside the hooks (ctypes) and renamed
+ * without being opened first, which no consumer does.  Per thread; a signal handler that opens a capsule between the reads
+ * below changes `capsule` first and last, so the reader sees it. */
+typedef struct {
+    PyObject *capsule;
+    void *tensor;
+    int kind;
+} opened_capsule;
+static DS_TLS opened_capsule opened;
+
+static void remember_opened(PyObject *capsule, void *tensor, int kind)
+{
+    opened.capsule = NULL;
+    atomic_signal_fence(memory_order_seq_cst);
+    opened.tensor = tensor;
+    opened.kind = kind;
+    atomic_signal_fence(memory_order_seq_cst);
+    opened.capsule = capsule;
+}
+
+/* The tensor `capsule` was opened for, if it was the last one opened here
+ * (with its kind), else NULL.  Taken: a second rename asks Python. */
+static void *take_opened(PyObject *capsule, int *kind)
+{
+    if (opened.capsule != capsule)
+        return NULL;
+    atomic_signal_fence(memory_order_seq_cst);
+    opened_capsule o = opened;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (o.capsule != capsule || opened.capsule != capsule)
+        return NULL;
+    opened.capsule = NULL;
+    *kind = o.kind;
+    return o.tensor;
+}
+
 static void import_by(void *tensor, int kind, const void *caller)
 {
     ds_tensor_import_by(tensor, kind == VERSIONED, ds_module_id_at(caller));
@@ -75,7 +126,9 @@ static PyObject *wrap_New(void *pointer, const char *name, capsule_destructor de
     const void *caller = __builtin_return_address(0);
     PyObject *capsule = DS_REAL(wrap_New, real_New, "PyCapsule_New")(pointer, name, destructor);
     int saved = errno;
-    int kind = kind_of(name, "dltensor", "dltensor_versioned");
+    int kind = KIND_OF(name, "dltensor");
+    if (capsule == opened.capsule)
+        opened.capsule = NULL; /* made again where the opened one was */
     if (capsule && kind != NOT_DLPACK && ds_active())
         ds_tensor_export_by(pointer, kind == VERSIONED, ds_module_id_at(caller));
     errno = saved;
@@ -86,9 +139,13 @@ static int wrap_SetName(PyObject *capsule, const char *name)
 {
     const void *caller = __builtin_return_address(0);
     int saved = errno;
-    int kind = kind_of(name, "used_dltensor", "used_dltensor_versioned");
-    void *tensor =
-        kind != NOT_DLPACK && ds_active() ? unconsumed_tensor(capsule, kind, caller) : NULL;
+    int kind = KIND_OF(name, "used_dltensor"), opened_kind = NOT_DLPACK;
+    void *tensor = NULL;
+    if (kind != NOT_DLPACK && ds_active()) {
+        tensor = take_opened(capsule, &opened_kind);
+        if (!tensor || opened_kind != kind)
+            tensor = unconsumed_tensor(capsule, kind, caller);
+    }
     errno = saved;
     int result = DS_REAL(wrap_SetName, real_SetName, "PyCapsule_SetName")(capsule, name);
     saved = errno;
@@ -105,8 +162,11 @@ static int wrap_SetDestructor(PyObject *capsule, capsule_destructor destructor)
     void *tensor = NULL;
     int kind = NOT_DLPACK;
     if (!destructor && ds_active()) {
-        kind = LEGACY;
-        tensor = unconsumed_tensor(capsule, kind, caller);
+        tensor = take_opened(capsule, &kind);
+        if (!tensor) {
+            kind = LEGACY;
+            tensor = unconsumed_tensor(capsule, kind, caller);
+        }
         if (!tensor) {
             kind = VERSIONED;
             tensor = unconsumed_tensor(capsule, kind, caller);
@@ -127,10 +187,16 @@ static void *wrapped_exchange_api(void *table);
 static void *wrap_GetPointer(PyObject *capsule, const char *name)
 {
     void *pointer = DS_REAL(wrap_GetPointer, real_GetPointer, "PyCapsule_GetPointer")(capsule, name);
-    int saved = errno;
-    if (pointer && name && !strcmp(name, "dlpack_exchange_api") && ds_active())
+    if (!pointer || !name || name[0] != 'd') /* neither name below */
+        return pointer;
+    int kind = KIND_OF(name, "dltensor");
+    if (kind != NOT_DLPACK) {
+        remember_opened(capsule, pointer, kind); /* plain stores: errno untouched */
+    } else if (!strcmp(name, "dlpack_exchange_api") && ds_active()) {
+        int saved = errno;
         pointer = wrapped_exchange_api(pointer);
-    errno = saved;
+        errno = saved;
+    }
     return pointer;
 }
 

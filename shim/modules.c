@@ -400,15 +400,12 @@ void ds_modules_refresh(void)
     pthread_rwlock_unlock(&lock);
 }
 
-/* The id of the module at addr; a module the walk has not seen yet is named
+/* ds_module_id_at past its memos, out of line so that the memo probe costs
+ * no more than it does.  A module the walk has not seen yet is named
  * through dladdr (and not memoized). */
-uint16_t ds_module_id_at(const void *addr)
+__attribute__((noinline)) static uint16_t module_id_slow(const void *addr, unsigned gen)
 {
     uintptr_t a = (uintptr_t)addr;
-    unsigned gen = atomic_load_explicit(&generation, memory_order_acquire);
-    for (int i = 0; i < DS_MODULE_MEMOS; i++)
-        if (module_memos[i].generation == gen && a >= module_memos[i].lo && a < module_memos[i].hi)
-            return module_memos[i].id;
     char name[DS_NAME_MAX];
     pthread_rwlock_rdlock(&lock);
     int m = mods ? module_at(a) : -1;
@@ -435,6 +432,16 @@ uint16_t ds_module_id_at(const void *addr)
     atomic_signal_fence(memory_order_seq_cst);
     memo->generation = gen;
     return id;
+}
+
+uint16_t ds_module_id_at(const void *addr)
+{
+    uintptr_t a = (uintptr_t)addr;
+    unsigned gen = atomic_load_explicit(&generation, memory_order_acquire);
+    for (int i = 0; i < DS_MODULE_MEMOS; i++)
+        if (module_memos[i].generation == gen && a >= module_memos[i].lo && a < module_memos[i].hi)
+            return module_memos[i].id;
+    return module_id_slow(addr, gen);
 }
 
 void ds_module_name_at(const void *addr, char *out, size_t cap)

@@ -98,11 +98,19 @@ __attribute__((noinline)) static void plain_copy(void *dst, const void *src, siz
 #endif
 
 /* The common case, tried first by ds_safe_read and ds_safe_write: every
- * page already proven, so a plain copy (errno untouched). */
-static bool copied_directly(void *local, const void *remote, size_t n, bool write_remote)
+ * page already proven, so a plain copy (errno untouched).  A range within
+ * one page (nearly every struct, shape and name) is a single probe: the
+ * cache holds only pages a syscall proved, and never page 0, whose slot
+ * starts out holding 0. */
+static inline bool copied_directly(void *local, const void *remote, size_t n, bool write_remote)
 {
-    if (n == 0 || !plausible(remote, n) ||
-        !cached(write_remote ? writable : readable, (uintptr_t)remote, n))
+    atomic_uintptr_t *cache = write_remote ? writable : readable;
+    uintptr_t a = (uintptr_t)remote, page = a / DS_PAGE;
+    bool proven = n - 1 < DS_PAGE - (a & (DS_PAGE - 1)) /* n > 0, and one page */
+                      ? page != 0 &&
+                            atomic_load_explicit(cache_slot(cache, page), memory_order_relaxed) == page
+                      : n != 0 && plausible(remote, n) && cached(cache, a, n);
+    if (!proven)
         return false;
     if (write_remote)
         plain_copy((void *)remote, local, n);
@@ -168,24 +176,32 @@ static size_t transfer(void *local, const void *remote, size_t n, bool write_rem
     return done;
 }
 
-size_t ds_safe_read(void *dst, const void *src, size_t n)
+/* The syscall paths, kept out of line: the direct path then needs no stack
+ * frame. */
+__attribute__((noinline)) static size_t read_through_kernel(void *dst, const void *src, size_t n)
 {
-    if (copied_directly(dst, src, n, false))
-        return n;
     int saved = errno;
     size_t r = transfer(dst, src, n, false);
     errno = saved;
     return r;
 }
 
-bool ds_safe_write(void *dst, const void *src, size_t n)
+__attribute__((noinline)) static bool write_through_kernel(void *dst, const void *src, size_t n)
 {
-    if (copied_directly((void *)src, dst, n, true))
-        return true;
     int saved = errno;
     bool ok = transfer((void *)src, dst, n, true) == n;
     errno = saved;
     return ok;
+}
+
+size_t ds_safe_read(void *dst, const void *src, size_t n)
+{
+    return copied_directly(dst, src, n, false) ? n : read_through_kernel(dst, src, n);
+}
+
+bool ds_safe_write(void *dst, const void *src, size_t n)
+{
+    return copied_directly((void *)src, dst, n, true) || write_through_kernel(dst, src, n);
 }
 
 void ds_safe_string(char *out, size_t cap, const char *s, const char *fallback)

@@ -265,7 +265,7 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     r->chained_deleter = chained;
     r->data = (uintptr_t)v.t.data + (uintptr_t)v.t.byte_offset;
     r->bytes = v.bytes;
-    r->t_export = stamp();
+    r->t_export = ds_event_wanted(DS_EV_RELEASE) ? stamp() : 0; /* only its events show it */
     r->producer = id;
     r->state = DS_EXPORTED;
     r->versioned = versioned;

@@ -1,10 +1,12 @@
 /* A program that exchanges DLPack tensors through (test-double) capsules
  * the way Python extensions do.  The Makefile links it as PIE, non-PIE,
  * -fno-plt and full RELRO; under the shim each must show an export, an
- * import and a release (GOT patching of the executable itself). */
+ * import and a release (GOT patching of the executable itself).  With the
+ * argument "reuse", the scenario of reuse() below. */
 #include <dlpack/dlpack.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fakepy.h"
 
@@ -40,8 +42,27 @@ static PyObject *produce(void)
     return PyCapsule_New(t, "dltensor", destructor);
 }
 
-int main(void)
+/* A consumer that opens one capsule, drops it, and renames another made at
+ * the same address without opening it: the rename's tensor is the second
+ * capsule's, never the first's.  Prints whether the address was reused. */
+static int reuse(void)
 {
+    PyObject *first = produce();
+    PyCapsule_GetPointer(first, "dltensor");
+    fake_capsule_free(first); /* unconsumed: its destructor releases the tensor */
+    PyObject *second = produce();
+    PyCapsule_SetName(second, "used_dltensor");
+    DLManagedTensor *t = PyCapsule_GetPointer(second, "used_dltensor");
+    t->deleter(t);
+    printf("reused=%d\n", first == second);
+    fake_capsule_free(second);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "reuse"))
+        return reuse();
     PyObject *capsule = produce();
     DLManagedTensor *t = PyCapsule_GetPointer(capsule, "dltensor");
     PyCapsule_SetName(capsule, "used_dltensor"); /* the consumer takes it */
