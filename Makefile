@@ -149,7 +149,8 @@ $(BUILD)/tests/capsule_%: tests/integration/progs/capsule_user.c $(BUILD)/tests/
 # dlopen, glibc's loader expands $ORIGIN with a word-wise strncmp that
 # valgrind reports.
 $(BUILD)/tests/libcapsule_user.so: tests/integration/progs/capsule_user.c $(BUILD)/tests/libfakepy.so
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -fPIC -shared -Dmain=capsule_main -Wno-missing-prototypes -o $@ $< \
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -fPIC -shared -Dmain=capsule_main \
+	    -Wno-missing-prototypes -o $@ $< \
 	    -L$(BUILD)/tests -lfakepy -Wl,-rpath,$(abspath $(BUILD))/tests $(VARIANT_LDFLAGS)
 
 $(BUILD)/tests/local_scope: tests/integration/progs/local_scope.c $(BUILD)/tests/libcapsule_user.so

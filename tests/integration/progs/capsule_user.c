@@ -28,9 +28,16 @@ static void destructor(PyObject *capsule)
         t->deleter(t);
 }
 
-static PyObject *produce(void)
+static void keep_tensor(DLManagedTensor *t)
 {
-    DLManagedTensor *t = calloc(1, sizeof(*t));
+    (void)t; /* a static tensor: nothing to free */
+}
+
+/* A capsule around `t` (NULL: a new tensor on the heap). */
+static PyObject *produce_in(DLManagedTensor *t)
+{
+    if (!t)
+        t = calloc(1, sizeof(*t));
     t->dl_tensor.data = data;
     t->dl_tensor.device.device_type = kDLCPU;
     t->dl_tensor.ndim = 1;
@@ -38,16 +45,24 @@ static PyObject *produce(void)
     t->dl_tensor.dtype.bits = 32;
     t->dl_tensor.dtype.lanes = 1;
     t->dl_tensor.shape = shape;
-    t->deleter = delete_tensor;
+    t->deleter = t->deleter ? t->deleter : delete_tensor;
     return PyCapsule_New(t, "dltensor", destructor);
+}
+
+static PyObject *produce(void)
+{
+    return produce_in(NULL);
 }
 
 /* A consumer that opens one capsule, drops it, and renames another made at
  * the same address without opening it: the rename's tensor is the second
- * capsule's, never the first's.  Prints whether the address was reused. */
+ * capsule's, never the first's.  The first tensor is static, so the second
+ * cannot reuse its address (sanitizer allocators hand a freed block straight
+ * back).  Prints whether the capsule's address was reused. */
 static int reuse(void)
 {
-    PyObject *first = produce();
+    static DLManagedTensor kept = {.deleter = keep_tensor};
+    PyObject *first = produce_in(&kept);
     PyCapsule_GetPointer(first, "dltensor");
     fake_capsule_free(first); /* unconsumed: its destructor releases the tensor */
     PyObject *second = produce();
