@@ -79,8 +79,9 @@ static void *unconsumed_tensor(PyObject *capsule, int kind, const void *caller)
  * third of a rename's cost.  Cleared when taken and when a capsule is made
  * at its address (the opened one was freed), so that one is asked afresh.
  * Not seen: a capsule made there outside the hooks (ctypes) and renamed
- * without being opened first, which no consumer does.  Per thread; a signal handler that opens a capsule between the reads
- * below changes `capsule` first and last, so the reader sees it. */
+ * without being opened first, which no consumer does.  Per thread; a
+ * signal handler that opens a capsule between the reads below changes
+ * `capsule` first and last, so the reader sees it. */
 typedef struct {
     PyObject *capsule;
     void *tensor;

@@ -39,11 +39,16 @@ static atomic_uintptr_t *cache_slot(atomic_uintptr_t *cache, uintptr_t page)
     return &cache[(page ^ (page >> 10)) & (DS_PAGE_CACHE - 1)];
 }
 
+static inline bool page_proven(atomic_uintptr_t *cache, uintptr_t page)
+{
+    return atomic_load_explicit(cache_slot(cache, page), memory_order_relaxed) == page;
+}
+
 static bool cached(atomic_uintptr_t *cache, uintptr_t a, size_t n)
 {
     uintptr_t first = a / DS_PAGE, last = (a + n - 1) / DS_PAGE;
     for (uintptr_t p = first; p <= last; p++)
-        if (atomic_load_explicit(cache_slot(cache, p), memory_order_relaxed) != p)
+        if (!page_proven(cache, p))
             return false;
     return true;
 }
@@ -106,10 +111,9 @@ static inline bool copied_directly(void *local, const void *remote, size_t n, bo
 {
     atomic_uintptr_t *cache = write_remote ? writable : readable;
     uintptr_t a = (uintptr_t)remote, page = a / DS_PAGE;
-    bool proven = n - 1 < DS_PAGE - (a & (DS_PAGE - 1)) /* n > 0, and one page */
-                      ? page != 0 &&
-                            atomic_load_explicit(cache_slot(cache, page), memory_order_relaxed) == page
-                      : n != 0 && plausible(remote, n) && cached(cache, a, n);
+    bool one_page = n - 1 < DS_PAGE - (a & (DS_PAGE - 1)); /* n > 0, and within one page */
+    bool proven = one_page ? page != 0 && page_proven(cache, page)
+                           : n != 0 && plausible(remote, n) && cached(cache, a, n);
     if (!proven)
         return false;
     if (write_remote)
