@@ -95,7 +95,7 @@ static bool data_bytes(const ds_tensor_view *v, uint64_t *out)
 
 #define WHY(...) (ds_fmt(why, why_cap, __VA_ARGS__), false)
 
-static bool check_tensor(ds_tensor_view *v, char *why, size_t why_cap)
+static bool check_tensor(ds_tensor_view *v, bool keep_strides, char *why, size_t why_cap)
 {
     DLTensor *t = &v->t;
     const int64_t *shape = t->shape, *strides = t->strides;
@@ -116,10 +116,15 @@ static bool check_tensor(ds_tensor_view *v, char *why, size_t why_cap)
         if (v->shape[i] < 0)
             return WHY("shape[%d] is %lld, below zero", i, (long long)v->shape[i]);
     if (strides) {
-        if (ds_safe_read(v->strides, strides, span) != span)
+        /* Only an event shows the strides: otherwise proving them readable
+         * is enough, and a page already proven needs no copy. */
+        bool proven = !keep_strides && span && ds_within_proven_page(ds_readable_pages, strides, span);
+        if (!proven && ds_safe_read(v->strides, strides, span) != span)
             return WHY("the strides array at %p is not readable", (const void *)strides);
-        t->strides = v->strides;
-        v->has_strides = true;
+        if (!proven) {
+            t->strides = v->strides;
+            v->has_strides = true;
+        }
     }
     if (!known_device((int32_t)t->device.device_type))
         return WHY("device type %d is not a DLPack device type", (int)t->device.device_type);
@@ -141,8 +146,15 @@ static bool check_tensor(ds_tensor_view *v, char *why, size_t why_cap)
 bool ds_dlpack_read_struct(const void *p, bool versioned, ds_tensor_view *v, char *why,
                            size_t why_cap)
 {
-    memset(v, 0, offsetof(ds_tensor_view, shape));
+    /* Field by field: a memset of the header was a `rep stos`, slow to
+     * start for so few bytes.  The arrays are written only as filled. */
     v->versioned = versioned;
+    v->readable = v->tensor_valid = v->has_strides = false;
+    v->major = v->minor = 0;
+    v->flags = 0;
+    v->deleter = NULL;
+    v->t = (DLTensor){0};
+    v->bytes = 0;
     if (!p)
         return WHY("the tensor pointer is NULL");
     if (versioned) {
@@ -171,9 +183,9 @@ bool ds_dlpack_read_struct(const void *p, bool versioned, ds_tensor_view *v, cha
     return true;
 }
 
-bool ds_dlpack_check(ds_tensor_view *v, char *why, size_t why_cap)
+bool ds_dlpack_check(ds_tensor_view *v, bool keep_strides, char *why, size_t why_cap)
 {
-    v->tensor_valid = check_tensor(v, why, why_cap);
+    v->tensor_valid = check_tensor(v, keep_strides, why, why_cap);
     if (!v->tensor_valid)
         v->bytes = 0; /* a size computed from broken fields means nothing */
     return v->tensor_valid;

@@ -10,9 +10,14 @@
 
 #include "internal.h"
 
-bool ds_event_wanted(int id)
+atomic_uint ds_outputs;
+
+void ds_outputs_set(unsigned which, bool open)
 {
-    return (ds_log_enabled() || ds_trace_enabled()) && (ds_cfg.events & (1u << id));
+    if (open)
+        atomic_fetch_or_explicit(&ds_outputs, which, memory_order_relaxed);
+    else
+        atomic_fetch_and_explicit(&ds_outputs, ~which, memory_order_relaxed);
 }
 
 /* Room kept for the closing brackets, "}" and "\n". */

@@ -153,7 +153,20 @@ void ds_trace_after_fork(void);
 void ds_trace_close(void); /* writes the closing "]" */
 
 /* ---- event.c: builds one event as a JSON object or an aligned text line - */
-bool ds_event_wanted(int id);
+/* The outputs open now (DS_OUT_* bits), kept by log.c and trace.c as they
+ * open and close them, so that asking whether an event is wanted (several
+ * times per handoff) is two loads in the caller, not a call. */
+enum { DS_OUT_LOG = 1, DS_OUT_TRACE = 2 };
+extern atomic_uint ds_outputs;
+void ds_outputs_set(unsigned which, bool open);
+static inline bool ds_output_open_now(void)
+{
+    return atomic_load_explicit(&ds_outputs, memory_order_relaxed) != 0;
+}
+static inline bool ds_event_wanted(int id)
+{
+    return ds_output_open_now() && (ds_cfg.events & (1u << id));
+}
 void ds_ev_begin(ds_ev *e, int id);
 /* The same, building into a caller's buffer (the summary is large). */
 void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap);
@@ -173,10 +186,51 @@ void ds_ev_end(ds_ev *e);
 size_t ds_json_escape(char *out, size_t cap, const char *s, size_t n);
 
 /* ---- safe_mem.c: reading and writing memory the program handed us ------- */
+/* Pages a syscall proved readable or writable, by page number in a small
+ * direct-mapped cache (safe_mem.c says why and what it trades).  Declared
+ * here so that the common case, a range within one proven page, is decided
+ * in the caller: a handoff makes about ten such accesses. */
+#define DS_PAGE 4096u
+#define DS_PAGE_CACHE 1024u /* entries per cache, a power of two */
+extern atomic_uintptr_t ds_readable_pages[DS_PAGE_CACHE], ds_writable_pages[DS_PAGE_CACHE];
+
+static inline bool ds_page_proven(atomic_uintptr_t *cache, uintptr_t page)
+{
+    atomic_uintptr_t *slot = &cache[(page ^ (page >> 10)) & (DS_PAGE_CACHE - 1)];
+    return atomic_load_explicit(slot, memory_order_relaxed) == page;
+}
+
+/* n > 0 bytes at `p` lie within one proven page.  Page 0 never counts: its
+ * slot starts out holding 0. */
+static inline bool ds_within_proven_page(atomic_uintptr_t *cache, const void *p, size_t n)
+{
+    uintptr_t a = (uintptr_t)p, page = a / DS_PAGE;
+    return n - 1 < DS_PAGE - (a & (DS_PAGE - 1)) && page != 0 && ds_page_proven(cache, page);
+}
+
+/* A copy of bytes already proven accessible (never instrumented, see
+ * safe_mem.c), and the general paths through the kernel. */
+void ds_plain_copy(void *dst, const void *src, size_t n);
+size_t ds_safe_read_any(void *dst, const void *src, size_t n);
+bool ds_safe_write_any(void *dst, const void *src, size_t n);
+
 /* Copies up to n bytes; stops at the first unreadable byte.  Returns the
  * count copied.  Never faults. */
-size_t ds_safe_read(void *dst, const void *src, size_t n);
-bool ds_safe_write(void *dst, const void *src, size_t n);
+static inline size_t ds_safe_read(void *dst, const void *src, size_t n)
+{
+    if (!ds_within_proven_page(ds_readable_pages, src, n))
+        return ds_safe_read_any(dst, src, n);
+    ds_plain_copy(dst, src, n);
+    return n;
+}
+
+static inline bool ds_safe_write(void *dst, const void *src, size_t n)
+{
+    if (!ds_within_proven_page(ds_writable_pages, dst, n))
+        return ds_safe_write_any(dst, src, n);
+    ds_plain_copy(dst, src, n);
+    return true;
+}
 /* Reads a NUL-terminated string of at most cap-1 bytes; NULL or unreadable
  * gives `fallback`. */
 void ds_safe_string(char *out, size_t cap, const char *s, const char *fallback);
@@ -184,12 +238,13 @@ void ds_safe_string(char *out, size_t cap, const char *s, const char *fallback);
 /* ---- dlpack.c: reading, checking and naming DLPack structures ----------- */
 /* Reading the managed tensor at `p` takes two steps, so that a caller may
  * stop after the first: the struct itself (v->readable, the deleter and the
- * DLTensor's fields as they are), then the DLTensor checked and its shape and
- * strides copied.  Each returns true when all is well; otherwise `why` holds
- * one sentence naming the first problem. */
+ * DLTensor's fields as they are), then the DLTensor checked and its shape
+ * copied, and its strides too when `keep_strides` (else they may only be
+ * proven readable: v->has_strides says which).  Each returns true when all
+ * is well; otherwise `why` holds one sentence naming the first problem. */
 bool ds_dlpack_read_struct(const void *p, bool versioned, ds_tensor_view *v, char *why,
                            size_t why_cap);
-bool ds_dlpack_check(ds_tensor_view *v, char *why, size_t why_cap);
+bool ds_dlpack_check(ds_tensor_view *v, bool keep_strides, char *why, size_t why_cap);
 void ds_dtype_name(char *out, size_t cap, DLDataType d);
 void ds_device_name(char *out, size_t cap, DLDevice d);
 /* Flag names, e.g. {"read_only","is_copied"}; returns how many. */
@@ -212,6 +267,9 @@ ds_record *ds_reg_find(uintptr_t key);
 /* Lock held.  A cleared record with `key` (replacing any record with that
  * key), or NULL when the table is full of live records. */
 ds_record *ds_reg_insert(uintptr_t key);
+/* Lock held: `r`, found by ds_reg_find, cleared for a new record with its
+ * key (what ds_reg_insert would return, without probing again). */
+ds_record *ds_reg_renew(ds_record *r);
 /* Lock held: records were changed; returns the registry's new version. */
 uint64_t ds_reg_changed(void);
 /* Any thread, no lock: equal to an earlier answer when no record changed

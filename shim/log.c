@@ -143,6 +143,7 @@ void ds_log_open(const char *spec)
     log_is_pipe = fd >= 0 && fd_is_pipe(fd);
     set_buffer(fd);
     atomic_store(&log_fd, fd);
+    ds_outputs_set(DS_OUT_LOG, fd >= 0);
 }
 
 void ds_log_after_fork(void)

@@ -166,6 +166,14 @@ ds_record *ds_reg_insert(uintptr_t key)
     return r;
 }
 
+ds_record *ds_reg_renew(ds_record *r)
+{
+    uintptr_t key = r->key;
+    memset(r, 0, sizeof(*r));
+    r->key = key;
+    return r;
+}
+
 void ds_reg_foreach(void (*fn)(const ds_record *r, void *arg), void *arg)
 {
     for (size_t i = 0; i < cap; i++)

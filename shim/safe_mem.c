@@ -25,30 +25,24 @@
 
 #include "internal.h"
 
-#define DS_PAGE 4096u
 #define DS_IOV_MAX 8
-#define DS_PAGE_CACHE 1024u /* entries per cache, a power of two */
 
 static atomic_bool syscalls_refused;
 
-/* Page numbers proven accessible; 0 never is (page 0 is never mapped). */
-static atomic_uintptr_t readable[DS_PAGE_CACHE], writable[DS_PAGE_CACHE];
+/* Page numbers proven accessible; 0 never is (page 0 is never mapped).  The
+ * probe (ds_page_proven) is inline in internal.h. */
+atomic_uintptr_t ds_readable_pages[DS_PAGE_CACHE], ds_writable_pages[DS_PAGE_CACHE];
 
 static atomic_uintptr_t *cache_slot(atomic_uintptr_t *cache, uintptr_t page)
 {
     return &cache[(page ^ (page >> 10)) & (DS_PAGE_CACHE - 1)];
 }
 
-static inline bool page_proven(atomic_uintptr_t *cache, uintptr_t page)
-{
-    return atomic_load_explicit(cache_slot(cache, page), memory_order_relaxed) == page;
-}
-
 static bool cached(atomic_uintptr_t *cache, uintptr_t a, size_t n)
 {
     uintptr_t first = a / DS_PAGE, last = (a + n - 1) / DS_PAGE;
     for (uintptr_t p = first; p <= last; p++)
-        if (!page_proven(cache, p))
+        if (!ds_page_proven(cache, p))
             return false;
     return true;
 }
@@ -87,8 +81,8 @@ static bool plausible(const void *p, size_t n)
 #endif
 #endif
 #ifdef DS_NO_ASAN
-__attribute__((no_sanitize("address"), noinline)) static void plain_copy(void *dst, const void *src,
-                                                                        size_t n)
+__attribute__((no_sanitize("address"), noinline)) void ds_plain_copy(void *dst, const void *src,
+                                                                    size_t n)
 {
     volatile unsigned char *d = dst;
     const volatile unsigned char *s = src;
@@ -96,30 +90,24 @@ __attribute__((no_sanitize("address"), noinline)) static void plain_copy(void *d
         d[i] = s[i];
 }
 #else
-__attribute__((noinline)) static void plain_copy(void *dst, const void *src, size_t n)
+__attribute__((noinline)) void ds_plain_copy(void *dst, const void *src, size_t n)
 {
     memcpy(dst, src, n);
 }
 #endif
 
-/* The common case, tried first by ds_safe_read and ds_safe_write: every
- * page already proven, so a plain copy (errno untouched).  A range within
- * one page (nearly every struct, shape and name) is a single probe: the
- * cache holds only pages a syscall proved, and never page 0, whose slot
- * starts out holding 0. */
-static inline bool copied_directly(void *local, const void *remote, size_t n, bool write_remote)
+/* A range over several pages, every one already proven: a plain copy
+ * (errno untouched).  A range within one page was tried by the caller
+ * (ds_safe_read and ds_safe_write in internal.h). */
+static bool copied_directly(void *local, const void *remote, size_t n, bool write_remote)
 {
-    atomic_uintptr_t *cache = write_remote ? writable : readable;
-    uintptr_t a = (uintptr_t)remote, page = a / DS_PAGE;
-    bool one_page = n - 1 < DS_PAGE - (a & (DS_PAGE - 1)); /* n > 0, and within one page */
-    bool proven = one_page ? page != 0 && page_proven(cache, page)
-                           : n != 0 && plausible(remote, n) && cached(cache, a, n);
-    if (!proven)
+    atomic_uintptr_t *cache = write_remote ? ds_writable_pages : ds_readable_pages;
+    if (n == 0 || !plausible(remote, n) || !cached(cache, (uintptr_t)remote, n))
         return false;
     if (write_remote)
-        plain_copy((void *)remote, local, n);
+        ds_plain_copy((void *)remote, local, n);
     else
-        plain_copy(local, remote, n);
+        ds_plain_copy(local, remote, n);
     return true;
 }
 
@@ -130,7 +118,7 @@ static size_t transfer(void *local, const void *remote, size_t n, bool write_rem
 {
     if (n == 0 || !plausible(remote, n))
         return 0;
-    atomic_uintptr_t *cache = write_remote ? writable : readable;
+    atomic_uintptr_t *cache = write_remote ? ds_writable_pages : ds_readable_pages;
     size_t done = 0;
     while (done < n && !atomic_load_explicit(&syscalls_refused, memory_order_relaxed)) {
         struct iovec liov = {(char *)local + done, 0};
@@ -172,40 +160,32 @@ static size_t transfer(void *local, const void *remote, size_t n, bool write_rem
         if (chunk > n - done)
             chunk = n - done;
         if (write_remote)
-            plain_copy((void *)a, (char *)local + done, chunk);
+            ds_plain_copy((void *)a, (char *)local + done, chunk);
         else
-            plain_copy((char *)local + done, (const void *)a, chunk);
+            ds_plain_copy((char *)local + done, (const void *)a, chunk);
         done += chunk;
     }
     return done;
 }
 
-/* The syscall paths, kept out of line: the direct path then needs no stack
- * frame. */
-__attribute__((noinline)) static size_t read_through_kernel(void *dst, const void *src, size_t n)
+size_t ds_safe_read_any(void *dst, const void *src, size_t n)
 {
+    if (copied_directly(dst, src, n, false))
+        return n;
     int saved = errno;
     size_t r = transfer(dst, src, n, false);
     errno = saved;
     return r;
 }
 
-__attribute__((noinline)) static bool write_through_kernel(void *dst, const void *src, size_t n)
+bool ds_safe_write_any(void *dst, const void *src, size_t n)
 {
+    if (copied_directly((void *)src, dst, n, true))
+        return true;
     int saved = errno;
     bool ok = transfer((void *)src, dst, n, true) == n;
     errno = saved;
     return ok;
-}
-
-size_t ds_safe_read(void *dst, const void *src, size_t n)
-{
-    return copied_directly(dst, src, n, false) ? n : read_through_kernel(dst, src, n);
-}
-
-bool ds_safe_write(void *dst, const void *src, size_t n)
-{
-    return copied_directly((void *)src, dst, n, true) || write_through_kernel(dst, src, n);
 }
 
 void ds_safe_string(char *out, size_t cap, const char *s, const char *fallback)
@@ -218,7 +198,7 @@ void ds_safe_string(char *out, size_t cap, const char *s, const char *fallback)
         const char *p = s + got;
         size_t to_page_end = DS_PAGE - ((uintptr_t)p & (DS_PAGE - 1));
         size_t want = to_page_end < cap - 1 - got ? to_page_end : cap - 1 - got;
-        if (plausible(p, want) && cached(readable, (uintptr_t)p, 1)) {
+        if (plausible(p, want) && cached(ds_readable_pages, (uintptr_t)p, 1)) {
             size_t k = 0;
             while (k < want && p[k])
                 out[got + k] = p[k], k++;

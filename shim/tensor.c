@@ -39,7 +39,7 @@ static void **deleter_field(void *managed, bool versioned)
  * a quarter of a tracked handoff). */
 static uint64_t stamp(void)
 {
-    return ds_log_enabled() || ds_trace_enabled() ? ds_now_ns() : ds_now_coarse_ns();
+    return ds_output_open_now() ? ds_now_ns() : ds_now_coarse_ns();
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -178,6 +178,7 @@ static uint32_t fingerprint(const ds_tensor_view *v)
     _Static_assert(sizeof(DLTensor) % 8 == 0, "DLTensor hashed in 8-byte words");
     uint64_t w[sizeof(DLTensor) / 8], h = v->flags;
     memcpy(w, &v->t, sizeof(w));
+#pragma GCC unroll 8
     for (size_t i = 0; i < DS_ARRAY_LEN(w); i++)
         h = (h ^ w[i]) * 0x9E3779B97F4A7C15ull;
     return (uint32_t)(h >> 32);
@@ -210,7 +211,7 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     uint32_t print = ok ? fingerprint(&v) : 0;
     if (ok && v.deleter == trampoline(versioned) && seen_from_another_layer(m, id, print))
         return;
-    if (!ok || !ds_dlpack_check(&v, why, sizeof(why))) {
+    if (!ok || !ds_dlpack_check(&v, ds_event_wanted(DS_EV_EXPORT), why, sizeof(why))) {
         char detail[DS_DETAIL_MAX + DS_NAME_MAX + 64];
         ds_fmt(detail, sizeof(detail), "%s exported a malformed %s tensor: %s", name,
                versioned ? "versioned" : "legacy", why);
@@ -253,8 +254,8 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
         ds_reg_unlock();
         return;
     }
-    if (!live)
-        r = ds_reg_insert((uintptr_t)m);
+    if (!live) /* a released record at the address is replaced */
+        r = r ? ds_reg_renew(r) : ds_reg_insert((uintptr_t)m);
     if (!r) {
         ds_reg_unlock();
         ds_stats_untracked();

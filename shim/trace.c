@@ -87,9 +87,10 @@ void ds_trace_open(const char *spec)
     len += n == (size_t)-1 ? 0 : n;
     len += ds_fmt(head + len, sizeof(head) - len, " (pid %d)\"}}", ds_pid());
     struct iovec iov = {head, len};
-    if (write_all(fd, &iov, 1))
+    if (write_all(fd, &iov, 1)) {
         atomic_store(&trace_fd, fd);
-    else
+        ds_outputs_set(DS_OUT_TRACE, true);
+    } else
         close(fd);
 }
 
@@ -98,6 +99,7 @@ void ds_trace_after_fork(void)
     int old = atomic_exchange(&trace_fd, -1);
     if (old < 0)
         return;
+    ds_outputs_set(DS_OUT_TRACE, false);
     close(old); /* the parent's descriptor; the parent keeps its own */
     if (per_pid)
         ds_trace_open(trace_spec);
@@ -108,6 +110,7 @@ void ds_trace_close(void)
     int fd = atomic_exchange(&trace_fd, -1);
     if (fd < 0)
         return;
+    ds_outputs_set(DS_OUT_TRACE, false);
     struct iovec iov = {(char *)"\n]\n", 3};
     write_all(fd, &iov, 1);
     /* Left open: a thread still inside ds_trace_event may hold it. */

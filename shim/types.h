@@ -97,7 +97,8 @@ typedef struct ds_tensor_view {
     DLTensor t;             /* shape/strides point into the arrays below */
     bool has_strides;
     uint64_t bytes;         /* logical size; 0 when unknown */
-    /* Last, so that clearing a view need not touch them. */
+    /* Written only as filled.  Every field above is set, one by one, by
+     * ds_dlpack_read_struct: a new field must be set there too. */
     int64_t shape[DS_MAX_NDIM];
     int64_t strides[DS_MAX_NDIM];
 } ds_tensor_view;

@@ -63,7 +63,8 @@ def test_double_import(dlshim):
 
 
 MALFORMED = ["negative_ndim", "huge_ndim", "null_shape", "negative_extent", "null_data",
-             "unknown_device", "unknown_dtype", "zero_bits", "bad_shape_pointer"]
+             "unknown_device", "unknown_dtype", "zero_bits", "bad_shape_pointer",
+             "bad_strides_pointer"]
 
 
 @pytest.mark.parametrize("kind", MALFORMED)
@@ -78,6 +79,18 @@ def test_malformed_tensor(dlshim, kind):
     # Still tracked: the consumer's import and the release are seen.
     assert len(r.of("import")) == 1
     assert len(r.of("release")) == 1
+
+
+def test_strides_checked_when_no_event_shows_them(dlshim):
+    # With no export event wanted, the strides are only proven readable, not
+    # copied (issue 9): an unreadable array must still be reported.
+    env = {"DLSHIM_EVENTS": "violation,import,release"}
+    r = dlshim.consumer("malformed", "bad_strides_pointer", env=env)
+    assert r.rc == 0 and not r.of("export")
+    [v] = r.violations("malformed_tensor")
+    assert v["tensor"] == r.of("import")[0]["tensor"] and len(r.of("release")) == 1
+    ok = dlshim.consumer("clean", env=env)
+    assert ok.rc == 0 and not ok.violations() and len(ok.of("import")) == 1
 
 
 def test_future_major_version_only_deleter_used(dlshim):

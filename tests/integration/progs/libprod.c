@@ -119,6 +119,8 @@ DLManagedTensor *prod_make_malformed(const char *kind)
         d->dtype.bits = 0;
     else if (!strcmp(kind, "bad_shape_pointer"))
         d->shape = (int64_t *)(uintptr_t)0x10;
+    else if (!strcmp(kind, "bad_strides_pointer"))
+        d->strides = (int64_t *)(uintptr_t)0xdead0000;
     return t;
 }
 
