@@ -33,13 +33,15 @@ static void **deleter_field(void *managed, bool versioned)
                      : (void **)&((DLManagedTensor *)managed)->deleter;
 }
 
-/* Export and release times: shown in events and violation details, and
- * ordering evictions.  With no output at all only the order matters, and
- * the tick clock costs a fraction of the precise one (a VM's vDSO clock was
- * a quarter of a tracked handoff). */
-static uint64_t stamp(void)
+/* A release's stamp: its time, shown in events and violation details, and
+ * the order of evictions.  With no output open nothing shows the time, and
+ * the registry's version, just counted up for this release, orders as well
+ * as a clock and costs nothing (even the tick clock was a tenth of a
+ * release).  The kind of stamp changes only when the outputs do, at exit
+ * (the trace closed): releases after that merely look oldest. */
+static uint64_t release_stamp(uint64_t version)
 {
-    return ds_output_open_now() ? ds_now_ns() : ds_now_coarse_ns();
+    return ds_output_open_now() ? ds_now_ns() : version;
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -266,7 +268,7 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     r->chained_deleter = chained;
     r->data = (uintptr_t)v.t.data + (uintptr_t)v.t.byte_offset;
     r->bytes = v.bytes;
-    r->t_export = ds_event_wanted(DS_EV_RELEASE) ? stamp() : 0; /* only its events show it */
+    r->t_export = ds_event_wanted(DS_EV_RELEASE) ? ds_now_ns() : 0; /* only its events show it */
     r->producer = id;
     r->state = DS_EXPORTED;
     r->versioned = versioned;
@@ -442,8 +444,7 @@ static void release(void *m, bool versioned)
     bool consumed = r->state == DS_IMPORTED;
     deleter_fn chained = (deleter_fn)r->chained_deleter;
     r->state = DS_RELEASED;
-    r->t_release = stamp();
-    ds_reg_changed();
+    r->t_release = release_stamp(ds_reg_changed());
     record_copy c = copy_of(r);
     ds_reg_unlock();
     ds_copies_share_removed(c.tensor);

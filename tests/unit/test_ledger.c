@@ -309,9 +309,40 @@ static void test_eviction_keeps_live_records(void **state)
     free(log);
 }
 
+/* With no output open, releases are stamped with the registry's version
+ * instead of a clock (issue 9): an eviction still drops the older half of
+ * the released records and keeps the newer.  (A tick clock stamped a burst
+ * of releases alike, and the whole burst was evicted.)  Runs first, so that
+ * the registry holds only this test's records. */
+static void test_eviction_order_without_output(void **state)
+{
+    (void)state;
+    const char *env[] = {"DLSHIM_MAX_RECORDS=1024", NULL};
+    harness_init(env);
+    ds_log_open("off");
+    enum { N = 3000 };
+    static DLManagedTensor many[N];
+    uint64_t evicted = ds_reg_evicted();
+    int i = 0;
+    for (; i < N && ds_reg_evicted() == evicted; i++) {
+        make(&many[i]);
+        ds_tensor_export(&many[i], false, "p"); /* the 1025th evicts */
+        ds_tensor_import(&many[i], false, "c");
+        many[i].deleter(&many[i]);
+    }
+    assert_true(i > 2 && i < N);
+    uint64_t before = ds_stats_violations();
+    many[i - 2].deleter(&many[i - 2]); /* released last before: kept, forwarded (warn) */
+    assert_int_equal(deleted, i + 1);
+    many[0].deleter(&many[0]); /* released first: evicted, not forwarded */
+    assert_int_equal(deleted, i + 1);
+    assert_int_equal(ds_stats_violations() - before, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_eviction_order_without_output, setup), /* first */
         cmocka_unit_test_setup(test_full_cycle, setup),
         cmocka_unit_test_setup(test_versioned_cycle, setup),
         cmocka_unit_test_setup(test_release_without_import, setup),
