@@ -194,10 +194,14 @@ size_t ds_json_escape(char *out, size_t cap, const char *s, size_t n);
 #define DS_PAGE_CACHE 1024u /* entries per cache, a power of two */
 extern atomic_uintptr_t ds_readable_pages[DS_PAGE_CACHE], ds_writable_pages[DS_PAGE_CACHE];
 
+static inline atomic_uintptr_t *ds_page_slot(atomic_uintptr_t *cache, uintptr_t page)
+{
+    return &cache[(page ^ (page >> 10)) & (DS_PAGE_CACHE - 1)];
+}
+
 static inline bool ds_page_proven(atomic_uintptr_t *cache, uintptr_t page)
 {
-    atomic_uintptr_t *slot = &cache[(page ^ (page >> 10)) & (DS_PAGE_CACHE - 1)];
-    return atomic_load_explicit(slot, memory_order_relaxed) == page;
+    return atomic_load_explicit(ds_page_slot(cache, page), memory_order_relaxed) == page;
 }
 
 /* n > 0 bytes at `p` lie within one proven page.  Page 0 never counts: its

@@ -30,13 +30,9 @@
 static atomic_bool syscalls_refused;
 
 /* Page numbers proven accessible; 0 never is (page 0 is never mapped).  The
- * probe (ds_page_proven) is inline in internal.h. */
+ * slot and the probe (ds_page_slot, ds_page_proven) are inline in
+ * internal.h. */
 atomic_uintptr_t ds_readable_pages[DS_PAGE_CACHE], ds_writable_pages[DS_PAGE_CACHE];
-
-static atomic_uintptr_t *cache_slot(atomic_uintptr_t *cache, uintptr_t page)
-{
-    return &cache[(page ^ (page >> 10)) & (DS_PAGE_CACHE - 1)];
-}
 
 static bool cached(atomic_uintptr_t *cache, uintptr_t a, size_t n)
 {
@@ -50,7 +46,7 @@ static bool cached(atomic_uintptr_t *cache, uintptr_t a, size_t n)
 static void remember(atomic_uintptr_t *cache, uintptr_t a, size_t n)
 {
     for (uintptr_t p = a / DS_PAGE; p <= (a + n - 1) / DS_PAGE; p++)
-        atomic_store_explicit(cache_slot(cache, p), p, memory_order_relaxed);
+        atomic_store_explicit(ds_page_slot(cache, p), p, memory_order_relaxed);
 }
 
 static bool page_mapped(uintptr_t addr)

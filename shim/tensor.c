@@ -36,9 +36,9 @@ static void **deleter_field(void *managed, bool versioned)
 /* A release's stamp: its time, shown in events and violation details, and
  * the order of evictions.  With no output open nothing shows the time, and
  * the registry's version, just counted up for this release, orders as well
- * as a clock and costs nothing (even the tick clock was a tenth of a
- * release).  The kind of stamp changes only when the outputs do, at exit
- * (the trace closed): releases after that merely look oldest. */
+ * as a clock and costs nothing (the tick clock was a fifth of a release's
+ * instructions).  The kind of stamp changes only when the outputs do, at
+ * exit (the trace closed): releases after that merely look oldest. */
 static uint64_t release_stamp(uint64_t version)
 {
     return ds_output_open_now() ? ds_now_ns() : version;
