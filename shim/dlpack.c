@@ -118,10 +118,9 @@ static bool check_tensor(ds_tensor_view *v, bool keep_strides, char *why, size_t
     if (strides) {
         /* Only an event shows the strides: otherwise proving them readable
          * is enough, and a page already proven needs no copy. */
-        bool proven = !keep_strides && span && ds_within_proven_page(ds_readable_pages, strides, span);
-        if (!proven && ds_safe_read(v->strides, strides, span) != span)
-            return WHY("the strides array at %p is not readable", (const void *)strides);
-        if (!proven) {
+        if (keep_strides || !ds_within_proven_page(ds_readable_pages, strides, span)) {
+            if (ds_safe_read(v->strides, strides, span) != span)
+                return WHY("the strides array at %p is not readable", (const void *)strides);
             t->strides = v->strides;
             v->has_strides = true;
         }
