@@ -94,6 +94,25 @@ typedef struct {
 static DS_TLS module_memo module_memos[DS_MODULE_MEMOS];
 static DS_TLS unsigned module_memo_next;
 
+/* In front of those, the answer for one exact address, by a hash of it:
+ * the addresses asked about are return addresses and hooked functions, a
+ * few call sites asked again and again, and one compare costs less than
+ * searching the ranges (a quarter of a capsule wrapper).  Two sites that
+ * share a slot take turns in it and fall back on the ranges. */
+typedef struct {
+    uintptr_t addr;
+    unsigned generation;
+    uint16_t id;
+} site_memo;
+#define DS_SITE_MEMOS 8 /* a power of two; 128 bytes of TLS */
+static DS_TLS site_memo site_memos[DS_SITE_MEMOS];
+
+static site_memo *site_slot(uintptr_t a)
+{
+    return &site_memos[(a * 0x9E3779B97F4A7C15ull) >> 61];
+}
+_Static_assert(DS_SITE_MEMOS == 8, "site_slot takes the hash's top 3 bits");
+
 static void bump_generation(void)
 {
     if (atomic_fetch_add_explicit(&generation, 1, memory_order_release) + 1 == 0)
@@ -434,14 +453,38 @@ __attribute__((noinline)) static uint16_t module_id_slow(const void *addr, unsig
     return id;
 }
 
+static void site_remember(site_memo *site, uintptr_t a, unsigned gen, uint16_t id)
+{
+    site->generation = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    site->addr = a;
+    site->id = id;
+    atomic_signal_fence(memory_order_seq_cst);
+    site->generation = gen;
+}
+
+/* ds_module_id_at past the exact address: the ranges, then the walk. */
+__attribute__((noinline)) static uint16_t module_id_of_range(uintptr_t a, unsigned gen,
+                                                             site_memo *site)
+{
+    for (int i = 0; i < DS_MODULE_MEMOS; i++) {
+        const module_memo *m = &module_memos[i];
+        if (m->generation == gen && a >= m->lo && a < m->hi) {
+            site_remember(site, a, gen, m->id);
+            return m->id;
+        }
+    }
+    return module_id_slow((const void *)a, gen);
+}
+
 uint16_t ds_module_id_at(const void *addr)
 {
     uintptr_t a = (uintptr_t)addr;
     unsigned gen = atomic_load_explicit(&generation, memory_order_acquire);
-    for (int i = 0; i < DS_MODULE_MEMOS; i++)
-        if (module_memos[i].generation == gen && a >= module_memos[i].lo && a < module_memos[i].hi)
-            return module_memos[i].id;
-    return module_id_slow(addr, gen);
+    const site_memo *site = site_slot(a);
+    if (site->addr == a && site->generation == gen)
+        return site->id;
+    return module_id_of_range(a, gen, site_slot(a)); /* the slot, writable */
 }
 
 void ds_module_name_at(const void *addr, char *out, size_t cap)

@@ -46,7 +46,15 @@ static uint64_t release_stamp(uint64_t version)
 
 /* ---- events ------------------------------------------------------------- */
 
-static void emit_export(void *m, const ds_tensor_view *v, const char *producer,
+/* The name the events and violations show: `name` as the program gave it
+ * (the table may hold it as "other"), else the interned one, looked up only
+ * when something shows it. */
+static const char *shown_name(const char *name, uint16_t id)
+{
+    return name ? name : ds_name(id);
+}
+
+static void emit_export(void *m, const ds_tensor_view *v, const char *name, uint16_t id,
                         const ds_alloc_info *alloc, uintptr_t copied_from)
 {
     if (!ds_event_wanted(DS_EV_EXPORT))
@@ -57,7 +65,7 @@ static void emit_export(void *m, const ds_tensor_view *v, const char *producer,
     ds_ev_begin(&e, DS_EV_EXPORT);
     ds_ev_hex(&e, "tensor", (uintptr_t)m);
     ds_ev_bool(&e, "versioned", v->versioned);
-    ds_ev_str(&e, "producer", producer);
+    ds_ev_str(&e, "producer", shown_name(name, id));
     ds_ev_hex(&e, "data", (uintptr_t)v->t.data);
     ds_ev_uint(&e, "byte_offset", v->t.byte_offset);
     ds_device_name(device, sizeof(device), v->t.device);
@@ -204,7 +212,7 @@ static bool seen_from_another_layer(void *m, uint16_t id, uint32_t print)
 }
 
 /* id: the interned name (which may be "other" when the table is full);
- * name: the name itself, for the events. */
+ * name: the name itself, for the events, or NULL for ds_name(id). */
 static void export_tensor(void *m, bool versioned, uint16_t id, const char *name)
 {
     char why[DS_DETAIL_MAX];
@@ -215,8 +223,8 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
         return;
     if (!ok || !ds_dlpack_check(&v, ds_event_wanted(DS_EV_EXPORT), why, sizeof(why))) {
         char detail[DS_DETAIL_MAX + DS_NAME_MAX + 64];
-        ds_fmt(detail, sizeof(detail), "%s exported a malformed %s tensor: %s", name,
-               versioned ? "versioned" : "legacy", why);
+        ds_fmt(detail, sizeof(detail), "%s exported a malformed %s tensor: %s",
+               shown_name(name, id), versioned ? "versioned" : "legacy", why);
         ds_violation(DS_VIO_MALFORMED_TENSOR, "tensor", (uintptr_t)m, detail);
         if (!v.readable)
             return; /* nothing there to track */
@@ -261,7 +269,7 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     if (!r) {
         ds_reg_unlock();
         ds_stats_untracked();
-        emit_export(m, &v, name, linked ? &alloc : NULL, copied_from);
+        emit_export(m, &v, name, id, linked ? &alloc : NULL, copied_from);
         return;
     }
     r->orig_deleter = orig;
@@ -286,7 +294,7 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     remember(r);
     ds_reg_unlock();
     ds_copies_share_added((uintptr_t)m, data, v.bytes);
-    emit_export(m, &v, name, linked ? &alloc : NULL, copied_from);
+    emit_export(m, &v, name, id, linked ? &alloc : NULL, copied_from);
 }
 
 /* A name from the program, copied through the no-fault reader into `out`
@@ -305,11 +313,12 @@ void ds_tensor_export(void *m, bool versioned, const char *producer)
 
 void ds_tensor_export_by(void *m, bool versioned, uint16_t producer)
 {
-    export_tensor(m, versioned, producer, ds_name(producer));
+    export_tensor(m, versioned, producer, NULL);
 }
 
 /* ---- import ------------------------------------------------------------- */
 
+/* As export_tensor. */
 static void import_tensor(void *m, bool versioned, uint16_t id, const char *name)
 {
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
@@ -340,7 +349,8 @@ static void import_tensor(void *m, bool versioned, uint16_t id, const char *name
             if (c.consumer == id)
                 return; /* one import seen from two layers (at::fromDLPack, then the capsule) */
             ds_fmt(detail, sizeof(detail),
-                   "%s imported tensor %p from %s, which %s had already imported", name, m,
+                   "%s imported tensor %p from %s, which %s had already imported",
+                   shown_name(name, id), m,
                    ds_name(c.producer), ds_name(c.consumer));
             ds_violation(DS_VIO_DOUBLE_IMPORT, "tensor", (uintptr_t)m, detail);
             return;
@@ -355,7 +365,7 @@ static void import_tensor(void *m, bool versioned, uint16_t id, const char *name
                 ds_fmt(detail, sizeof(detail),
                        "%s imported tensor %p from %s %llu us after its deleter ran; "
                        "its memory may already be reused",
-                       name, m, ds_name(c.producer),
+                       shown_name(name, id), m, ds_name(c.producer),
                        (unsigned long long)((ds_now_ns() - c.t_release) / 1000));
                 ds_violation(DS_VIO_IMPORT_AFTER_RELEASE, "tensor", (uintptr_t)m, detail);
                 return;
@@ -374,7 +384,7 @@ void ds_tensor_import(void *m, bool versioned, const char *consumer)
 
 void ds_tensor_import_by(void *m, bool versioned, uint16_t consumer)
 {
-    import_tensor(m, versioned, consumer, ds_name(consumer));
+    import_tensor(m, versioned, consumer, NULL);
 }
 
 /* ---- release (the trampolines) ------------------------------------------ */

@@ -1,8 +1,12 @@
 """make bench's programs and runner work (their timings are never judged):
 each program runs with and without the shim and reports what bench/run reads."""
+import importlib.machinery
+import importlib.util
 import json
 import os
 import subprocess
+
+import pytest
 
 from conftest import BUILD, PRELOAD_FIRST, ROOT, SIMDEV, SYSTEM_PYTHON
 
@@ -49,7 +53,7 @@ def test_python_exchange_loop_is_zero_copy_under_the_shim(dlshim):
 def test_runner_reports_every_group(tmp_path):
     out = tmp_path / "results.json"
     p = subprocess.run([SYSTEM_PYTHON, str(ROOT / "bench" / "run"), "--build", str(BUILD),
-                        "--quick", "--repeat", "1", "--out", str(out),
+                        "--quick", "--repeat", "1", "--out", str(out), "--no-instructions",
                         "--preload-first", PRELOAD_FIRST],
                        capture_output=True, text=True, timeout=600,
                        env={**os.environ, "ASAN_OPTIONS": "detect_leaks=0"})
@@ -57,3 +61,29 @@ def test_runner_reports_every_group(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert {r["group"][:2] for r in rows} == {"1.", "2.", "3.", "4.", "5."}
     assert all("target" not in r or "pass" in r for r in rows)
+
+
+def load_runner():
+    loader = importlib.machinery.SourceFileLoader("bench_run", str(ROOT / "bench" / "run"))
+    spec = importlib.util.spec_from_loader("bench_run", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+# The instruction row's counter, on the annotation API's cycle (torch under
+# callgrind takes minutes): runs of 1,000 and 3,000 cycles differ by exactly
+# the cycles' instructions, and the shim's bookkeeping is among them.
+@pytest.mark.skipif(PRELOAD_FIRST != "", reason="valgrind does not run a sanitizer's runtime")
+def test_runner_counts_instructions_with_callgrind():
+    runner = load_runner()
+    cmd = [str(BENCH / "calls"), "cycle"]
+
+    def per_cycle(shim):
+        a, b = (runner.callgrind_instructions(cmd + [str(n)], {}, str(BUILD), shim)
+                for n in (1000, 3000))
+        return (b - a) / 2000
+
+    base, shim = per_cycle(False), per_cycle(True)
+    assert base > 0
+    assert shim - base > 100  # a ledger export, import and release, with the lock

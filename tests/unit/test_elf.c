@@ -201,6 +201,28 @@ static void test_malformed_images(void **state)
     assert_null(ds_elf_string(&m, 1000));
 }
 
+/* Each address is named by the module holding it, however the addresses
+ * asked about share the per-thread memo of exact addresses: 128 addresses
+ * in two modules, asked in turn, three times over, share its few slots. */
+static char in_this_program[64 * 64];
+
+static void test_module_of_each_address(void **state)
+{
+    (void)state;
+    ds_modules_refresh();
+    Dl_info libc;
+    assert_true(dladdr((void *)&strlen, &libc) && libc.dli_fbase);
+    const char *in_libc = (const char *)libc.dli_fbase + 4096; /* its first segment */
+    uint16_t program = ds_module_id_at(in_this_program);
+    uint16_t c = ds_module_id_at(in_libc);
+    assert_int_not_equal(program, c);
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < 64; i++) {
+            assert_int_equal(ds_module_id_at(&in_this_program[i * 64]), program);
+            assert_int_equal(ds_module_id_at(in_libc + i * 64), c);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_reloaded_module_is_patched_again),
         cmocka_unit_test(test_relro_stays_read_only),
         cmocka_unit_test(test_malformed_images),
+        cmocka_unit_test(test_module_of_each_address),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,6 +57,39 @@ static void test_write_respects_protection(void **state)
     munmap(p, PAGE);
 }
 
+/* Every length and alignment of a copy within a proven page (the plain
+ * copy in words, its last word overlapping) copies exactly those bytes. */
+static void test_every_length_copied_exactly(void **state)
+{
+    (void)state;
+    char *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    for (int i = 0; i < PAGE; i++)
+        p[i] = (char)(i * 7 + 1);
+    char out[256 + 16];
+    assert_int_equal(ds_safe_read(out, p, 8), 8); /* proves the page */
+    for (size_t n = 0; n <= 256; n++)
+        for (size_t off = 0; off < 16; off++) {
+            memset(out, '#', sizeof(out));
+            assert_int_equal(ds_safe_read(out, p + off, n), n);
+            assert_memory_equal(out, p + off, n);
+            for (size_t i = n; i < sizeof(out); i++)
+                assert_int_equal(out[i], '#');
+        }
+    char in[256];
+    for (size_t i = 0; i < sizeof(in); i++)
+        in[i] = (char)(255 - i);
+    assert_true(ds_safe_write(p, in, 8)); /* proves it writable */
+    for (size_t n = 1; n <= 256; n++) {
+        memset(p + 100, '#', n + 16);
+        assert_true(ds_safe_write(p + 100, in, n));
+        assert_memory_equal(p + 100, in, n);
+        for (size_t i = n; i < n + 16; i++)
+            assert_int_equal(p[100 + i], '#');
+    }
+    munmap(p, PAGE);
+}
+
 static void test_strings(void **state)
 {
     (void)state;
@@ -89,6 +122,7 @@ int main(void)
         cmocka_unit_test(test_garbage_addresses),
         cmocka_unit_test(test_write_respects_protection),
         cmocka_unit_test(test_strings),
+        cmocka_unit_test(test_every_length_copied_exactly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
