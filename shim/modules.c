@@ -482,8 +482,12 @@ uint16_t ds_module_id_at(const void *addr)
     uintptr_t a = (uintptr_t)addr;
     unsigned gen = atomic_load_explicit(&generation, memory_order_acquire);
     const site_memo *site = site_slot(a);
+    /* The id first: a signal handler that refills the slot after this read
+     * changes the address, and one before it left a consistent slot. */
+    uint16_t id = site->id;
+    atomic_signal_fence(memory_order_seq_cst);
     if (site->addr == a && site->generation == gen)
-        return site->id;
+        return id;
     return module_id_of_range(a, gen, site_slot(a)); /* the slot, writable */
 }
 
