@@ -148,6 +148,14 @@ ds_record *ds_reg_find(uintptr_t key)
     return r->key ? r : NULL;
 }
 
+/* `r` emptied for a new record under `key`. */
+static ds_record *cleared(ds_record *r, uintptr_t key)
+{
+    memset(r, 0, sizeof(*r));
+    r->key = key;
+    return r;
+}
+
 ds_record *ds_reg_insert(uintptr_t key)
 {
     if (!table || key == 0)
@@ -161,17 +169,12 @@ ds_record *ds_reg_insert(uintptr_t key)
         r = probe(table, cap, key);
         used++;
     }
-    memset(r, 0, sizeof(*r));
-    r->key = key;
-    return r;
+    return cleared(r, key);
 }
 
 ds_record *ds_reg_renew(ds_record *r)
 {
-    uintptr_t key = r->key;
-    memset(r, 0, sizeof(*r));
-    r->key = key;
-    return r;
+    return cleared(r, r->key);
 }
 
 void ds_reg_foreach(void (*fn)(const ds_record *r, void *arg), void *arg)

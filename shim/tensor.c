@@ -230,16 +230,16 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
             return; /* nothing there to track */
     }
 
-    /* The tracked allocation the data lies in, if any (looked up before the
-     * registry lock: the two locks are never held together). */
+    /* Where the data starts, and the tracked allocation it lies in, if any
+     * (looked up before the registry lock: the two locks are never held
+     * together). */
+    uintptr_t data = (uintptr_t)v.t.data + (uintptr_t)v.t.byte_offset, copied_from = 0;
     ds_alloc_info alloc;
-    bool linked = v.tensor_valid && v.t.data &&
-                  ds_alloc_lookup((uintptr_t)v.t.data + (uintptr_t)v.t.byte_offset, &alloc);
+    bool linked = v.tensor_valid && v.t.data && ds_alloc_lookup(data, &alloc);
 
     /* Filled by a copy from another tracked buffer just before: a copy for
      * the consumer, whatever the flags say (e.g. __dlpack__(dl_device=cpu)
      * on a device tensor). */
-    uintptr_t data = (uintptr_t)v.t.data + (uintptr_t)v.t.byte_offset, copied_from = 0;
     if (v.tensor_valid && v.t.data && v.bytes)
         ds_copies_filled_by_copy(data, v.bytes, &copied_from);
 
@@ -274,7 +274,7 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     }
     r->orig_deleter = orig;
     r->chained_deleter = chained;
-    r->data = (uintptr_t)v.t.data + (uintptr_t)v.t.byte_offset;
+    r->data = data;
     r->bytes = v.bytes;
     r->t_export = ds_event_wanted(DS_EV_RELEASE) ? ds_now_ns() : 0; /* only its events show it */
     r->producer = id;
