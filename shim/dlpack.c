@@ -142,39 +142,48 @@ static bool check_tensor(ds_tensor_view *v, bool keep_strides, char *why, size_t
     return true;
 }
 
+/* A view of nothing read: what a struct that could not be read shows. */
+static void unread(ds_tensor_view *v)
+{
+    v->readable = false;
+    v->deleter = NULL;
+    v->t = (DLTensor){0};
+}
+
 bool ds_dlpack_read_struct(const void *p, bool versioned, ds_tensor_view *v, char *why,
                            size_t why_cap)
 {
     /* Field by field: a memset of the header was a `rep stos`, slow to
-     * start for so few bytes.  The arrays are written only as filled. */
+     * start for so few bytes.  The fields a read fills are cleared only
+     * when it fails, and the arrays only as filled. */
     v->versioned = versioned;
-    v->readable = v->tensor_valid = v->has_strides = false;
+    v->tensor_valid = v->has_strides = false;
     v->major = v->minor = 0;
     v->flags = 0;
-    v->deleter = NULL;
-    v->t = (DLTensor){0};
     v->bytes = 0;
     if (!p)
-        return WHY("the tensor pointer is NULL");
+        return unread(v), WHY("the tensor pointer is NULL");
     if (versioned) {
         DLManagedTensorVersioned m;
         if (ds_safe_read(&m, p, sizeof(m)) != sizeof(m))
-            return WHY("the tensor's memory at %p is not readable", p);
+            return unread(v), WHY("the tensor's memory at %p is not readable", p);
         v->readable = true;
         v->deleter = (void *)m.deleter;
         v->major = m.version.major;
         v->minor = m.version.minor;
         v->flags = m.flags;
-        if (m.version.major > DLSHIM_DLPACK_MAJOR)
+        if (m.version.major == 0 || m.version.major > DLSHIM_DLPACK_MAJOR) {
+            v->t = (DLTensor){0}; /* the version does not say what follows */
+            if (m.version.major == 0)
+                return WHY("a versioned tensor announces major version 0");
             return WHY("DLPack major version %u is above %u, so only its deleter may be used",
                        (unsigned)m.version.major, DLSHIM_DLPACK_MAJOR);
-        if (m.version.major == 0)
-            return WHY("a versioned tensor announces major version 0");
+        }
         v->t = m.dl_tensor;
     } else {
         DLManagedTensor m;
         if (ds_safe_read(&m, p, sizeof(m)) != sizeof(m))
-            return WHY("the tensor's memory at %p is not readable", p);
+            return unread(v), WHY("the tensor's memory at %p is not readable", p);
         v->readable = true;
         v->deleter = (void *)m.deleter;
         v->t = m.dl_tensor;

@@ -21,8 +21,12 @@ static ds_spin lock;
 static atomic_uint_fast64_t version; /* written with the lock held */
 static DS_TLS bool holding;  /* this thread holds `lock` (ds_holds_lock: any lock) */
 
-static ds_record *table;
-static size_t cap;   /* slots, a power of two */
+/* Until ds_reg_init maps the table (or where it could not), one empty slot:
+ * a lookup misses there without a test of its own.  A lookup of key 0 also
+ * misses without one: the table always has an empty slot. */
+static ds_record no_records[1];
+static ds_record *table = no_records;
+static size_t cap = 1; /* slots, a power of two */
 static size_t used;  /* records in the table */
 static size_t max_records = 1u << 20;
 static uint64_t evicted;
@@ -93,9 +97,10 @@ static ds_record *probe(ds_record *t, size_t n, uintptr_t key)
 void ds_reg_init(size_t max)
 {
     max_records = max;
-    if (!table) {
-        table = map_slots(DS_INITIAL_SLOTS);
-        cap = table ? DS_INITIAL_SLOTS : 0;
+    ds_record *mapped = table == no_records ? map_slots(DS_INITIAL_SLOTS) : NULL;
+    if (mapped) {
+        table = mapped;
+        cap = DS_INITIAL_SLOTS;
     }
 }
 
@@ -140,10 +145,9 @@ static bool evict_released(void)
     return rebuild(cap, lo + (hi - lo) / 2 + 1);
 }
 
-ds_record *ds_reg_find(uintptr_t key)
+/* Inline where it is used (one probe on every handoff and release). */
+inline ds_record *ds_reg_find(uintptr_t key)
 {
-    if (!table || key == 0)
-        return NULL;
     ds_record *r = probe(table, cap, key);
     return r->key ? r : NULL;
 }
@@ -158,7 +162,7 @@ static ds_record *cleared(ds_record *r, uintptr_t key)
 
 ds_record *ds_reg_insert(uintptr_t key)
 {
-    if (!table || key == 0)
+    if (table == no_records || key == 0)
         return NULL;
     ds_record *r = probe(table, cap, key);
     if (r->key == 0) {

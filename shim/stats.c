@@ -12,16 +12,17 @@
 
 #define DS_PAIRS_MAX 256
 
+/* A share is counted once, in its pair: the totals are the sums, taken at
+ * exit, and zero-copy shares are the shares that were not copies. */
 typedef struct {
     uint16_t producer, consumer;
-    uint64_t shares, zero_copy, copies, bytes, bytes_copied, roundtrips;
+    uint64_t shares, copies, bytes, bytes_copied, roundtrips;
 } pair;
 
 static struct {
-    uint64_t shares, zero_copy, copies, bytes_shared, bytes_copied;
     pair pairs[DS_PAIRS_MAX];
     int npairs;
-    uint64_t pairs_overflow; /* shares whose pair did not fit the table */
+    pair overflow; /* the shares whose pair did not fit the table */
 } st;
 
 static atomic_uint_fast64_t violations[DS_VIO_COUNT];
@@ -52,24 +53,12 @@ void ds_stats_roundtrip(uint16_t from_owner, uint16_t to_owner)
 
 void ds_stats_share(uint16_t producer, uint16_t consumer, uint64_t bytes, bool zero_copy)
 {
-    st.shares++;
-    st.bytes_shared += bytes;
-    if (zero_copy) {
-        st.zero_copy++;
-    } else {
-        st.copies++;
-        st.bytes_copied += bytes;
-    }
     pair *p = pair_of(producer, consumer);
-    if (!p) {
-        st.pairs_overflow++;
-        return;
-    }
+    if (!p)
+        p = &st.overflow;
     p->shares++;
     p->bytes += bytes;
-    if (zero_copy) {
-        p->zero_copy++;
-    } else {
+    if (!zero_copy) {
         p->copies++;
         p->bytes_copied += bytes;
     }
@@ -137,7 +126,7 @@ static void write_text_pairs(const pair *pairs, int n)
                             "dlshim:   %-20s %-20s %8llu %9llu %7llu %14llu %14llu %10llu\n",
                             ds_name(pairs[i].producer), ds_name(pairs[i].consumer),
                             (unsigned long long)pairs[i].shares,
-                            (unsigned long long)pairs[i].zero_copy,
+                            (unsigned long long)(pairs[i].shares - pairs[i].copies),
                             (unsigned long long)pairs[i].copies,
                             (unsigned long long)pairs[i].bytes,
                             (unsigned long long)pairs[i].bytes_copied,
@@ -162,11 +151,18 @@ void ds_summary_write(void)
 
     ds_ev e;
     ds_ev_begin_buf(&e, DS_EV_SUMMARY, summary_buf, sizeof(summary_buf));
-    ds_ev_uint(&e, "shares", snap.shares);
-    ds_ev_uint(&e, "zero_copy", snap.zero_copy);
-    ds_ev_uint(&e, "copies", snap.copies);
-    ds_ev_uint(&e, "bytes_shared", snap.bytes_shared);
-    ds_ev_uint(&e, "bytes_copied", snap.bytes_copied);
+    pair total = snap.overflow;
+    for (int i = 0; i < snap.npairs; i++) {
+        total.shares += snap.pairs[i].shares;
+        total.copies += snap.pairs[i].copies;
+        total.bytes += snap.pairs[i].bytes;
+        total.bytes_copied += snap.pairs[i].bytes_copied;
+    }
+    ds_ev_uint(&e, "shares", total.shares);
+    ds_ev_uint(&e, "zero_copy", total.shares - total.copies);
+    ds_ev_uint(&e, "copies", total.copies);
+    ds_ev_uint(&e, "bytes_shared", total.bytes);
+    ds_ev_uint(&e, "bytes_copied", total.bytes_copied);
     ds_ev_uint(&e, "outstanding", outstanding);
     ds_ev_open(&e, "violations", '{');
     for (int k = 0; k < DS_VIO_COUNT; k++) {
@@ -201,7 +197,7 @@ void ds_summary_write(void)
             ds_ev_str(&e, "producer", ds_name(p->producer));
             ds_ev_str(&e, "consumer", ds_name(p->consumer));
             ds_ev_uint(&e, "shares", p->shares);
-            ds_ev_uint(&e, "zero_copy", p->zero_copy);
+            ds_ev_uint(&e, "zero_copy", p->shares - p->copies);
             ds_ev_uint(&e, "copies", p->copies);
             ds_ev_uint(&e, "bytes", p->bytes);
             ds_ev_uint(&e, "bytes_copied", p->bytes_copied);
@@ -209,7 +205,7 @@ void ds_summary_write(void)
             ds_ev_close(&e);
         }
         ds_ev_close(&e);
-        ds_ev_uint(&e, "pairs_omitted", (uint64_t)(snap.npairs - shown) + snap.pairs_overflow);
+        ds_ev_uint(&e, "pairs_omitted", (uint64_t)(snap.npairs - shown) + snap.overflow.shares);
         ds_ev_end(&e);
         return;
     }

@@ -54,11 +54,10 @@ static const char *shown_name(const char *name, uint16_t id)
     return name ? name : ds_name(id);
 }
 
+/* Called when the event is wanted. */
 static void emit_export(void *m, const ds_tensor_view *v, const char *name, uint16_t id,
                         const ds_alloc_info *alloc, uintptr_t copied_from)
 {
-    if (!ds_event_wanted(DS_EV_EXPORT))
-        return;
     char device[32], dtype[32];
     const char *flags[64];
     ds_ev e;
@@ -116,10 +115,9 @@ static bool on_a_device(int32_t type)
            type == kDLCUDAManaged;
 }
 
+/* Called when the event is wanted. */
 static void emit_import(const record_copy *r)
 {
-    if (!ds_event_wanted(DS_EV_IMPORT))
-        return;
     ds_ev e;
     ds_ev_begin(&e, DS_EV_IMPORT);
     ds_ev_hex(&e, "tensor", r->tensor);
@@ -130,10 +128,9 @@ static void emit_import(const record_copy *r)
     ds_ev_end(&e);
 }
 
+/* Called when the event is wanted. */
 static void emit_release(const record_copy *r, bool consumed)
 {
-    if (!ds_event_wanted(DS_EV_RELEASE))
-        return;
     ds_ev e;
     ds_ev_begin(&e, DS_EV_RELEASE);
     ds_ev_hex(&e, "tensor", r->tensor);
@@ -221,7 +218,8 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     uint32_t print = ok ? fingerprint(&v) : 0;
     if (ok && v.deleter == trampoline(versioned) && seen_from_another_layer(m, id, print))
         return;
-    if (!ok || !ds_dlpack_check(&v, ds_event_wanted(DS_EV_EXPORT), why, sizeof(why))) {
+    bool show = ds_event_wanted(DS_EV_EXPORT); /* asked once: it decides three things */
+    if (!ok || !ds_dlpack_check(&v, show, why, sizeof(why))) {
         char detail[DS_DETAIL_MAX + DS_NAME_MAX + 64];
         ds_fmt(detail, sizeof(detail), "%s exported a malformed %s tensor: %s",
                shown_name(name, id), versioned ? "versioned" : "legacy", why);
@@ -269,7 +267,8 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     if (!r) {
         ds_reg_unlock();
         ds_stats_untracked();
-        emit_export(m, &v, name, id, linked ? &alloc : NULL, copied_from);
+        if (show)
+            emit_export(m, &v, name, id, linked ? &alloc : NULL, copied_from);
         return;
     }
     r->orig_deleter = orig;
@@ -294,7 +293,8 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     remember(r);
     ds_reg_unlock();
     ds_copies_share_added((uintptr_t)m, data, v.bytes);
-    emit_export(m, &v, name, id, linked ? &alloc : NULL, copied_from);
+    if (show)
+        emit_export(m, &v, name, id, linked ? &alloc : NULL, copied_from);
 }
 
 /* A name from the program, copied through the no-fault reader into `out`
@@ -334,13 +334,21 @@ static void import_tensor(void *m, bool versioned, uint16_t id, const char *name
             r->consumer = id;
             ds_stats_share(r->producer, r->consumer, r->bytes, !r->copied);
             remember(r);
-            record_copy c = copy_of(r);
+            /* The whole record only where something reads it: an event, or
+             * the sync model for device memory. */
+            uintptr_t base = r->alloc_base;
+            uint32_t generation = r->alloc_generation;
+            bool show = ds_event_wanted(DS_EV_IMPORT), device = on_a_device(r->device_type);
+            record_copy c;
+            if (show || device)
+                c = copy_of(r);
             ds_reg_unlock();
-            if (c.alloc_base)
-                ds_alloc_share(c.alloc_base, c.alloc_generation, +1);
-            if (on_a_device(c.device_type))
+            if (base)
+                ds_alloc_share(base, generation, +1);
+            if (device)
                 ds_sync_import(c.tensor, c.data, c.bytes, ds_name(c.producer), ds_name(c.consumer));
-            emit_import(&c);
+            if (show)
+                emit_import(&c);
             return;
         }
         record_copy c = r ? copy_of(r) : (record_copy){0};
@@ -455,14 +463,20 @@ static void release(void *m, bool versioned)
     deleter_fn chained = (deleter_fn)r->chained_deleter;
     r->state = DS_RELEASED;
     r->t_release = release_stamp(ds_reg_changed());
-    record_copy c = copy_of(r);
+    uintptr_t base = r->alloc_base;
+    uint32_t generation = r->alloc_generation;
+    bool show = ds_event_wanted(DS_EV_RELEASE);
+    record_copy c;
+    if (show) /* the whole record only for the event */
+        c = copy_of(r);
     ds_reg_unlock();
-    ds_copies_share_removed(c.tensor);
-    emit_release(&c, consumed);
+    ds_copies_share_removed((uintptr_t)m);
+    if (show)
+        emit_release(&c, consumed);
     /* The share ends before the producer's deleter runs: that deleter may
      * well free the buffer itself. */
-    if (consumed && c.alloc_base)
-        ds_alloc_share(c.alloc_base, c.alloc_generation, -1);
+    if (consumed && base)
+        ds_alloc_share(base, generation, -1);
     errno = saved;
     if (orig)
         forward(m, orig, chained);

@@ -64,7 +64,7 @@ def test_double_import(dlshim):
 
 MALFORMED = ["negative_ndim", "huge_ndim", "null_shape", "negative_extent", "null_data",
              "unknown_device", "unknown_dtype", "zero_bits", "bad_shape_pointer",
-             "bad_strides_pointer"]
+             "bad_strides_pointer", "strides_past_shape_page"]
 
 
 @pytest.mark.parametrize("kind", MALFORMED)
@@ -81,11 +81,13 @@ def test_malformed_tensor(dlshim, kind):
     assert len(r.of("release")) == 1
 
 
-def test_strides_checked_when_no_event_shows_them(dlshim):
+@pytest.mark.parametrize("kind", ["bad_strides_pointer", "strides_past_shape_page"])
+def test_strides_checked_when_no_event_shows_them(dlshim, kind):
     # With no export event wanted, the strides are only proven readable, not
-    # copied (issue 9): an unreadable array must still be reported.
+    # copied (issue 9): an unreadable array must still be reported, also one
+    # that starts on the shape's page (readable) and ends on the next.
     env = {"DLSHIM_EVENTS": "violation,import,release"}
-    r = dlshim.consumer("malformed", "bad_strides_pointer", env=env)
+    r = dlshim.consumer("malformed", kind, env=env)
     assert r.rc == 0 and not r.of("export")
     [v] = r.violations("malformed_tensor")
     assert v["tensor"] == r.of("import")[0]["tensor"] and len(r.of("release")) == 1

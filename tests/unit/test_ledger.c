@@ -339,6 +339,29 @@ static void test_eviction_order_without_output(void **state)
     assert_int_equal(ds_stats_violations() - before, 2);
 }
 
+/* A share is counted only in its producer -> consumer pair; the summary's
+ * totals are the sums.  Shares whose pair does not fit the table (256
+ * pairs) must still be in the totals. */
+static void test_summary_totals_include_shares_past_the_pair_table(void **state)
+{
+    (void)state;
+    ds_stats_after_fork(); /* a fresh account, and a summary not yet written */
+    ds_reg_lock();
+    for (int i = 0; i < 300; i++) /* 300 pairs: 44 past the table */
+        ds_stats_share(1, (uint16_t)(i + 1), 10, i % 3 != 0);
+    ds_reg_unlock();
+    ds_summary_write();
+    char *log = harness_read_log();
+    const char *summary = strstr(log, "\"event\":\"summary\"");
+    assert_non_null(summary);
+    assert_non_null(strstr(summary, "\"shares\":300,"));
+    assert_non_null(strstr(summary, "\"zero_copy\":200,"));
+    assert_non_null(strstr(summary, "\"copies\":100,"));
+    assert_non_null(strstr(summary, "\"bytes_shared\":3000,"));
+    assert_non_null(strstr(summary, "\"bytes_copied\":1000,"));
+    free(log);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -357,6 +380,7 @@ int main(void)
         cmocka_unit_test_setup(test_replaced_deleter_is_the_new_producers, setup),
         cmocka_unit_test_setup(test_null_deleter, setup),
         cmocka_unit_test_setup(test_eviction_keeps_live_records, setup),
+        cmocka_unit_test_setup(test_summary_totals_include_shares_past_the_pair_table, setup),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
 }

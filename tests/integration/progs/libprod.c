@@ -2,6 +2,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "prod.h"
 
@@ -93,6 +94,23 @@ DLManagedTensorVersioned *prod_make_future_version(void)
     return t;
 }
 
+/* The shape at the end of a readable page and the strides right after it,
+ * running on into a page that is not: readable where they start, not where
+ * they end.  The two pages are never unmapped (a test process). */
+static void strides_past_shape_page(DLTensor *d)
+{
+    long page = 4096;
+    char *p = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED || mprotect(p + page, (size_t)page, PROT_NONE) != 0)
+        abort();
+    int64_t *shape = (int64_t *)(p + page - 3 * sizeof(int64_t));
+    memcpy(shape, d->shape, 2 * sizeof(int64_t));
+    d->shape = shape;
+    d->strides = shape + 2; /* its second element is on the PROT_NONE page */
+    d->strides[0] = d->shape[1];
+}
+
 DLManagedTensor *prod_make_malformed(const char *kind)
 {
     ctx *c = make_ctx(2, 3);
@@ -121,6 +139,8 @@ DLManagedTensor *prod_make_malformed(const char *kind)
         d->shape = (int64_t *)(uintptr_t)0x10;
     else if (!strcmp(kind, "bad_strides_pointer"))
         d->strides = (int64_t *)(uintptr_t)0xdead0000;
+    else if (!strcmp(kind, "strides_past_shape_page"))
+        strides_past_shape_page(d);
     return t;
 }
 
