@@ -30,8 +30,12 @@ SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's: libpython linked into the execut
 EMBED = EXT_DIR / "embed"           # the same interpreter through libpython3.x.so
 
 
-def parse_jsonl(text, where="log"):
-    """Every line must be one JSON object with the common fields."""
+def parse_jsonl(text, where="log", torn_tail=False):
+    """Every line must be one JSON object with the common fields.  With
+    torn_tail, a last line without its newline (a write the end of the
+    process cut short, docs/reliability.md) is left out."""
+    if torn_tail and text and not text.endswith("\n"):
+        text = text[:text.rfind("\n") + 1]
     events = []
     for n, line in enumerate(text.splitlines(), 1):
         ev = json.loads(line)
@@ -89,8 +93,9 @@ class Runner:
         self.tmp = tmp_path
         self.counter = itertools.count()
 
-    def run(self, args, shim=True, env=None, log=True, timeout=120):
-        """Runs args; with shim, under LD_PRELOAD with jsonl to a fresh file."""
+    def run(self, args, shim=True, env=None, log=True, timeout=120, torn_tail=False):
+        """Runs args; with shim, under LD_PRELOAD with jsonl to a fresh file
+        (torn_tail: see parse_jsonl)."""
         e = base_env()
         log_path = self.tmp / f"events-{next(self.counter)}.jsonl"
         if shim:
@@ -106,7 +111,7 @@ class Runner:
                               text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         events = []
         if shim and log and log_path.exists():
-            events = parse_jsonl(log_path.read_text(), str(log_path))
+            events = parse_jsonl(log_path.read_text(), str(log_path), torn_tail)
         r = Result(proc, events)
         r.log_path = log_path
         return r

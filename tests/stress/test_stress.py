@@ -123,8 +123,9 @@ def test_module_loaded_and_unloaded_in_a_loop(dlshim, how):
 def test_leaving_while_threads_exchange(dlshim, how, rc, written):
     # Every line written at once: abort and a dying process lose the log
     # buffer by design (docs/reliability.md), and the export count below is
-    # the proof that the threads were exchanging when the process left.
-    r = stress(dlshim, "leave", how, 8, 200, env={"DLSHIM_LOG_BUFFER": "0"})
+    # the proof that the threads were exchanging when the process left.  The
+    # line being written as the process ends may be cut short (same page).
+    r = stress(dlshim, "leave", how, 8, 200, env={"DLSHIM_LOG_BUFFER": "0"}, torn_tail=True)
     assert r.rc == rc, r.stderr  # and it ended: no deadlock (the timeout)
     found = len(r.of("summary"))
     assert found == written if written is not None else found <= 1
