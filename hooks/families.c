@@ -17,7 +17,7 @@ void ds_hooks_install(void)
     if (wanted(DS_HOOK_PYTHON))
         ds_python_capsule_install();
     if (wanted(DS_HOOK_TORCH))
-        ds_torch_install();
+        ds_torch_install(wanted(DS_HOOK_PYTHON));
     if (wanted(DS_HOOK_CUDA)) {
         ds_cuda_runtime_install();
         ds_cuda_driver_install();

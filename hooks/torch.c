@@ -10,10 +10,16 @@
  *   at::fromDLPack(…, std::function<void(void*)>)  both pointer constnesses
  *   at::fromDLPackVersioned(DLManagedTensorVersioned*) [, std::function]
  * An export's producer and an import's consumer are the module defining the
- * function ("torch").  Python's torch.to_dlpack / from_dlpack reach these
- * too, around the capsule calls: the ledger merges the two views into one
- * export and one import (same tensor, same side).
- * Leaves out: inlined calls inside libtorch itself (no GOT entry).
+ * function ("torch").
+ * Leaves out: inlined calls inside libtorch itself (no GOT entry), and, while
+ * the Python capsule family is on, the calls of PyTorch's Python binding
+ * (libtorch_python): its every at::toDLPack goes into a capsule and its
+ * every at::fromDLPack consumes one (torch.to_dlpack / from_dlpack), so the
+ * capsule hooks record the same handoffs.  Wrapped there as well, each
+ * would be seen twice: the ledger merged the two views into one export and
+ * one import, at ~300 of the ~2,300 instructions the shim added to a
+ * torch -> numpy -> torch round trip (docs/performance.md, tenth round).
+ * A pointer to these functions from dlsym is still wrapped, whoever asks.
  *
  * x86-64 C++ ABI: at::Tensor is returned through a hidden pointer (first
  * argument, returned in rax) and std::function is passed by reference, so
@@ -131,7 +137,7 @@ static const ds_got_hook hooks[] = {
      (void *)wrap_from_versioned_fn, (void **)&real_from_versioned_fn, NULL},
 };
 
-void ds_torch_install(void)
+void ds_torch_install(bool capsules_hooked)
 {
-    ds_got_hooks_add(hooks, DS_ARRAY_LEN(hooks));
+    ds_got_hooks_add_except(hooks, DS_ARRAY_LEN(hooks), capsules_hooked ? "libtorch_python" : NULL);
 }

@@ -274,11 +274,9 @@ ds_record *ds_reg_insert(uintptr_t key);
 /* Lock held: `r`, found by ds_reg_find, cleared for a new record with its
  * key (what ds_reg_insert would return, without probing again). */
 ds_record *ds_reg_renew(ds_record *r);
-/* Lock held: records were changed; returns the registry's new version. */
-uint64_t ds_reg_changed(void);
-/* Any thread, no lock: equal to an earlier answer when no record changed
- * since (ds_reg_changed is called after every change). */
-uint64_t ds_reg_version(void);
+/* Lock held: a number above every earlier answer (release order where no
+ * clock is read, tensor.c). */
+uint64_t ds_reg_next_stamp(void);
 /* Lock held. */
 void ds_reg_foreach(void (*fn)(const ds_record *r, void *arg), void *arg);
 uint64_t ds_reg_evicted(void);
@@ -395,6 +393,10 @@ bool ds_elf_write_slot(const ds_elf_module *m, void **slot, void *value);
 /* ---- modules.c: loaded modules, their names, and GOT patching ----------- */
 /* Hook families register before the first ds_modules_refresh. */
 void ds_got_hooks_add(const ds_got_hook *hooks, size_t n);
+/* The same, but modules whose file name starts with `file_prefix` keep
+ * their own slots: another family already sees the handoffs their calls
+ * make, and wrapping them too would only record each one twice. */
+void ds_got_hooks_add_except(const ds_got_hook *hooks, size_t n, const char *file_prefix);
 /* Names a module from its path (hooks/frameworks.c provides it). */
 void ds_modules_set_namer(void (*namer)(const char *path, char *out, size_t cap));
 /* The definition a wrapper forwards to when called from `caller`: the one
@@ -430,7 +432,6 @@ void ds_modules_refresh(void);
  * name id (memoized per thread: the cheap one on hot paths). */
 void ds_module_name_at(const void *addr, char *out, size_t cap);
 uint16_t ds_module_id_at(const void *addr);
-uint64_t ds_modules_patched_slots(void);
 
 /* ---- resolve.c: finding the real function behind a hook ----------------- */
 /* The next definition of `name` after the shim, else the first that is not
@@ -483,7 +484,9 @@ void ds_exit_install(void);
 void ds_entry_install(void);
 /* Specs whose function was not loaded yet: looked up again (after dlopen). */
 void ds_entry_resolve(void);
-void ds_torch_install(void);
+/* capsules_hooked: the Python capsule family is on, and sees what PyTorch's
+ * own Python binding hands over. */
+void ds_torch_install(bool capsules_hooked);
 /* ---- hooks/python_capsule.c --------------------------------------------- */
 void ds_python_capsule_install(void);
 

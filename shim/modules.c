@@ -46,6 +46,9 @@ typedef struct {
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static ds_got_hook hooks[DS_HOOKS_MAX];
+/* By hook index: modules whose file name starts with this keep their own
+ * slot (NULL: none do); see ds_got_hooks_add_except. */
+static const char *except_file[DS_HOOKS_MAX];
 static int nhooks;
 static int16_t bucket[DS_HOOK_BUCKETS]; /* by name: index + 1 into hooks; 0: empty */
 static int16_t by_wrapper[DS_HOOK_BUCKETS]; /* by wrapper address, likewise; read without
@@ -58,7 +61,6 @@ static module *mods;                    /* mmap'd, DS_MODULES_MAX */
 static int nmods;
 static atomic_uint generation = 1;   /* changes whenever mods[] or an original does; never 0 */
 static void (*namer)(const char *path, char *out, size_t cap);
-static atomic_uint_fast64_t patched_slots;
 static bool rescan; /* hooks were added since the last walk: re-read every module */
 
 /* mods[] by address, rebuilt at each change, for a binary search. */
@@ -169,13 +171,14 @@ static void note_original(int h, void *f)
         mark_diverged(h);
 }
 
-void ds_got_hooks_add(const ds_got_hook *add, size_t n)
+void ds_got_hooks_add_except(const ds_got_hook *add, size_t n, const char *file_prefix)
 {
     pthread_rwlock_wrlock(&lock);
     for (size_t k = 0; k < n && nhooks < DS_HOOKS_MAX; k++) {
         if (hook_index(add[k].name) >= 0)
             continue;
         hooks[nhooks] = add[k];
+        except_file[nhooks] = file_prefix;
         uint32_t i = name_hash(add[k].name);
         while (bucket[i & (DS_HOOK_BUCKETS - 1)])
             i++;
@@ -190,14 +193,14 @@ void ds_got_hooks_add(const ds_got_hook *add, size_t n)
     pthread_rwlock_unlock(&lock);
 }
 
+void ds_got_hooks_add(const ds_got_hook *add, size_t n)
+{
+    ds_got_hooks_add_except(add, n, NULL);
+}
+
 void ds_modules_set_namer(void (*fn)(const char *path, char *out, size_t cap))
 {
     namer = fn;
-}
-
-uint64_t ds_modules_patched_slots(void)
-{
-    return atomic_load(&patched_slots);
 }
 
 /* Lock held (read or write).  -1 if no module holds addr. */
@@ -305,6 +308,7 @@ void *ds_hook_for_lookup(const char *name, void *real, const void *caller)
 typedef struct {
     ds_elf_module elf;
     module *mod;
+    const char *file; /* the module's file name, without its directory */
 } patch_ctx;
 
 static void patch_slot(void **slot, const char *name, void *arg)
@@ -313,6 +317,8 @@ static void patch_slot(void **slot, const char *name, void *arg)
     int h = hook_index(name);
     if (h < 0)
         return;
+    if (except_file[h] && !strncmp(c->file, except_file[h], strlen(except_file[h])))
+        return; /* another family sees this module's calls */
     void *current = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if (current == hooks[h].wrapper)
         return;
@@ -332,8 +338,7 @@ static void patch_slot(void **slot, const char *name, void *arg)
         return; /* nothing to forward to: leave the slot alone */
     c->mod->original[h] = original;
     note_original(h, original);
-    if (ds_elf_write_slot(&c->elf, slot, hooks[h].wrapper))
-        atomic_fetch_add(&patched_slots, 1);
+    ds_elf_write_slot(&c->elf, slot, hooks[h].wrapper);
 }
 
 static void module_name(const char *path, char *out, size_t cap)
@@ -354,11 +359,13 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg)
     ds_elf_module elf;
     if (ds_elf_open(&elf, info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum) != NULL)
         return 0; /* static image, vDSO oddities: nothing to patch */
+    const char *path = info->dlpi_name ? info->dlpi_name : "", *slash = strrchr(path, '/');
+    const char *file = slash ? slash + 1 : path;
     for (int i = 0; i < nmods; i++)
         if (mods[i].base == elf.base && mods[i].lo == elf.lo && mods[i].hi == elf.hi) {
             mods[i].seen = true;
             if (rescan) {
-                patch_ctx c = {elf, &mods[i]};
+                patch_ctx c = {elf, &mods[i], file};
                 ds_elf_each_import(&c.elf, patch_slot, &c);
             }
             return 0;
@@ -369,9 +376,9 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg)
         return 0;
     module *mod = &mods[nmods++];
     *mod = (module){.lo = elf.lo, .hi = elf.hi, .base = elf.base, .seen = true};
-    module_name(info->dlpi_name ? info->dlpi_name : "", mod->name, sizeof(mod->name));
+    module_name(path, mod->name, sizeof(mod->name));
     if (nhooks) {
-        patch_ctx c = {elf, mod};
+        patch_ctx c = {elf, mod, file};
         ds_elf_each_import(&c.elf, patch_slot, &c);
     }
     return 0;

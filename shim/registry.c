@@ -5,9 +5,7 @@
  * from mmap, so the registry never calls malloc and works from a deleter or a
  * signal handler.  One lock guards it (a ds_spin: it is taken on every
  * handoff); callers never call out of the shim (deleters, the log) while
- * holding it.  A version number counts the changes to records, so that a
- * thread can tell without the lock that nothing changed since it last
- * looked.  The table grows by doubling up to DLSHIM_MAX_RECORDS records; at
+ * holding it.  The table grows by doubling up to DLSHIM_MAX_RECORDS records; at
  * the cap, the older half of the released records is evicted in one rebuild,
  * oldest release first.  Live records are never evicted: their trampolines
  * need the original deleter.
@@ -18,7 +16,7 @@
 #include "internal.h"
 
 static ds_spin lock;
-static atomic_uint_fast64_t version; /* written with the lock held */
+static uint64_t stamps; /* lock held */
 static DS_TLS bool holding;  /* this thread holds `lock` (ds_holds_lock: any lock) */
 
 /* Until ds_reg_init maps the table (or where it could not), one empty slot:
@@ -45,16 +43,9 @@ void ds_reg_unlock(void)
     ds_spin_unlock(&lock);
 }
 
-uint64_t ds_reg_changed(void)
+uint64_t ds_reg_next_stamp(void)
 {
-    uint64_t v = atomic_load_explicit(&version, memory_order_relaxed) + 1;
-    atomic_store_explicit(&version, v, memory_order_relaxed);
-    return v;
-}
-
-uint64_t ds_reg_version(void)
-{
-    return atomic_load_explicit(&version, memory_order_relaxed);
+    return ++stamps;
 }
 
 bool ds_reg_locked_by_me(void)
@@ -69,7 +60,6 @@ void ds_reg_fork(ds_fork_phase phase)
     if (phase == DS_FORK_CHILD) {
         for (size_t i = 0; i < cap; i++)
             table[i].inherited = 1;
-        ds_reg_changed();
     }
 }
 

@@ -33,15 +33,15 @@ static void **deleter_field(void *managed, bool versioned)
                      : (void **)&((DLManagedTensor *)managed)->deleter;
 }
 
-/* A release's stamp: its time, shown in events and violation details, and
- * the order of evictions.  With no output open nothing shows the time, and
- * the registry's version, just counted up for this release, orders as well
- * as a clock and costs nothing (the tick clock was a fifth of a release's
- * instructions).  The kind of stamp changes only when the outputs do, at
- * exit (the trace closed): releases after that merely look oldest. */
-static uint64_t release_stamp(uint64_t version)
+/* A release's stamp (lock held): its time, shown in events and violation
+ * details, and the order of evictions.  With no output open nothing shows
+ * the time, and the registry's counter orders as well as a clock and costs
+ * nothing (the tick clock was a fifth of a release's instructions).  The
+ * kind of stamp changes only when the outputs do, at exit (the trace
+ * closed): releases after that merely look oldest. */
+static uint64_t release_stamp(void)
 {
-    return ds_output_open_now() ? ds_now_ns() : version;
+    return ds_output_open_now() ? ds_now_ns() : ds_reg_next_stamp();
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -141,71 +141,16 @@ static void emit_release(const record_copy *r, bool consumed)
     ds_ev_end(&e);
 }
 
-/* ---- the last handoff this thread recorded ------------------------------ */
-
-/* One handoff is often seen twice in a row on one thread, from two layers:
- * libtorch's at::toDLPack, then the capsule around its tensor; at::fromDLPack,
- * then the capsule's renaming.  The second view changes nothing.  While the
- * registry's version is the one this thread left (no thread changed a record
- * since), the record is as remembered here and the second view is answered
- * without the lock. */
-typedef struct {
-    uintptr_t tensor;
-    uint64_t version;
-    uint32_t fingerprint;
-    uint16_t producer, consumer;
-    uint8_t state;
-} last_handoff;
-static DS_TLS last_handoff last;
-
-/* Lock held, `r` just changed. */
-static void remember(const ds_record *r)
-{
-    last = (last_handoff){r->key, ds_reg_changed(), r->fingerprint, r->producer, r->consumer,
-                          r->state};
-}
-
-/* The version is read first and again after the copy: a signal handler that
- * records a handoff in between changes it, so a torn copy is never used. */
-static bool recall(uintptr_t m, last_handoff *out)
-{
-    uint64_t v = last.version;
-    atomic_signal_fence(memory_order_seq_cst);
-    *out = last;
-    atomic_signal_fence(memory_order_seq_cst);
-    return out->tensor == m && out->version == v && last.version == v && ds_reg_version() == v;
-}
-
 /* ---- export ------------------------------------------------------------- */
 
-/* The DLTensor's fields (and a versioned tensor's flags) as read, hashed: a
- * struct exported again unchanged is the same handoff. */
-static uint32_t fingerprint(const ds_tensor_view *v)
+/* Called outside the registry lock: a violation may log, stop or abort. */
+static void report_malformed(void *m, bool versioned, uint16_t id, const char *name,
+                             const char *why)
 {
-    _Static_assert(sizeof(DLTensor) % 8 == 0, "DLTensor hashed in 8-byte words");
-    uint64_t w[sizeof(DLTensor) / 8], h = v->flags;
-    memcpy(w, &v->t, sizeof(w));
-#pragma GCC unroll 8
-    for (size_t i = 0; i < DS_ARRAY_LEN(w); i++)
-        h = (h ^ w[i]) * 0x9E3779B97F4A7C15ull;
-    return (uint32_t)(h >> 32);
-}
-
-/* The same handoff seen from two layers (libtorch's at::toDLPack, then the
- * capsule it goes into): our trampoline already in the deleter field, the
- * record live under the same producer, the struct as it was.  Asked before
- * the shape and strides are read and checked again, which is most of an
- * export's cost.  A struct changed in between is checked in full. */
-static bool seen_from_another_layer(void *m, uint16_t id, uint32_t print)
-{
-    last_handoff h;
-    if (recall((uintptr_t)m, &h))
-        return h.state != DS_RELEASED && h.producer == id && h.fingerprint == print;
-    ds_reg_lock();
-    ds_record *r = ds_reg_find((uintptr_t)m);
-    bool seen = r && r->state != DS_RELEASED && r->producer == id && r->fingerprint == print;
-    ds_reg_unlock();
-    return seen;
+    char detail[DS_DETAIL_MAX + DS_NAME_MAX + 64];
+    ds_fmt(detail, sizeof(detail), "%s exported a malformed %s tensor: %s", shown_name(name, id),
+           versioned ? "versioned" : "legacy", why);
+    ds_violation(DS_VIO_MALFORMED_TENSOR, "tensor", (uintptr_t)m, detail);
 }
 
 /* id: the interned name (which may be "other" when the table is full);
@@ -214,18 +159,13 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
 {
     char why[DS_DETAIL_MAX];
     ds_tensor_view v;
-    bool ok = ds_dlpack_read_struct(m, versioned, &v, why, sizeof(why));
-    uint32_t print = ok ? fingerprint(&v) : 0;
-    if (ok && v.deleter == trampoline(versioned) && seen_from_another_layer(m, id, print))
-        return;
     bool show = ds_event_wanted(DS_EV_EXPORT); /* asked once: it decides three things */
-    if (!ok || !ds_dlpack_check(&v, show, why, sizeof(why))) {
-        char detail[DS_DETAIL_MAX + DS_NAME_MAX + 64];
-        ds_fmt(detail, sizeof(detail), "%s exported a malformed %s tensor: %s",
-               shown_name(name, id), versioned ? "versioned" : "legacy", why);
-        ds_violation(DS_VIO_MALFORMED_TENSOR, "tensor", (uintptr_t)m, detail);
-        if (!v.readable)
-            return; /* nothing there to track */
+    bool well_formed =
+        ds_dlpack_read_struct(m, versioned, &v, why, sizeof(why)) &&
+        ds_dlpack_check(&v, show, why, sizeof(why));
+    if (!v.readable) {
+        report_malformed(m, versioned, id, name, why);
+        return; /* nothing there to track */
     }
 
     /* Where the data starts, and the tracked allocation it lies in, if any
@@ -256,16 +196,23 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
         chained = r->orig_deleter;
     }
     if (live && v.deleter == tramp && r->producer == id) {
-        /* Seen from a second layer, but changed since the first saw it
-         * (seen_from_another_layer let it through; a broken struct was
-         * reported above): still one export, the record as first made. */
+        /* One handoff seen from a second layer (a library function that
+         * wraps another's export, both traced): still one export, the record
+         * as first made.  A struct broken since the first view is reported,
+         * one broken from the start only the first time. */
+        bool report = !well_formed && !r->malformed;
+        r->malformed |= !well_formed;
         ds_reg_unlock();
+        if (report)
+            report_malformed(m, versioned, id, name, why);
         return;
     }
     if (!live) /* a released record at the address is replaced */
         r = r ? ds_reg_renew(r) : ds_reg_insert((uintptr_t)m);
     if (!r) {
         ds_reg_unlock();
+        if (!well_formed)
+            report_malformed(m, versioned, id, name, why);
         ds_stats_untracked();
         if (show)
             emit_export(m, &v, name, id, linked ? &alloc : NULL, copied_from);
@@ -282,7 +229,7 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     r->copied = (v.flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0 || copied_from != 0;
     r->wrapped = orig != NULL;
     r->device_type = (int32_t)v.t.device.device_type;
-    r->fingerprint = print;
+    r->malformed = !well_formed;
     r->alloc_base = linked ? alloc.base : 0;
     r->alloc_generation = linked ? alloc.generation : 0;
     if (orig && v.deleter != tramp && !ds_safe_write(deleter_field(m, versioned), &tramp, sizeof(tramp))) {
@@ -290,8 +237,9 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
         r->wrapped = false;
         r->orig_deleter = NULL;
     }
-    remember(r);
     ds_reg_unlock();
+    if (!well_formed)
+        report_malformed(m, versioned, id, name, why);
     ds_copies_share_added((uintptr_t)m, data, v.bytes);
     if (show)
         emit_export(m, &v, name, id, linked ? &alloc : NULL, copied_from);
@@ -322,9 +270,6 @@ void ds_tensor_export_by(void *m, bool versioned, uint16_t producer)
 static void import_tensor(void *m, bool versioned, uint16_t id, const char *name)
 {
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
-    last_handoff h;
-    if (recall((uintptr_t)m, &h) && h.state == DS_IMPORTED && h.consumer == id)
-        return; /* one import seen from two layers, as below */
     for (int attempt = 0; attempt < 2; attempt++) {
         ds_reg_lock();
         ds_record *r = ds_reg_find((uintptr_t)m);
@@ -333,7 +278,6 @@ static void import_tensor(void *m, bool versioned, uint16_t id, const char *name
             r->state = DS_IMPORTED;
             r->consumer = id;
             ds_stats_share(r->producer, r->consumer, r->bytes, !r->copied);
-            remember(r);
             /* The whole record only where something reads it: an event, or
              * the sync model for device memory. */
             uintptr_t base = r->alloc_base;
@@ -462,7 +406,7 @@ static void release(void *m, bool versioned)
     bool consumed = r->state == DS_IMPORTED;
     deleter_fn chained = (deleter_fn)r->chained_deleter;
     r->state = DS_RELEASED;
-    r->t_release = release_stamp(ds_reg_changed());
+    r->t_release = release_stamp();
     uintptr_t base = r->alloc_base;
     uint32_t generation = r->alloc_generation;
     bool show = ds_event_wanted(DS_EV_RELEASE);

@@ -125,10 +125,11 @@ typedef struct ds_record {
     uint8_t copied : 1;     /* the producer flagged the data as a copy */
     uint8_t inherited : 1;  /* made before fork(): the child keeps it (it may
                                release it) but does not count it as its own */
+    uint8_t malformed : 1;  /* reported as malformed: a second layer's view
+                               of the same struct is not reported again */
     int32_t device_type;    /* DLDeviceType of the data */
     uintptr_t alloc_base;   /* the tracked allocation the data lies in; 0: none */
     uint32_t alloc_generation;
-    uint32_t fingerprint;   /* of the DLTensor as exported (tensor.c) */
 } ds_record;
 
 /* ---- device allocations (allocs.c) -------------------------------------- */

@@ -67,6 +67,17 @@ def test_both_layouts_give_identical_events(dlshim):
     assert shape_of(static) == shape_of(shared)
 
 
+def test_torch_family_alone_covers_torchs_python_binding(dlshim):
+    """libtorch's hooks leave PyTorch's own Python binding to the capsule
+    hooks, which see the same handoffs; with the capsule family off they
+    patch it too, and torch's side of each handoff is still seen."""
+    r = dlshim.python("torch_numpy.py", env={"DLSHIM_HOOKS": "torch"})
+    assert r.rc == 0, r.stderr[-2000:]
+    assert [(e["producer"], e["shape"]) for e in r.of("export")] == [
+        ("torch", [2, 3]), ("unknown", [4])]
+    assert [(e["producer"], e["consumer"]) for e in r.of("import")] == [("unknown", "torch")]
+
+
 def test_unconsumed_capsule(dlshim):
     r = dlshim.python("unconsumed.py")
     assert r.rc == 0

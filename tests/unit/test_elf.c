@@ -26,6 +26,19 @@ static const ds_got_hook hooks[] = {
     {"target_fn2", (void *)wrapper2, (void **)&real_target2, NULL},
 };
 
+static int (*real_target3)(int);
+
+static int wrapper3(int x)
+{
+    return DS_REAL(wrapper3, real_target3, "target_fn3")(x) + 3000;
+}
+
+/* Hooked in every module but those whose file name starts with
+ * "libtarget_relro". */
+static const ds_got_hook hook_with_exception[] = {
+    {"target_fn3", (void *)wrapper3, (void **)&real_target3, NULL},
+};
+
 static const char *variants[] = {"lazy", "relro", "now", "noplt"};
 
 static void *open_variant(const char *v)
@@ -84,6 +97,21 @@ static void test_reloaded_module_is_patched_again(void **state)
         void *h = open_variant("now");
         int (*call)(int) = (int (*)(int))dlsym(h, "call_target");
         assert_int_equal(call(1), 1002);
+        dlclose(h);
+    }
+}
+
+/* A module named in a hook's exception keeps its own slot (another family
+ * sees its calls); every other module is patched. */
+static void test_excepted_module_keeps_its_slot(void **state)
+{
+    (void)state;
+    ds_got_hooks_add_except(hook_with_exception, 1, "libtarget_relro");
+    for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+        void *h = open_variant(variants[i]);
+        int (*call)(int) = (int (*)(int))dlsym(h, "call_target3");
+        assert_non_null(call);
+        assert_int_equal(call(1), !strcmp(variants[i], "relro") ? 4 : 3004);
         dlclose(h);
     }
 }
@@ -229,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_each_module_reaches_its_own_definition),
         cmocka_unit_test(test_every_link_variant_is_patched),
         cmocka_unit_test(test_reloaded_module_is_patched_again),
+        cmocka_unit_test(test_excepted_module_keeps_its_slot),
         cmocka_unit_test(test_relro_stays_read_only),
         cmocka_unit_test(test_malformed_images),
         cmocka_unit_test(test_module_of_each_address),

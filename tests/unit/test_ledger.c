@@ -173,9 +173,8 @@ static void test_new_tensor_at_reused_address(void **state)
     free(log);
 }
 
-/* The second view of an import is answered from the thread's memo of its
- * last handoff; a release in between (which changes no memo) must still be
- * seen. */
+/* A second layer's view of an import yields nothing; a release in between
+ * makes the next import a late one. */
 static void test_import_again_after_release(void **state)
 {
     (void)state;
@@ -202,10 +201,9 @@ static void *import_and_release(void *arg)
     return NULL;
 }
 
-/* Another thread's changes make this thread's memo stale: the same struct
- * exported again after that thread released it is a new export, not a
- * second layer's view of the first. */
-static void test_memo_sees_other_threads(void **state)
+/* The same struct exported again after another thread released it is a new
+ * export, not a second layer's view of the first. */
+static void test_export_again_after_another_thread_released(void **state)
 {
     (void)state;
     DLManagedTensor t;
@@ -219,6 +217,42 @@ static void test_memo_sees_other_threads(void **state)
     char *log = harness_read_log();
     assert_int_equal(events(log, "export"), 2);
     assert_int_equal(events(log, "release"), 1);
+    free(log);
+}
+
+/* Two layers of one export (a traced library function wrapping another's
+ * export): a struct broken after the inner, valid view is reported at the
+ * outer one, and it is still one export. */
+static void test_broken_between_two_layers_is_reported(void **state)
+{
+    (void)state;
+    DLManagedTensor t;
+    make(&t);
+    ds_tensor_export(&t, false, "p");
+    t.dl_tensor.ndim = -1;
+    ds_tensor_export(&t, false, "p");
+    t.deleter(&t);
+    char *log = harness_read_log();
+    assert_int_equal(violations(log, "malformed_tensor"), 1);
+    assert_int_equal(events(log, "export"), 1);
+    assert_int_equal(events(log, "release"), 1);
+    free(log);
+}
+
+/* The same broken struct seen by two layers is one violation. */
+static void test_broken_struct_seen_twice_is_reported_once(void **state)
+{
+    (void)state;
+    DLManagedTensor t;
+    make(&t);
+    t.dl_tensor.ndim = -1;
+    ds_tensor_export(&t, false, "p");
+    ds_tensor_export(&t, false, "p");
+    t.deleter(&t);
+    assert_int_equal(deleted, 1);
+    char *log = harness_read_log();
+    assert_int_equal(violations(log, "malformed_tensor"), 1);
+    assert_int_equal(events(log, "export"), 1);
     free(log);
 }
 
@@ -374,7 +408,9 @@ int main(void)
         cmocka_unit_test_setup(test_import_after_release, setup),
         cmocka_unit_test_setup(test_new_tensor_at_reused_address, setup),
         cmocka_unit_test_setup(test_import_again_after_release, setup),
-        cmocka_unit_test_setup(test_memo_sees_other_threads, setup),
+        cmocka_unit_test_setup(test_export_again_after_another_thread_released, setup),
+        cmocka_unit_test_setup(test_broken_between_two_layers_is_reported, setup),
+        cmocka_unit_test_setup(test_broken_struct_seen_twice_is_reported_once, setup),
         cmocka_unit_test_setup(test_double_import, setup),
         cmocka_unit_test_setup(test_reexport_does_not_wrap_twice, setup),
         cmocka_unit_test_setup(test_replaced_deleter_is_the_new_producers, setup),
