@@ -5,10 +5,10 @@
  * from mmap, so the registry never calls malloc and works from a deleter or a
  * signal handler.  One lock guards it (a ds_spin: it is taken on every
  * handoff); callers never call out of the shim (deleters, the log) while
- * holding it.  The table grows by doubling up to DLSHIM_MAX_RECORDS records; at
- * the cap, the older half of the released records is evicted in one rebuild,
- * oldest release first.  Live records are never evicted: their trampolines
- * need the original deleter.
+ * holding it.  The table grows by doubling up to DLSHIM_MAX_RECORDS records;
+ * at the cap, the older half of the released records is evicted in one
+ * rebuild, oldest release first.  Live records are never evicted: their
+ * trampolines need the original deleter.
  */
 #include <string.h>
 #include <sys/mman.h>
