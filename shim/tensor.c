@@ -209,38 +209,35 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     }
     if (!live) /* a released record at the address is replaced */
         r = r ? ds_reg_renew(r) : ds_reg_insert((uintptr_t)m);
-    if (!r) {
-        ds_reg_unlock();
-        if (!well_formed)
-            report_malformed(m, versioned, id, name, why);
-        ds_stats_untracked();
-        if (show)
-            emit_export(m, &v, name, id, linked ? &alloc : NULL, copied_from);
-        return;
-    }
-    r->orig_deleter = orig;
-    r->chained_deleter = chained;
-    r->data = data;
-    r->bytes = v.bytes;
-    r->t_export = ds_event_wanted(DS_EV_RELEASE) ? ds_now_ns() : 0; /* only its events show it */
-    r->producer = id;
-    r->state = DS_EXPORTED;
-    r->versioned = versioned;
-    r->copied = (v.flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0 || copied_from != 0;
-    r->wrapped = orig != NULL;
-    r->device_type = (int32_t)v.t.device.device_type;
-    r->malformed = !well_formed;
-    r->alloc_base = linked ? alloc.base : 0;
-    r->alloc_generation = linked ? alloc.generation : 0;
-    if (orig && v.deleter != tramp && !ds_safe_write(deleter_field(m, versioned), &tramp, sizeof(tramp))) {
-        /* Read-only memory: the release will pass unseen. */
-        r->wrapped = false;
-        r->orig_deleter = NULL;
+    if (r) { /* else the table is full of live records: counted as untracked */
+        r->orig_deleter = orig;
+        r->chained_deleter = chained;
+        r->data = data;
+        r->bytes = v.bytes;
+        r->t_export = ds_event_wanted(DS_EV_RELEASE) ? ds_now_ns() : 0; /* only its events show it */
+        r->producer = id;
+        r->state = DS_EXPORTED;
+        r->versioned = versioned;
+        r->copied = (v.flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0 || copied_from != 0;
+        r->wrapped = orig != NULL;
+        r->device_type = (int32_t)v.t.device.device_type;
+        r->malformed = !well_formed;
+        r->alloc_base = linked ? alloc.base : 0;
+        r->alloc_generation = linked ? alloc.generation : 0;
+        if (orig && v.deleter != tramp &&
+            !ds_safe_write(deleter_field(m, versioned), &tramp, sizeof(tramp))) {
+            /* Read-only memory: the release will pass unseen. */
+            r->wrapped = false;
+            r->orig_deleter = NULL;
+        }
     }
     ds_reg_unlock();
     if (!well_formed)
         report_malformed(m, versioned, id, name, why);
-    ds_copies_share_added((uintptr_t)m, data, v.bytes);
+    if (r)
+        ds_copies_share_added((uintptr_t)m, data, v.bytes);
+    else
+        ds_stats_untracked();
     if (show)
         emit_export(m, &v, name, id, linked ? &alloc : NULL, copied_from);
 }
