@@ -36,14 +36,21 @@ PROG_SRCS  := $(wildcard tests/integration/progs/*.c)
 PROG_BINS  := $(BUILD)/tests/libprod.so $(BUILD)/tests/consumer $(BUILD)/tests/secure_probe
 EXAMPLE    := $(BUILD)/examples/exchange
 
-.PHONY: all deps check check-unit check-integration check-docs check-sanitize check-tsan \
-        check-valgrind check-fuzz check-quick lint gpu-check-programs simdev \
-        demo docs clean test-programs
+.PHONY: all deps venv check check-unit check-integration check-frameworks check-docs \
+        check-sanitize check-tsan check-valgrind check-fuzz check-quick lint gpu-check-programs \
+        simdev demo docs clean test-programs
 
 all: $(LIB)
 
 deps:
 	@scripts/install-deps check
+
+# The Python environment of the current frameworks (.venv/, pinned in
+# tests/requirements.txt): reused as it is when its pins match.
+VENV_PYTHON_HOST ?= python3
+VENV := .venv/bin/python
+venv:
+	@scripts/venv $(VENV_PYTHON_HOST)
 
 $(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def include/*.h) Makefile
 	@mkdir -p $(dir $@)
@@ -192,7 +199,11 @@ $(SIMDEV)/libamdhip64.so.5: tests/simdev/hip.c tests/simdev/engine.c tests/simde
 
 # Device test programs: linked against the real toolkit's libraries (their
 # SONAMEs), run against the simulated device through LD_LIBRARY_PATH, or
-# against a real GPU without it.
+# against a real GPU without it.  The toolkit ships no libcuda.so (the driver
+# does; CUDA 13 dropped the stub from lib64/stubs), so programs of the driver
+# API link against the simulated one: they record only its SONAME,
+# libcuda.so.1, which a GPU machine's driver provides.
+CUDA_DRIVER := $(SIMDEV)/libcuda.so.1
 DEVICE_BIN := $(BUILD)/tests/device
 DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN)/hip_alloc \
                 $(DEVICE_BIN)/culike_user $(DEVICE_BIN)/handoff $(DEVICE_BIN)/hip_handoff \
@@ -217,9 +228,9 @@ $(DEVICE_BIN)/copies: tests/device/copies.c $(DEVICE_BIN)/libjaxlike.so $(DEVICE
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(DEVICE_BIN) -ljaxlike -ltorchlike \
 	    -Wl,-rpath,'$$ORIGIN' -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
-$(DEVICE_BIN)/drv_alloc: tests/device/drv_alloc.c
+$(DEVICE_BIN)/drv_alloc: tests/device/drv_alloc.c $(CUDA_DRIVER)
 	@mkdir -p $(dir $@)
-	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda $(VARIANT_LDFLAGS)
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< $(CUDA_DRIVER) $(VARIANT_LDFLAGS)
 
 $(DEVICE_BIN)/hip_handoff: tests/device/hip_handoff.c include/dlshim.h
 	@mkdir -p $(dir $@)
@@ -283,13 +294,17 @@ $(TORCH_USER): tests/entry/torch_user.cpp
 test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(BUILD)/tests/local_scope $(RUST_EXT) $(SIMDEV_LIBS) \
                $(DEVICE_PROGS) $(STRESS_PROGS) $(ENTRY_PROGS) $(TORCH_USER)
 
-# ---- the options table in README.md comes from shim/options.def ----------
+# ---- the options table in README.md comes from shim/options.def, and
+# docs/frameworks.md from the last run of tests/frameworks ------------------
 $(BUILD)/options-md: scripts/options-md.c shim/options.def
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $<
 
+FRAMEWORK_MATRIX := $(BUILD)/frameworks/matrix.json
 docs: $(BUILD)/options-md
 	$(PYTHON) scripts/update-readme-options.py README.md $(BUILD)/options-md
+	@if [ -f $(FRAMEWORK_MATRIX) ]; then $(PYTHON) scripts/frameworks-md $(FRAMEWORK_MATRIX) docs/frameworks.md; \
+	 else echo "docs/frameworks.md: run make check-frameworks first"; fi
 
 check-docs: $(BUILD)/options-md
 	$(PYTHON) scripts/update-readme-options.py --check README.md $(BUILD)/options-md
@@ -298,14 +313,23 @@ check-docs: $(BUILD)/options-md
 # Everything CI runs: the suites, the docs check, short fuzzing runs, the
 # linters, then the suites again under ASan+UBSan, TSan and memcheck.
 # `make check-quick` is the first part alone.
-check: deps
-	$(MAKE) check-quick check-fuzz lint
+check: deps venv
+	$(MAKE) check-quick check-frameworks check-fuzz lint
 	$(MAKE) check-sanitize
 	$(MAKE) check-tsan
 	$(MAKE) check-valgrind
 
 check-quick: deps
 	$(MAKE) check-unit check-integration check-docs
+
+# Current frameworks from the venv (tests/frameworks): the producer x consumer
+# matrix, every consumption style, DLPack 1.x flags and dtypes, the C exchange
+# table, ctypes capsules, and the frameworks' own DLPack suites under the
+# shim; then docs/frameworks.md must match the matrix this run saw.
+check-frameworks: venv $(LIB)
+	DLSHIM_TEST_BUILD=$(abspath $(BUILD)) $(VENV) -m pytest -q -p no:cacheprovider --rootdir=tests \
+	    tests/frameworks
+	$(PYTHON) scripts/frameworks-md --check $(FRAMEWORK_MATRIX) docs/frameworks.md
 
 # ---- static analysis: cppcheck and clang-tidy (configuration: .clang-tidy) --
 LINT_SRCS := $(LIB_SRCS)
@@ -367,6 +391,7 @@ $(EXAMPLE): examples/exchange.c include/dlshim.h
 
 demo:
 	@scripts/install-deps demo
+	@scripts/venv $(VENV_PYTHON_HOST)
 	@$(MAKE) --no-print-directory $(LIB) $(EXAMPLE) >/dev/null
 	@scripts/demo $(BUILD)
 

@@ -2,10 +2,10 @@
 BENCH_BIN := $(BUILD)/bench
 BENCH_PROGS := $(BENCH_BIN)/calls $(BENCH_BIN)/streams $(BENCH_BIN)/registry
 
-$(BENCH_BIN)/calls: bench/calls.c include/dlshim.h
+$(BENCH_BIN)/calls: bench/calls.c include/dlshim.h $(CUDA_DRIVER)
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart \
-	    -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl $(VARIANT_LDFLAGS)
+	    $(CUDA_DRIVER) -ldl $(VARIANT_LDFLAGS)
 
 $(BENCH_BIN)/streams: bench/streams.c
 	@mkdir -p $(dir $@)
@@ -21,7 +21,7 @@ $(BENCH_BIN)/registry: bench/registry.c $(LIB_OBJS)
 bench-programs: $(LIB) $(SIMDEV_LIBS) $(BENCH_PROGS)
 
 # Timings are reported, never judged: this target fails only if a program does.
-bench: deps bench-programs
+bench: deps venv bench-programs
 	$(PYTHON) bench/run --build $(abspath $(BUILD))
 
 # The test suite runs each program once (tests/integration/test_bench.py).

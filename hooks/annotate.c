@@ -19,7 +19,7 @@ DS_PUBLIC void dlshim_export(DLManagedTensor *t, const char *producer)
 {
     int saved = errno;
     if (ds_active())
-        ds_tensor_export(t, false, producer);
+        ds_tensor_export(t, false, producer, DS_NAME_ONCE("annotation"));
     errno = saved;
 }
 
@@ -27,7 +27,7 @@ DS_PUBLIC void dlshim_export_versioned(DLManagedTensorVersioned *t, const char *
 {
     int saved = errno;
     if (ds_active())
-        ds_tensor_export(t, true, producer);
+        ds_tensor_export(t, true, producer, DS_NAME_ONCE("annotation"));
     errno = saved;
 }
 
@@ -35,7 +35,7 @@ DS_PUBLIC void dlshim_import(DLManagedTensor *t, const char *consumer)
 {
     int saved = errno;
     if (ds_active())
-        ds_tensor_import(t, false, consumer);
+        ds_tensor_import(t, false, consumer, DS_NAME_ONCE("annotation"));
     errno = saved;
 }
 
@@ -43,6 +43,6 @@ DS_PUBLIC void dlshim_import_versioned(DLManagedTensorVersioned *t, const char *
 {
     int saved = errno;
     if (ds_active())
-        ds_tensor_import(t, true, consumer);
+        ds_tensor_import(t, true, consumer, DS_NAME_ONCE("annotation"));
     errno = saved;
 }

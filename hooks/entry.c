@@ -132,9 +132,9 @@ static void render(ds_ev *e, const char *key, int type, const void *p, bool is_r
 static void hand_over(const entry *x, int type, int role, void *tensor)
 {
     if (role == DS_ER_EXPORT)
-        ds_tensor_export(tensor, type == DS_ET_V, x->owner);
+        ds_tensor_export(tensor, type == DS_ET_V, x->owner, DS_NAME_ONCE("entry"));
     else if (role == DS_ER_IMPORT)
-        ds_tensor_import(tensor, type == DS_ET_V, x->owner);
+        ds_tensor_import(tensor, type == DS_ET_V, x->owner, DS_NAME_ONCE("entry"));
 }
 
 static void handler(ffi_cif *cif, void *ret, void **args, void *user)

@@ -15,7 +15,8 @@ static const struct {
     {"/torch/", "torch"},   {"/numpy/", "numpy"},           {"/cupy/", "cupy"},
     {"/cupy_backends/", "cupy"}, {"/jaxlib/", "jax"},       {"/jax/", "jax"},
     {"/tensorflow/", "tensorflow"}, {"/mlx/", "mlx"},       {"/paddle/", "paddle"},
-    {"/tvm_ffi/", "tvm_ffi"}, {"/tvm/", "tvm"},
+    {"/tvm_ffi/", "tvm_ffi"}, {"/tvm/", "tvm"},      {"/pyarrow/", "pyarrow"},
+    {"/warp/", "warp"},
 };
 
 /* Library file names that do, wherever they live: the prefix followed by
@@ -26,6 +27,10 @@ static const struct {
     {"libtorch", "torch"}, {"libc10", "torch"}, {"libtensorflow", "tensorflow"},
     {"libjax", "jax"},     {"libcupy", "cupy"},
 };
+
+/* Modules that only pass a call on (ctypes and the libffi under it): a
+ * handoff made through them is named after the Python code that called. */
+const char *const ds_call_bridges[] = {"libffi", "_ctypes", NULL};
 
 /* Anything else: the file's base name up to the first dot
  * ("myext.cpython-311-x86_64-linux-gnu.so" → "myext"); the program's own
@@ -48,6 +53,32 @@ void ds_framework_name(const char *path, char *out, size_t cap)
     }
     if (!*base)
         base = program_invocation_short_name;
+    size_t len = strcspn(base, ".");
+    ds_printable(out, len + 1 < cap ? len + 1 : cap, base, len);
+}
+
+/* A Python source file's package: a framework directory above, else the
+ * first directory under site-packages / dist-packages, else the file's stem
+ * (a script: "train.py" → "train"). */
+void ds_python_package_name(const char *file, char *out, size_t cap)
+{
+    for (size_t i = 0; i < DS_ARRAY_LEN(dirs); i++)
+        if (strstr(file, dirs[i].fragment)) {
+            ds_fmt(out, cap, "%s", dirs[i].name);
+            return;
+        }
+    static const char *const roots[] = {"/site-packages/", "/dist-packages/"};
+    for (size_t i = 0; i < DS_ARRAY_LEN(roots); i++) {
+        const char *at = strstr(file, roots[i]);
+        if (at) {
+            const char *pkg = at + strlen(roots[i]);
+            size_t len = strcspn(pkg, "/.");
+            ds_printable(out, len + 1 < cap ? len + 1 : cap, pkg, len);
+            return;
+        }
+    }
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
     size_t len = strcspn(base, ".");
     ds_printable(out, len + 1 < cap ? len + 1 : cap, base, len);
 }

@@ -1,32 +1,44 @@
 /*
  * python_capsule.c — DLPack through Python capsules, in unmodified programs.
  *
- * Wraps, through every module's GOT (shim/modules.c), so it works whether
- * libpython is linked into the executable or is a shared library:
+ * Wraps, through every module's GOT (shim/modules.c) and dlsym, so it works
+ * whether libpython is linked into the executable or is a shared library,
+ * and for capsules made through ctypes:
  *   PyCapsule_New          named "dltensor" / "dltensor_versioned": an export
- *                          by the calling module
+ *                          by the calling module; its destructor is wrapped
+ *                          (see "Capsule destructors")
  *   PyCapsule_SetName      to "used_dltensor[_versioned]": the import, by
  *                          the calling module
  *   PyCapsule_SetDestructor to NULL on a DLPack capsule not yet renamed: an
  *                          import by a consumer that takes ownership that way
+ *                          (nanobind, so MLX; JAX and TensorFlow rename first)
  *   PyCapsule_GetPointer   named "dlpack_exchange_api": hands out a wrapped
  *                          copy of the DLPack 1.3 exchange table, whose entries
  *                          record exports and imports and forward; named
  *                          "dltensor[_versioned]": remembered for the rename
- *                          that follows (see opened_capsule)
- * Not an import: PyCapsule_GetPointer on a DLPack capsule (producers call it in
- * their own capsule destructors).  Not an export: NumPy's internal
- * "numpy_dltensor*" capsules around an imported tensor.
- * Leaves out: capsules made through ctypes.pythonapi or dlsym (no GOT call to
- * patch), and the exchange table's dltensor_from_py_object_no_sync (a borrowed
- * view: no ownership moves) and current_work_stream (stream issue).
+ *                          or release that follows (see opened_capsule)
+ * The ways current frameworks consume a capsule, each one import:
+ *   rename (NumPy, PyTorch, Paddle, Warp); rename, then clear the destructor
+ *   (JAX, TensorFlow); clear the destructor, then rename (tvm-ffi); clear it
+ *   without renaming (MLX); take the tensor, let it go, then rename (JAX
+ *   copying an unaligned buffer: an import of a copy, seen at the release).
+ * Not an import: PyCapsule_GetPointer on a DLPack capsule (producers call it
+ * in their own capsule destructors); a rename or cleared destructor from
+ * inside the capsule's own destructor (TensorFlow's calls the deleter, then
+ * clears itself).  Not an export: NumPy's internal "numpy_dltensor*" capsules
+ * around an imported tensor.
+ * A capsule made or taken through ctypes (Warp, PyArrow's tests) is named
+ * after the Python package that made the call (python_frames.c), not libffi.
+ * A consumer that lets the tensor go inside the very Python instruction that
+ * imported it (MLX copies every import) kept a copy: the release says so.
+ * Leaves out: the exchange table's dltensor_from_py_object_no_sync (a
+ * borrowed view: no ownership moves) and current_work_stream (stream issue).
  *
  * No Python header: the few types needed are declared below, so the shim
  * builds and loads without Python.  Each wrapper: remember the caller, keep
  * errno, call the real function, record, return the real result.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "internal.h"
@@ -62,10 +74,35 @@ static inline int kind_of(const char *name, const char *stem, size_t len)
 }
 #define KIND_OF(name, stem) kind_of((name), (stem), sizeof(stem) - 1)
 
+static uint16_t capsule_api(void)
+{
+    return DS_NAME_ONCE("capsule");
+}
+
+/* ---- who made the call ---------------------------------------------------- */
+
+/* Interned names of the modules that only pass calls on (ds_call_bridges). */
+#define DS_BRIDGES_MAX 4
+static uint16_t bridges[DS_BRIDGES_MAX];
+
+/* The producer or consumer behind a capsule call from `caller`: its module,
+ * or, for a call through ctypes, the Python package that made it. */
+static uint16_t caller_id(const void *caller)
+{
+    uint16_t id = ds_module_id_at(caller);
+    for (int i = 0; i < DS_BRIDGES_MAX && bridges[i]; i++)
+        if (id == bridges[i]) {
+            char package[DS_NAME_MAX];
+            return ds_py_package_here(package, sizeof(package)) ? ds_name_intern(package) : id;
+        }
+    return id;
+}
+
 static void *wrap_GetPointer(PyObject *capsule, const char *name);
 
 /* The tensor in a DLPack capsule nobody consumed yet, else NULL.  Asks with
- * the exact name, so no Python exception is ever raised. */
+ * the exact name, so no Python exception is ever raised.  `caller`: whose
+ * GetPointer to use (NULL: the global one). */
 static void *unconsumed_tensor(PyObject *capsule, int kind, const void *caller)
 {
     int (*is_valid)(PyObject *, const char *) =
@@ -78,52 +115,168 @@ static void *unconsumed_tensor(PyObject *capsule, int kind, const void *caller)
     return get(capsule, name);
 }
 
+/* The same, whichever the kind (*kind says). */
+static void *unconsumed_tensor_any(PyObject *capsule, int *kind, const void *caller)
+{
+    void *tensor = unconsumed_tensor(capsule, LEGACY, caller);
+    *kind = LEGACY;
+    if (!tensor) {
+        tensor = unconsumed_tensor(capsule, VERSIONED, caller);
+        *kind = VERSIONED;
+    }
+    return tensor;
+}
+
+/* ---- what this thread is in the middle of -------------------------------- */
+
 /* The DLPack capsule this thread last opened by its unconsumed name.  A
  * consumer opens the capsule (PyCapsule_GetPointer), takes the tensor, then
  * renames it or clears its destructor: the tensor of that rename is the one
  * just opened, and asking Python again (IsValid, then GetPointer) was a
- * third of a rename's cost.  Cleared when taken and when a capsule is made
- * at its address (the opened one was freed), so that one is asked afresh.
- * Not seen: a capsule made there outside the hooks (ctypes) and renamed
- * without being opened first, which no consumer does.  Per thread; a
- * signal handler that opens a capsule between the reads below changes
- * `capsule` first and last, so the reader sees it. */
+ * third of a rename's cost.  `released`: the tensor's deleter ran since (the
+ * consumer let it go before marking the capsule taken, or the capsule's own
+ * destructor released it): the rename that follows completes that, and is
+ * no import.  Cleared when taken and when a capsule is made (the opened one
+ * may be gone), so a stale one is asked afresh.  Per thread; a signal
+ * handler that opens a capsule between the reads below changes `capsule`
+ * first and last, so the reader sees it. */
 typedef struct {
     PyObject *capsule;
     void *tensor;
     int kind;
+    uint16_t opener;
+    bool released;
 } opened_capsule;
 static DS_TLS opened_capsule opened;
 
-static void remember_opened(PyObject *capsule, void *tensor, int kind)
+static void remember_opened(PyObject *capsule, void *tensor, int kind, uint16_t opener)
 {
     opened.capsule = NULL;
     atomic_signal_fence(memory_order_seq_cst);
     opened.tensor = tensor;
     opened.kind = kind;
+    opened.opener = opener;
+    opened.released = false;
     atomic_signal_fence(memory_order_seq_cst);
     opened.capsule = capsule;
 }
 
-/* The tensor `capsule` was opened for, if it was the last one opened here
- * (with its kind), else NULL.  Taken: a second rename asks Python. */
-static void *take_opened(PyObject *capsule, int *kind)
+/* The opened capsule's record if it is `capsule`, taken (a second rename
+ * asks Python); false otherwise. */
+static bool take_opened(PyObject *capsule, opened_capsule *out)
 {
     if (opened.capsule != capsule)
-        return NULL;
+        return false;
     atomic_signal_fence(memory_order_seq_cst);
     opened_capsule o = opened;
     atomic_signal_fence(memory_order_seq_cst);
     if (o.capsule != capsule || opened.capsule != capsule)
-        return NULL;
+        return false;
     opened.capsule = NULL;
-    *kind = o.kind;
-    return o.tensor;
+    *out = o;
+    return true;
 }
 
-static void import_by(void *tensor, int kind, const void *caller)
+/* The capsule whose destructor this thread is running (nested ones saved on
+ * the stack): what that destructor does to its own capsule is no import. */
+static DS_TLS PyObject *destroying;
+
+/* This thread's last import through a capsule, with where the Python code
+ * was: a release at the same frame and instruction comes from inside the
+ * consumer's call that imported it.  Forgotten at the next capsule made or
+ * opened, so a later release is never matched with a stale import. */
+static DS_TLS struct {
+    uintptr_t tensor;
+    ds_py_mark mark;
+} last_import;
+
+static void import_by(void *tensor, int kind, uint16_t consumer)
 {
-    ds_tensor_import_by(tensor, kind == VERSIONED, ds_module_id_at(caller));
+    ds_tensor_import_by(tensor, kind == VERSIONED, consumer, capsule_api());
+    ds_py_mark mark;
+    last_import.tensor = 0;
+    if (ds_py_mark_here(&mark)) {
+        last_import.mark = mark;
+        last_import.tensor = (uintptr_t)tensor;
+    }
+}
+
+/* The ledger asks before each release (ds_release_context). */
+static void observe_release(uintptr_t tensor, ds_release_context *ctx)
+{
+    if (opened.capsule && (uintptr_t)opened.tensor == tensor) {
+        opened.released = true;
+        if (opened.capsule != destroying) { /* the opener, not the destructor, lets it go */
+            ctx->taker = opened.opener;
+            ctx->taker_api = capsule_api();
+        }
+    }
+    if (last_import.tensor == tensor) {
+        last_import.tensor = 0;
+        ds_py_mark now;
+        ctx->copy_on_import = ds_py_mark_here(&now) && now.frame == last_import.mark.frame &&
+                              now.lasti == last_import.mark.lasti;
+    }
+}
+
+/* ---- capsule destructors ------------------------------------------------- */
+
+/* Each DLPack capsule gets a destructor of ours in place of the producer's
+ * (one per distinct producer destructor: C has no closures, so each slot has
+ * its own function).  It runs the producer's, with `destroying` set; then,
+ * if the capsule died unconsumed and its tensor's release was not seen, the
+ * producer freed the tensor without its deleter (JAX's destructor calls its
+ * deleter function directly), and that is the release.  Slots fill once
+ * and never change; when they are full, destructors stay as they are. */
+#define DS_DTOR_SLOTS 16
+static _Atomic(capsule_destructor) dtor_orig[DS_DTOR_SLOTS];
+static atomic_int dtor_claimed;
+
+static void capsule_destroyed(int i, PyObject *capsule)
+{
+    capsule_destructor orig = atomic_load_explicit(&dtor_orig[i], memory_order_acquire);
+    int saved = errno, kind;
+    void *tensor = ds_active() ? unconsumed_tensor_any(capsule, &kind, NULL) : NULL;
+    PyObject *outer = destroying;
+    destroying = capsule;
+    errno = saved;
+    orig(capsule);
+    saved = errno;
+    destroying = outer;
+    if (tensor && ds_active())
+        ds_tensor_dropped_unseen(tensor);
+    errno = saved;
+}
+
+#define DS_DTOR(i) \
+    static void dtor_##i(PyObject *capsule) { capsule_destroyed(i, capsule); }
+DS_DTOR(0) DS_DTOR(1) DS_DTOR(2) DS_DTOR(3) DS_DTOR(4) DS_DTOR(5) DS_DTOR(6) DS_DTOR(7)
+DS_DTOR(8) DS_DTOR(9) DS_DTOR(10) DS_DTOR(11) DS_DTOR(12) DS_DTOR(13) DS_DTOR(14) DS_DTOR(15)
+#undef DS_DTOR
+static const capsule_destructor dtor_fns[DS_DTOR_SLOTS] = {
+    dtor_0, dtor_1, dtor_2,  dtor_3,  dtor_4,  dtor_5,  dtor_6,  dtor_7,
+    dtor_8, dtor_9, dtor_10, dtor_11, dtor_12, dtor_13, dtor_14, dtor_15,
+};
+
+/* Ours for `d`, claiming a slot on first sight; `d` itself when it is NULL,
+ * already ours, or the slots are full.  Two threads may claim a slot each
+ * for one destructor: harmless. */
+static capsule_destructor wrapped_destructor(capsule_destructor d)
+{
+    if (!d)
+        return NULL;
+    for (int i = 0; i < DS_DTOR_SLOTS; i++) {
+        capsule_destructor o = atomic_load_explicit(&dtor_orig[i], memory_order_acquire);
+        if (o == d)
+            return dtor_fns[i];
+        if (dtor_fns[i] == d)
+            return d;
+    }
+    int i = atomic_fetch_add_explicit(&dtor_claimed, 1, memory_order_relaxed);
+    if (i >= DS_DTOR_SLOTS)
+        return d;
+    atomic_store_explicit(&dtor_orig[i], d, memory_order_release);
+    return dtor_fns[i];
 }
 
 /* ---- the capsule wrappers ----------------------------------------------- */
@@ -131,34 +284,64 @@ static void import_by(void *tensor, int kind, const void *caller)
 static PyObject *wrap_New(void *pointer, const char *name, capsule_destructor destructor)
 {
     const void *caller = __builtin_return_address(0);
-    PyObject *capsule = DS_REAL(wrap_New, real_New, "PyCapsule_New")(pointer, name, destructor);
-    int kind = KIND_OF(name, "dltensor"); /* plain reads: errno untouched */
+    int kind = KIND_OF(name, "dltensor"), saved = errno;
+    bool track = kind != NOT_DLPACK && ds_active();
+    if (track) {
+        destructor = wrapped_destructor(destructor);
+        last_import.tensor = 0;
+    }
+    errno = saved;
+    PyObject *(*real)(void *, const char *, capsule_destructor) =
+        DS_REAL(wrap_New, real_New, "PyCapsule_New");
+    PyObject *capsule = real(pointer, name, destructor);
     if (capsule == opened.capsule)
-        opened.capsule = NULL; /* made again where the opened one was */
-    if (capsule && kind != NOT_DLPACK && ds_active()) {
-        int saved = errno;
-        ds_tensor_export_by(pointer, kind == VERSIONED, ds_module_id_at(caller));
+        opened.capsule = NULL; /* made where the opened one was: that one is gone */
+    if (capsule && track) {
+        saved = errno;
+        ds_py_bind((const void *)real);
+        ds_tensor_export_by(pointer, kind == VERSIONED, caller_id(caller), capsule_api());
         errno = saved;
     }
     return capsule;
+}
+
+/* The tensor a rename to `kind` or a cleared destructor (kind NOT_DLPACK:
+ * either) imports, or NULL: none, or the operation it completes was already
+ * recorded (the capsule's destructor at work, or a release by the opener). */
+static void *imported_tensor(PyObject *capsule, int *kind, const void *caller)
+{
+    if (capsule == destroying)
+        return NULL;
+    opened_capsule o;
+    if (take_opened(capsule, &o)) {
+        if (o.released)
+            return NULL;
+        if (*kind == NOT_DLPACK || o.kind == *kind) {
+            *kind = o.kind;
+            return o.tensor;
+        }
+    }
+    if (*kind != NOT_DLPACK)
+        return unconsumed_tensor(capsule, *kind, caller);
+    return unconsumed_tensor_any(capsule, kind, caller);
 }
 
 static int wrap_SetName(PyObject *capsule, const char *name)
 {
     const void *caller = __builtin_return_address(0);
     int saved = errno;
-    int kind = KIND_OF(name, "used_dltensor"), opened_kind = NOT_DLPACK;
+    int kind = KIND_OF(name, "used_dltensor");
     void *tensor = NULL;
-    if (kind != NOT_DLPACK && ds_active()) {
-        tensor = take_opened(capsule, &opened_kind);
-        if (!tensor || opened_kind != kind)
-            tensor = unconsumed_tensor(capsule, kind, caller);
-    }
+    if (kind != NOT_DLPACK && ds_active())
+        tensor = imported_tensor(capsule, &kind, caller);
     errno = saved;
-    int result = DS_REAL(wrap_SetName, real_SetName, "PyCapsule_SetName")(capsule, name);
+    int (*real)(PyObject *, const char *) = DS_REAL(wrap_SetName, real_SetName, "PyCapsule_SetName");
+    int result = real(capsule, name);
     saved = errno;
-    if (result == 0 && tensor)
-        import_by(tensor, kind, caller);
+    if (result == 0 && tensor) {
+        ds_py_bind((const void *)real);
+        import_by(tensor, kind, caller_id(caller));
+    }
     errno = saved;
     return result;
 }
@@ -169,23 +352,21 @@ static int wrap_SetDestructor(PyObject *capsule, capsule_destructor destructor)
     int saved = errno;
     void *tensor = NULL;
     int kind = NOT_DLPACK;
-    if (!destructor && ds_active()) {
-        tensor = take_opened(capsule, &kind);
-        if (!tensor) {
-            kind = LEGACY;
-            tensor = unconsumed_tensor(capsule, kind, caller);
-        }
-        if (!tensor) {
-            kind = VERSIONED;
-            tensor = unconsumed_tensor(capsule, kind, caller);
-        }
+    if (ds_active()) {
+        if (!destructor)
+            tensor = imported_tensor(capsule, &kind, caller);
+        else if (capsule != destroying && unconsumed_tensor_any(capsule, &kind, caller))
+            destructor = wrapped_destructor(destructor); /* a producer setting it late */
     }
     errno = saved;
-    int result =
-        DS_REAL(wrap_SetDestructor, real_SetDestructor, "PyCapsule_SetDestructor")(capsule, destructor);
+    int (*real)(PyObject *, capsule_destructor) =
+        DS_REAL(wrap_SetDestructor, real_SetDestructor, "PyCapsule_SetDestructor");
+    int result = real(capsule, destructor);
     saved = errno;
-    if (result == 0 && tensor)
-        import_by(tensor, kind, caller);
+    if (result == 0 && tensor) {
+        ds_py_bind((const void *)real);
+        import_by(tensor, kind, caller_id(caller));
+    }
     errno = saved;
     return result;
 }
@@ -194,14 +375,24 @@ static void *wrapped_exchange_api(void *table);
 
 static void *wrap_GetPointer(PyObject *capsule, const char *name)
 {
-    void *pointer = DS_REAL(wrap_GetPointer, real_GetPointer, "PyCapsule_GetPointer")(capsule, name);
+    const void *caller = __builtin_return_address(0);
+    void *(*real)(PyObject *, const char *) =
+        DS_REAL(wrap_GetPointer, real_GetPointer, "PyCapsule_GetPointer");
+    void *pointer = real(capsule, name);
     if (!pointer || !name || name[0] != 'd') /* neither name below */
         return pointer;
     int kind = KIND_OF(name, "dltensor");
     if (kind != NOT_DLPACK) {
-        remember_opened(capsule, pointer, kind); /* plain stores: errno untouched */
+        if (ds_active()) {
+            int saved = errno;
+            ds_py_bind((const void *)real);
+            last_import.tensor = 0;
+            remember_opened(capsule, pointer, kind, caller_id(caller));
+            errno = saved;
+        }
     } else if (!strcmp(name, "dlpack_exchange_api") && ds_active()) {
         int saved = errno;
+        ds_py_bind((const void *)real);
         pointer = wrapped_exchange_api(pointer);
         errno = saved;
     }
@@ -228,45 +419,64 @@ typedef struct {
 } exchange_api;
 
 /* Tables are static in each framework, so a few slots suffice; C has no
- * closures, so each slot has its own wrapper functions. */
+ * closures, so each slot has its own wrapper functions.  A slot is claimed
+ * by one thread, filled, then published (`ready`); it never changes after. */
 #define DS_EXCHANGE_SLOTS 8
 static struct {
     const exchange_api *orig;
     exchange_api wrapped;
-    char owner[DS_NAME_MAX]; /* the framework the table belongs to */
+    uint16_t owner; /* the framework the table belongs to */
+    atomic_bool ready;
 } slots[DS_EXCHANGE_SLOTS];
-static int nslots;
-static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int slots_claimed;
 
-/* The producer made a tensor: an export by the table's owner. */
+static uint16_t exchange_api_name(void)
+{
+    return DS_NAME_ONCE("exchange_api");
+}
+
+/* The table's owner made a tensor for the caller, who now owns it (the
+ * allocator and from_py_object): an export by the owner, an import by the
+ * caller. */
+static void made_for_caller(int i, DLManagedTensorVersioned *t, const void *caller)
+{
+    int saved = errno;
+    if (ds_active()) {
+        ds_tensor_export_by(t, true, slots[i].owner, exchange_api_name());
+        ds_tensor_import_by(t, true, caller_id(caller), exchange_api_name());
+    }
+    errno = saved;
+}
+
 static int exchange_allocate(int i, DLTensor *prototype, DLManagedTensorVersioned **out, void *ctx,
-                             void (*set_error)(void *, const char *, const char *))
+                             void (*set_error)(void *, const char *, const char *),
+                             const void *caller)
 {
     int result = slots[i].orig->managed_tensor_allocator(prototype, out, ctx, set_error);
-    int saved = errno;
-    if (result == 0 && out && *out && ds_active())
-        ds_tensor_export(*out, true, slots[i].owner);
-    errno = saved;
+    if (result == 0 && out && *out)
+        made_for_caller(i, *out, caller);
     return result;
 }
 
-static int exchange_from_py(int i, void *py_object, DLManagedTensorVersioned **out)
+static int exchange_from_py(int i, void *py_object, DLManagedTensorVersioned **out,
+                            const void *caller)
 {
     int result = slots[i].orig->managed_tensor_from_py_object_no_sync(py_object, out);
-    int saved = errno;
-    if (result == 0 && out && *out && ds_active())
-        ds_tensor_export(*out, true, slots[i].owner);
-    errno = saved;
+    if (result == 0 && out && *out)
+        made_for_caller(i, *out, caller);
     return result;
 }
 
-/* The owner takes the tensor (ownership is stolen): recorded before the
- * call, after which the tensor may already be gone. */
-static int exchange_to_py(int i, DLManagedTensorVersioned *tensor, void **out)
+/* The caller hands a tensor it made to the owner, which takes it (ownership
+ * is stolen): recorded before the call, after which the tensor may already
+ * be gone. */
+static int exchange_to_py(int i, DLManagedTensorVersioned *tensor, void **out, const void *caller)
 {
     int saved = errno;
-    if (ds_active())
-        ds_tensor_import(tensor, true, slots[i].owner);
+    if (tensor && ds_active()) {
+        ds_tensor_export_by(tensor, true, caller_id(caller), exchange_api_name());
+        ds_tensor_import_by(tensor, true, slots[i].owner, exchange_api_name());
+    }
     errno = saved;
     return slots[i].orig->managed_tensor_to_py_object_no_sync(tensor, out);
 }
@@ -275,13 +485,16 @@ static int exchange_to_py(int i, DLManagedTensorVersioned *tensor, void **out)
     static int allocate_##i(DLTensor *p, DLManagedTensorVersioned **o, void *c,              \
                             void (*e)(void *, const char *, const char *))                   \
     {                                                                                        \
-        return exchange_allocate(i, p, o, c, e);                                             \
+        return exchange_allocate(i, p, o, c, e, __builtin_return_address(0));                \
     }                                                                                        \
     static int from_py_##i(void *obj, DLManagedTensorVersioned **o)                          \
     {                                                                                        \
-        return exchange_from_py(i, obj, o);                                                  \
+        return exchange_from_py(i, obj, o, __builtin_return_address(0));                     \
     }                                                                                        \
-    static int to_py_##i(DLManagedTensorVersioned *t, void **o) { return exchange_to_py(i, t, o); }
+    static int to_py_##i(DLManagedTensorVersioned *t, void **o)                              \
+    {                                                                                        \
+        return exchange_to_py(i, t, o, __builtin_return_address(0));                         \
+    }
 DS_SLOT_WRAPPERS(0)
 DS_SLOT_WRAPPERS(1)
 DS_SLOT_WRAPPERS(2)
@@ -307,31 +520,26 @@ static const struct {
  * is of an unknown major version, unreadable, or the slots are full. */
 static void *wrapped_exchange_api(void *table)
 {
+    for (int i = 0; i < DS_EXCHANGE_SLOTS; i++)
+        if (atomic_load_explicit(&slots[i].ready, memory_order_acquire) &&
+            (slots[i].orig == table || &slots[i].wrapped == table))
+            return &slots[i].wrapped;
     exchange_api copy;
-    void *result = table;
-    ds_lock(&slots_lock);
-    for (int i = 0; i < nslots; i++)
-        if (slots[i].orig == table || &slots[i].wrapped == table) {
-            result = &slots[i].wrapped;
-            goto done;
-        }
-    if (nslots == DS_EXCHANGE_SLOTS || ds_safe_read(&copy, table, sizeof(copy)) != sizeof(copy) ||
+    if (ds_safe_read(&copy, table, sizeof(copy)) != sizeof(copy) ||
         copy.version.major != DLSHIM_DLPACK_MAJOR || !copy.managed_tensor_allocator ||
         !copy.managed_tensor_from_py_object_no_sync || !copy.managed_tensor_to_py_object_no_sync)
-        goto done;
-    int i = nslots;
+        return table;
+    int i = atomic_fetch_add_explicit(&slots_claimed, 1, memory_order_relaxed);
+    if (i >= DS_EXCHANGE_SLOTS)
+        return table;
     slots[i].orig = table;
-    ds_module_name_at((const void *)copy.managed_tensor_from_py_object_no_sync, slots[i].owner,
-                      sizeof(slots[i].owner));
+    slots[i].owner = ds_module_id_at((const void *)copy.managed_tensor_from_py_object_no_sync);
     copy.managed_tensor_allocator = slot_fns[i].allocate;
     copy.managed_tensor_from_py_object_no_sync = slot_fns[i].from_py;
     copy.managed_tensor_to_py_object_no_sync = slot_fns[i].to_py;
     slots[i].wrapped = copy;
-    __atomic_store_n(&nslots, i + 1, __ATOMIC_RELEASE);
-    result = &slots[i].wrapped;
-done:
-    ds_unlock(&slots_lock);
-    return result;
+    atomic_store_explicit(&slots[i].ready, true, memory_order_release);
+    return &slots[i].wrapped;
 }
 
 /* ---- registration ------------------------------------------------------- */
@@ -345,5 +553,8 @@ static const ds_got_hook capsule_hooks[] = {
 
 void ds_python_capsule_install(void)
 {
+    for (int i = 0; i < DS_BRIDGES_MAX && ds_call_bridges[i]; i++)
+        bridges[i] = ds_name_intern(ds_call_bridges[i]);
+    ds_tensor_set_release_observer(observe_release);
     ds_got_hooks_add(capsule_hooks, DS_ARRAY_LEN(capsule_hooks));
 }

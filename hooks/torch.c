@@ -42,7 +42,7 @@ static void *exported(void *managed, bool versioned, const void *fn)
 {
     int saved = errno;
     if (managed && ds_active())
-        ds_tensor_export_by(managed, versioned, ds_module_id_at(fn));
+        ds_tensor_export_by(managed, versioned, ds_module_id_at(fn), DS_NAME_ONCE("libtorch"));
     errno = saved;
     return managed;
 }
@@ -51,7 +51,7 @@ static void importing(void *managed, bool versioned, const void *fn)
 {
     int saved = errno;
     if (managed && ds_active())
-        ds_tensor_import_by(managed, versioned, ds_module_id_at(fn));
+        ds_tensor_import_by(managed, versioned, ds_module_id_at(fn), DS_NAME_ONCE("libtorch"));
     errno = saved;
 }
 

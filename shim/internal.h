@@ -258,6 +258,17 @@ int ds_flag_names(uint64_t flags, const char **out, int max);
 #define DS_NAME_UNKNOWN 0
 uint16_t ds_name_intern(const char *name);
 const char *ds_name(uint16_t id);
+/* A constant name (an API's, for the events) interned on first use. */
+#define DS_NAME_ONCE(text)                                                       \
+    __extension__({                                                              \
+        static _Atomic uint16_t once_;                                           \
+        uint16_t id_ = atomic_load_explicit(&once_, memory_order_relaxed);       \
+        if (!id_) {                                                              \
+            id_ = ds_name_intern(text);                                          \
+            atomic_store_explicit(&once_, id_, memory_order_relaxed);            \
+        }                                                                        \
+        id_;                                                                     \
+    })
 void ds_names_fork(ds_fork_phase phase);
 
 /* ---- registry.c: tensor records keyed by address ------------------------ */
@@ -283,6 +294,9 @@ uint64_t ds_reg_evicted(void);
 
 /* ---- stats.c: counters and the exit summary ----------------------------- */
 void ds_stats_share(uint16_t producer, uint16_t consumer, uint64_t bytes, bool zero_copy); /* lock held */
+/* Lock held: a share counted as zero-copy turned out a copy (the consumer
+ * copied its bytes on import, ds_release_context.copy_on_import). */
+void ds_stats_copied(uint16_t producer, uint16_t consumer, uint64_t bytes);
 void ds_stats_violation(int kind);
 uint64_t ds_stats_violations(void);
 void ds_stats_untracked(void);
@@ -374,11 +388,29 @@ void ds_entry_parse_list(const char *text, size_t len, bool by_lines, const char
                          void (*fn)(const ds_entry_spec *spec, void *arg), void *arg);
 
 /* ---- tensor.c: the DLPack ownership ledger ------------------------------ */
-void ds_tensor_export(void *managed, bool versioned, const char *producer);
-void ds_tensor_import(void *managed, bool versioned, const char *consumer);
+/* `api`: the interned name of the route the handoff took ("capsule",
+ * "exchange_api", ...), which its event shows; DS_NAME_UNKNOWN shows none. */
+void ds_tensor_export(void *managed, bool versioned, const char *producer, uint16_t api);
+void ds_tensor_import(void *managed, bool versioned, const char *consumer, uint16_t api);
 /* The same for a producer/consumer already interned (ds_module_id_at). */
-void ds_tensor_export_by(void *managed, bool versioned, uint16_t producer);
-void ds_tensor_import_by(void *managed, bool versioned, uint16_t consumer);
+void ds_tensor_export_by(void *managed, bool versioned, uint16_t producer, uint16_t api);
+void ds_tensor_import_by(void *managed, bool versioned, uint16_t consumer, uint16_t api);
+/* The producer's holder of an unconsumed tensor died and freed it without
+ * calling its deleter (JAX's capsules do): its release, unless one was seen. */
+void ds_tensor_dropped_unseen(void *managed);
+/* A hook family that knows more about a release than the deleter call shows
+ * registers an observer, asked (outside every lock) before each release. */
+typedef struct ds_release_context {
+    /* A consumer that took the tensor but whose import can only be seen
+     * after this release (it lets the tensor go before it marks it taken):
+     * recorded as its import of a copy, unless it is the producer. */
+    uint16_t taker, taker_api;
+    /* The tensor's consumer lets it go inside the very call that imported
+     * it: it kept a copy (counted as one). */
+    bool copy_on_import;
+} ds_release_context;
+typedef void (*ds_release_observer)(uintptr_t tensor, ds_release_context *ctx);
+void ds_tensor_set_release_observer(ds_release_observer fn);
 
 /* ---- elf.c: a loaded module's dynamic section and GOT -------------------- */
 /* NULL on success, else why the module cannot be patched. */
@@ -449,6 +481,23 @@ void ds_hooks_install(void);
 void ds_dlsym_enable(void); /* at the end of start-up */
 /* ---- hooks/frameworks.c: module path → framework name ------------------- */
 void ds_framework_name(const char *path, char *out, size_t cap);
+/* Module names that only pass calls on (libffi, ctypes), NULL-terminated. */
+extern const char *const ds_call_bridges[];
+/* A Python source file's package ("warp"), or a script's stem. */
+void ds_python_package_name(const char *file, char *out, size_t cap);
+/* ---- hooks/python_frames.c: the Python code behind a call --------------- */
+/* Finds CPython's C API beside one of its functions (once). */
+void ds_py_bind(const void *python_function);
+/* Where this thread's Python code is: its innermost frame and instruction;
+ * false where that cannot be read now (no Python, the GIL not held here, no
+ * frame, an exception pending, a CPython before 3.11). */
+typedef struct ds_py_mark {
+    const void *frame;
+    int lasti;
+} ds_py_mark;
+bool ds_py_mark_here(ds_py_mark *out);
+/* The package of the innermost frame's file (ds_python_package_name). */
+bool ds_py_package_here(char *out, size_t cap);
 /* ---- hooks/device.c: shared by the CUDA runtime, driver and HIP hooks --- */
 /* After a successful allocation that wrote its pointer (ptr_size bytes) to
  * out_ptr. */

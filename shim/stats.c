@@ -64,6 +64,15 @@ void ds_stats_share(uint16_t producer, uint16_t consumer, uint64_t bytes, bool z
     }
 }
 
+void ds_stats_copied(uint16_t producer, uint16_t consumer, uint64_t bytes)
+{
+    pair *p = pair_of(producer, consumer);
+    if (!p)
+        p = &st.overflow;
+    p->copies++;
+    p->bytes_copied += bytes;
+}
+
 void ds_stats_violation(int kind)
 {
     if (kind >= 0 && kind < DS_VIO_COUNT)
@@ -106,11 +115,73 @@ static void sort_by_shares(pair *p, int n)
     }
 }
 
+/* Shares never released at exit: counted, and the first few named. */
+#define DS_OUTSTANDING_SHOWN 32
+typedef struct {
+    uint64_t count;
+    int shown;
+    struct {
+        uintptr_t tensor;
+        uint16_t producer, consumer;
+        bool imported;
+        uint64_t bytes;
+    } share[DS_OUTSTANDING_SHOWN];
+} outstanding;
+
 static void count_outstanding(const ds_record *r, void *arg)
 {
+    outstanding *o = arg;
     /* A tensor without a deleter can never be released: not a leak. */
-    if (r->state != DS_RELEASED && r->orig_deleter && !r->inherited)
-        ++*(uint64_t *)arg;
+    if (r->state == DS_RELEASED || !r->orig_deleter || r->inherited)
+        return;
+    o->count++;
+    if (o->shown < DS_OUTSTANDING_SHOWN) {
+        __typeof__(o->share[0]) *s = &o->share[o->shown++];
+        s->tensor = r->key;
+        s->producer = r->producer;
+        s->consumer = r->consumer;
+        s->imported = r->state == DS_IMPORTED;
+        s->bytes = r->bytes;
+    }
+}
+
+/* The named ones, as a JSON array (jsonl) or a table after the summary. */
+static void outstanding_field(ds_ev *e, const outstanding *o)
+{
+    ds_ev_open(e, "outstanding_shares", '[');
+    for (int i = 0; i < o->shown; i++) {
+        ds_ev_open(e, NULL, '{');
+        ds_ev_hex(e, "tensor", o->share[i].tensor);
+        ds_ev_str(e, "producer", ds_name(o->share[i].producer));
+        ds_ev_str(e, "consumer", o->share[i].imported ? ds_name(o->share[i].consumer) : NULL);
+        ds_ev_uint(e, "bytes", o->share[i].bytes);
+        ds_ev_close(e);
+    }
+    ds_ev_close(e);
+}
+
+static void write_text_outstanding(const outstanding *o)
+{
+    char line[DS_LINE_MAX];
+    if (o->shown == 0)
+        return;
+    size_t len = ds_fmt(line, sizeof(line), "dlshim:   %-18s %-20s %-20s %14s   (never released)\n",
+                        "outstanding", "producer", "consumer", "bytes");
+    ds_log_write(line, len);
+    for (int i = 0; i < o->shown; i++) {
+        char tensor[24];
+        ds_fmt(tensor, sizeof(tensor), "%p", (void *)o->share[i].tensor);
+        len = ds_fmt(line, sizeof(line), "dlshim:   %-18s %-20s %-20s %14llu\n", tensor,
+                     ds_name(o->share[i].producer),
+                     o->share[i].imported ? ds_name(o->share[i].consumer) : "-",
+                     (unsigned long long)o->share[i].bytes);
+        ds_log_write(line, len);
+    }
+    if (o->count > (uint64_t)o->shown) {
+        len = ds_fmt(line, sizeof(line), "dlshim:   ... and %llu more\n",
+                     (unsigned long long)(o->count - (uint64_t)o->shown));
+        ds_log_write(line, len);
+    }
 }
 
 static void write_text_pairs(const pair *pairs, int n)
@@ -141,9 +212,9 @@ void ds_summary_write(void)
         atomic_exchange(&summary_written, true))
         return;
     ds_log_flush(); /* so that dropped_events counts every loss before it */
-    uint64_t outstanding = 0;
+    outstanding out = {0};
     ds_reg_lock();
-    ds_reg_foreach(count_outstanding, &outstanding);
+    ds_reg_foreach(count_outstanding, &out);
     /* A consistent copy; names are append-only, so ids stay valid. */
     __typeof__(st) snap = st;
     uint64_t evicted = ds_reg_evicted();
@@ -163,7 +234,7 @@ void ds_summary_write(void)
     ds_ev_uint(&e, "copies", total.copies);
     ds_ev_uint(&e, "bytes_shared", total.bytes);
     ds_ev_uint(&e, "bytes_copied", total.bytes_copied);
-    ds_ev_uint(&e, "outstanding", outstanding);
+    ds_ev_uint(&e, "outstanding", out.count);
     ds_ev_open(&e, "violations", '{');
     for (int k = 0; k < DS_VIO_COUNT; k++) {
         uint64_t n = atomic_load(&violations[k]);
@@ -188,6 +259,7 @@ void ds_summary_write(void)
     ds_ev_uint(&e, "clock_origin_ns", ds_clock_origin_ns());
     sort_by_shares(snap.pairs, snap.npairs);
     if (ds_cfg.format == DS_FORMAT_JSONL) {
+        outstanding_field(&e, &out);
         /* The busiest pairs, as many as fit one line. */
         int shown = 0;
         ds_ev_open(&e, "pairs", '[');
@@ -211,6 +283,7 @@ void ds_summary_write(void)
     }
     ds_ev_end(&e);
     write_text_pairs(snap.pairs, snap.npairs);
+    write_text_outstanding(&out);
     ds_log_flush();
 }
 

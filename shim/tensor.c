@@ -54,9 +54,16 @@ static const char *shown_name(const char *name, uint16_t id)
     return name ? name : ds_name(id);
 }
 
+/* The route a handoff took, where the hook family named it. */
+static void api_field(ds_ev *e, uint16_t api)
+{
+    if (api != DS_NAME_UNKNOWN)
+        ds_ev_str(e, "api", ds_name(api));
+}
+
 /* Called when the event is wanted. */
 static void emit_export(void *m, const ds_tensor_view *v, const char *name, uint16_t id,
-                        const ds_alloc_info *alloc, uintptr_t copied_from)
+                        uint16_t api, const ds_alloc_info *alloc, uintptr_t copied_from)
 {
     char device[32], dtype[32];
     const char *flags[64];
@@ -65,6 +72,7 @@ static void emit_export(void *m, const ds_tensor_view *v, const char *name, uint
     ds_ev_hex(&e, "tensor", (uintptr_t)m);
     ds_ev_bool(&e, "versioned", v->versioned);
     ds_ev_str(&e, "producer", shown_name(name, id));
+    api_field(&e, api);
     ds_ev_hex(&e, "data", (uintptr_t)v->t.data);
     ds_ev_uint(&e, "byte_offset", v->t.byte_offset);
     ds_device_name(device, sizeof(device), v->t.device);
@@ -115,21 +123,23 @@ static bool on_a_device(int32_t type)
            type == kDLCUDAManaged;
 }
 
-/* Called when the event is wanted. */
-static void emit_import(const record_copy *r)
+/* Called when the event is wanted; `api`: the importer's route. */
+static void emit_import(const record_copy *r, uint16_t api)
 {
     ds_ev e;
     ds_ev_begin(&e, DS_EV_IMPORT);
     ds_ev_hex(&e, "tensor", r->tensor);
     ds_ev_str(&e, "consumer", ds_name(r->consumer));
     ds_ev_str(&e, "producer", ds_name(r->producer));
+    api_field(&e, api);
     ds_ev_bool(&e, "zero_copy", !r->copied);
     ds_ev_uint(&e, "bytes", r->bytes);
     ds_ev_end(&e);
 }
 
-/* Called when the event is wanted. */
-static void emit_release(const record_copy *r, bool consumed)
+/* Called when the event is wanted.  copy_on_import: the consumer let the
+ * tensor go inside the call that took it, so it kept a copy of the bytes. */
+static void emit_release(const record_copy *r, bool consumed, bool copy_on_import)
 {
     ds_ev e;
     ds_ev_begin(&e, DS_EV_RELEASE);
@@ -138,6 +148,10 @@ static void emit_release(const record_copy *r, bool consumed)
     ds_ev_uint(&e, "lifetime_ns", r->t_release - r->t_export);
     ds_ev_str(&e, "producer", ds_name(r->producer));
     ds_ev_str(&e, "consumer", consumed ? ds_name(r->consumer) : NULL);
+    if (copy_on_import) {
+        ds_ev_bool(&e, "copy_on_import", true);
+        ds_ev_uint(&e, "bytes_copied", r->bytes);
+    }
     ds_ev_end(&e);
 }
 
@@ -155,7 +169,7 @@ static void report_malformed(void *m, bool versioned, uint16_t id, const char *n
 
 /* id: the interned name (which may be "other" when the table is full);
  * name: the name itself, for the events, or NULL for ds_name(id). */
-static void export_tensor(void *m, bool versioned, uint16_t id, const char *name)
+static void export_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t api)
 {
     char why[DS_DETAIL_MAX];
     ds_tensor_view v;
@@ -207,6 +221,10 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
             report_malformed(m, versioned, id, name, why);
         return;
     }
+    /* Handed on while imported (a consumer passing the tensor to another):
+     * the share in the old allocation ends here. */
+    uintptr_t ended_base = live && r->state == DS_IMPORTED ? r->alloc_base : 0;
+    uint32_t ended_generation = ended_base ? r->alloc_generation : 0;
     if (!live) /* a released record at the address is replaced */
         r = r ? ds_reg_renew(r) : ds_reg_insert((uintptr_t)m);
     if (r) { /* else the table is full of live records: counted as untracked */
@@ -216,6 +234,7 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
         r->bytes = v.bytes;
         r->t_export = ds_event_wanted(DS_EV_RELEASE) ? ds_now_ns() : 0; /* only its events show it */
         r->producer = id;
+        r->consumer = DS_NAME_UNKNOWN;
         r->state = DS_EXPORTED;
         r->versioned = versioned;
         r->copied = (v.flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0 || copied_from != 0;
@@ -232,6 +251,8 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
         }
     }
     ds_reg_unlock();
+    if (ended_base)
+        ds_alloc_share(ended_base, ended_generation, -1);
     if (!well_formed)
         report_malformed(m, versioned, id, name, why);
     if (r)
@@ -239,7 +260,7 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     else
         ds_stats_untracked();
     if (show)
-        emit_export(m, &v, name, id, linked ? &alloc : NULL, copied_from);
+        emit_export(m, &v, name, id, api, linked ? &alloc : NULL, copied_from);
 }
 
 /* A name from the program, copied through the no-fault reader into `out`
@@ -250,21 +271,21 @@ static uint16_t copied_name(char out[DS_NAME_MAX], const char *name)
     return ds_name_intern(out);
 }
 
-void ds_tensor_export(void *m, bool versioned, const char *producer)
+void ds_tensor_export(void *m, bool versioned, const char *producer, uint16_t api)
 {
     char name[DS_NAME_MAX];
-    export_tensor(m, versioned, copied_name(name, producer), name);
+    export_tensor(m, versioned, copied_name(name, producer), name, api);
 }
 
-void ds_tensor_export_by(void *m, bool versioned, uint16_t producer)
+void ds_tensor_export_by(void *m, bool versioned, uint16_t producer, uint16_t api)
 {
-    export_tensor(m, versioned, producer, NULL);
+    export_tensor(m, versioned, producer, NULL, api);
 }
 
 /* ---- import ------------------------------------------------------------- */
 
 /* As export_tensor. */
-static void import_tensor(void *m, bool versioned, uint16_t id, const char *name)
+static void import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t api)
 {
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -289,7 +310,7 @@ static void import_tensor(void *m, bool versioned, uint16_t id, const char *name
             if (device)
                 ds_sync_import(c.tensor, c.data, c.bytes, ds_name(c.producer), ds_name(c.consumer));
             if (show)
-                emit_import(&c);
+                emit_import(&c, api);
             return;
         }
         record_copy c = r ? copy_of(r) : (record_copy){0};
@@ -321,19 +342,19 @@ static void import_tensor(void *m, bool versioned, uint16_t id, const char *name
             }
         }
         if (attempt == 0) /* never exported through the shim: producer unknown */
-            ds_tensor_export(m, versioned, NULL);
+            export_tensor(m, versioned, DS_NAME_UNKNOWN, NULL, api);
     }
 }
 
-void ds_tensor_import(void *m, bool versioned, const char *consumer)
+void ds_tensor_import(void *m, bool versioned, const char *consumer, uint16_t api)
 {
     char name[DS_NAME_MAX];
-    import_tensor(m, versioned, copied_name(name, consumer), name);
+    import_tensor(m, versioned, copied_name(name, consumer), name, api);
 }
 
-void ds_tensor_import_by(void *m, bool versioned, uint16_t consumer)
+void ds_tensor_import_by(void *m, bool versioned, uint16_t consumer, uint16_t api)
 {
-    import_tensor(m, versioned, consumer, NULL);
+    import_tensor(m, versioned, consumer, NULL, api);
 }
 
 /* ---- release (the trampolines) ------------------------------------------ */
@@ -354,6 +375,23 @@ static void forward(void *m, deleter_fn orig, deleter_fn chained)
     releasing = outer;
 }
 
+static _Atomic(ds_release_observer) observer;
+
+void ds_tensor_set_release_observer(ds_release_observer fn)
+{
+    atomic_store_explicit(&observer, fn, memory_order_release);
+}
+
+/* Lock held: a consumer took the tensor and lets it go before its import
+ * could be seen (ds_release_context.taker): the import, made now, of a copy. */
+static void import_at_release(ds_record *r, uint16_t taker)
+{
+    r->state = DS_IMPORTED;
+    r->consumer = taker;
+    r->copied = true;
+    ds_stats_share(r->producer, taker, r->bytes, false);
+}
+
 static void release(void *m, bool versioned)
 {
     (void)versioned;
@@ -371,6 +409,10 @@ static void release(void *m, bool versioned)
         return;
     }
     int saved = errno;
+    ds_release_context ctx = {0};
+    ds_release_observer observe = atomic_load_explicit(&observer, memory_order_acquire);
+    if (observe) /* before the lock: it may read the program's state */
+        observe((uintptr_t)m, &ctx);
     ds_reg_lock();
     ds_record *r = ds_reg_find((uintptr_t)m);
     if (!r) {
@@ -391,29 +433,44 @@ static void release(void *m, bool versioned)
         record_copy c = copy_of(r);
         ds_reg_unlock();
         char detail[DS_DETAIL_MAX];
-        ds_fmt(detail, sizeof(detail),
-               "the deleter of tensor %p from %s was called again, %llu us after it ran", m,
-               ds_name(c.producer), (unsigned long long)((ds_now_ns() - c.t_release) / 1000));
+        unsigned long long ago = (ds_now_ns() - c.t_release) / 1000;
+        if (c.consumer != DS_NAME_UNKNOWN)
+            ds_fmt(detail, sizeof(detail),
+                   "the deleter of tensor %p from %s was called again, %llu us after its "
+                   "consumer %s released it", m, ds_name(c.producer), ago, ds_name(c.consumer));
+        else
+            ds_fmt(detail, sizeof(detail),
+                   "the deleter of tensor %p from %s was called again, %llu us after it ran", m,
+                   ds_name(c.producer), ago);
         bool prevent = ds_violation(DS_VIO_DOUBLE_RELEASE, "tensor", (uintptr_t)m, detail);
         errno = saved;
         if (!prevent && orig)
             orig(m);
         return;
     }
+    bool taken_now = r->state == DS_EXPORTED && ctx.taker && ctx.taker != r->producer;
+    if (taken_now)
+        import_at_release(r, ctx.taker);
+    /* Let go inside the call that imported it: the consumer kept a copy. */
+    bool copied_out = taken_now || (r->state == DS_IMPORTED && ctx.copy_on_import && !r->copied);
+    if (copied_out && !taken_now)
+        ds_stats_copied(r->producer, r->consumer, r->bytes);
     bool consumed = r->state == DS_IMPORTED;
     deleter_fn chained = (deleter_fn)r->chained_deleter;
     r->state = DS_RELEASED;
     r->t_release = release_stamp();
-    uintptr_t base = r->alloc_base;
+    uintptr_t base = taken_now ? 0 : r->alloc_base; /* a share never counted in its allocation */
     uint32_t generation = r->alloc_generation;
-    bool show = ds_event_wanted(DS_EV_RELEASE);
+    bool show = ds_event_wanted(DS_EV_RELEASE), show_import = taken_now && ds_event_wanted(DS_EV_IMPORT);
     record_copy c;
-    if (show) /* the whole record only for the event */
+    if (show || show_import) /* the whole record only for the events */
         c = copy_of(r);
     ds_reg_unlock();
     ds_copies_share_removed((uintptr_t)m);
+    if (show_import)
+        emit_import(&c, ctx.taker_api);
     if (show)
-        emit_release(&c, consumed);
+        emit_release(&c, consumed, copied_out);
     /* The share ends before the producer's deleter runs: that deleter may
      * well free the buffer itself. */
     if (consumed && base)
@@ -421,4 +478,26 @@ static void release(void *m, bool versioned)
     errno = saved;
     if (orig)
         forward(m, orig, chained);
+}
+
+/* The producer's holder of an unconsumed tensor (a capsule) died and freed
+ * it without calling its deleter: the release, unless one was seen. */
+void ds_tensor_dropped_unseen(void *m)
+{
+    ds_reg_lock();
+    ds_record *r = ds_reg_find((uintptr_t)m);
+    if (!r || r->state != DS_EXPORTED) {
+        ds_reg_unlock();
+        return;
+    }
+    r->state = DS_RELEASED;
+    r->t_release = release_stamp();
+    bool show = ds_event_wanted(DS_EV_RELEASE);
+    record_copy c;
+    if (show)
+        c = copy_of(r);
+    ds_reg_unlock();
+    ds_copies_share_removed((uintptr_t)m);
+    if (show)
+        emit_release(&c, false, false);
 }

@@ -28,6 +28,10 @@ DEVICE_BIN = BUILD / "tests" / "device"
 STRESS_BIN = BUILD / "tests" / "stress"
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's: libpython linked into the executable
 EMBED = EXT_DIR / "embed"           # the same interpreter through libpython3.x.so
+# The venv of `make venv`: current frameworks (tests/requirements.txt) on a
+# CPython with a shared libpython.
+VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
+FRAMEWORK_PROGS = ROOT / "tests" / "frameworks" / "progs"
 
 
 def parse_jsonl(text, where="log", torn_tail=False):
@@ -44,6 +48,13 @@ def parse_jsonl(text, where="log", torn_tail=False):
             assert field in ev, f"{where}:{n}: no {field}"
         events.append(ev)
     return events
+
+
+def between(events, start, end):
+    """The events after MARK start and before MARK end (marks left out)."""
+    names = [e.get("name") for e in events]
+    i, j = names.index(start), names.index(end)
+    return [e for e in events[i + 1:j] if e["event"] != "mark"]
 
 
 class Result:
@@ -129,10 +140,11 @@ class Runner:
         r.simdev_frees = frees.read_text().split() if frees.exists() else []
         return r
 
-    def python(self, script, *args, host=SYSTEM_PYTHON, shim=True, env=None):
-        """Runs tests/python/SCRIPT with events and MARK lines both on stderr,
-        in the order they happened; .events holds both (marks as
-        {"event": "mark", "name": ...})."""
+    def python(self, script, *args, host=SYSTEM_PYTHON, shim=True, env=None, folder=PYTHON_DIR,
+               timeout=300):
+        """Runs tests/python/SCRIPT (or folder/SCRIPT) with events and MARK
+        lines both on stderr, in the order they happened; .events holds both
+        (marks as {"event": "mark", "name": ...})."""
         e = {"TEST_EXT_DIR": str(EXT_DIR), "PYTHONDONTWRITEBYTECODE": "1",
              "DLSHIM_LOG": "stderr"}
         if PRELOAD_FIRST:
@@ -142,8 +154,8 @@ class Runner:
             if not shim:
                 e["LD_PRELOAD"] = PRELOAD_FIRST
         e.update(env or {})
-        r = self.run([host, PYTHON_DIR / script, *args], shim=shim, log=False, env=e,
-                     timeout=300)
+        r = self.run([host, folder / script, *args], shim=shim, log=False, env=e,
+                     timeout=timeout)
         stream = []
         for n, line in enumerate(r.stderr.splitlines(), 1):
             if line.startswith("{"):
@@ -152,6 +164,11 @@ class Runner:
                 stream.append({"event": "mark", "name": line[5:]})
         r.events = stream
         return r
+
+    def framework(self, script, *args, **kw):
+        """Runs tests/frameworks/progs/SCRIPT with the venv's Python, as
+        python() does."""
+        return self.python(script, *args, host=VENV_PYTHON, folder=FRAMEWORK_PROGS, **kw)
 
 
 @pytest.fixture

@@ -54,7 +54,7 @@ def test_runner_reports_every_group(tmp_path):
     out = tmp_path / "results.json"
     p = subprocess.run([SYSTEM_PYTHON, str(ROOT / "bench" / "run"), "--build", str(BUILD),
                         "--quick", "--repeat", "1", "--out", str(out), "--no-instructions",
-                        "--preload-first", PRELOAD_FIRST],
+                        "--no-venv", "--preload-first", PRELOAD_FIRST],
                        capture_output=True, text=True, timeout=600,
                        env={**os.environ, "ASAN_OPTIONS": "detect_leaks=0"})
     assert p.returncode == 0, p.stderr

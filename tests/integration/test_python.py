@@ -5,14 +5,7 @@ import subprocess
 
 import pytest
 
-from conftest import EMBED, SYSTEM_PYTHON
-
-
-def between(events, start, end):
-    """The events after MARK start and before MARK end."""
-    names = [e.get("name") for e in events]
-    i, j = names.index(start), names.index(end)
-    return [e for e in events[i + 1:j] if e["event"] != "mark"]
+from conftest import EMBED, SYSTEM_PYTHON, between
 
 
 def shares(events):
@@ -130,26 +123,29 @@ def test_dlpack1_extension(dlshim):
     exports, imports = r.of("export"), r.of("import")
     assert all(e["versioned"] and e["producer"] == "dlpack1ext" for e in exports)
     assert exports[0]["flags"] == ["read_only", "is_copied"]
-    assert [e["zero_copy"] for e in imports] == [False, True, True, True]
+    assert [e["zero_copy"] for e in imports] == [False, True, True, True, True]
     # JAX style (rename, then NULL destructor) is one import, not two; a NULL
     # destructor alone is an import too: copied, jax style, by destructor, and
-    # the exchange table's to_py_object.
-    assert len(imports) == 4
+    # the exchange table's two.
+    assert len(imports) == 5
 
-    # The exchange table: from_py_object exports, to_py_object imports the
-    # same tensor, the allocator exports one more.
+    # The exchange table: from_py_object is the owner's export and the
+    # caller's import (to_py_object hands the same tensor back to the same
+    # module: no second handoff); the allocator's tensor is one more.
     window = between(ev, "dropped by destructor", "drop exchange")
-    assert [e["event"] for e in window] == ["export", "import", "export"]
-    assert window[0]["tensor"] == window[1]["tensor"] != window[2]["tensor"]
-    assert window[1]["consumer"] == "dlpack1ext"
+    assert [(e["event"], e["api"]) for e in window] == [
+        ("export", "exchange_api"), ("import", "exchange_api"),
+        ("export", "exchange_api"), ("import", "exchange_api")]
+    assert window[0]["tensor"] == window[1]["tensor"] != window[2]["tensor"] == window[3]["tensor"]
+    assert window[1]["consumer"] == window[3]["consumer"] == "dlpack1ext"
     released = between(ev, "drop exchange", "dropped exchange")
-    assert sorted(e["consumed"] for e in released) == [False, True]
+    assert sorted(e["consumed"] for e in released) == [True, True]
 
     [last] = between(ev, "drop unconsumed", "end")
     assert last["event"] == "release" and last["consumed"] is False
     assert r.violations() == []
     s = r.summary
-    assert (s["shares"], s["copies"], s["outstanding"]) == (4, 1, 0)
+    assert (s["shares"], s["copies"], s["outstanding"]) == (5, 1, 0)
 
 
 @pytest.mark.parametrize("script", ["torch_numpy.py", "unconsumed.py", "consumer_outlives.py",

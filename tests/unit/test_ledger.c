@@ -50,9 +50,9 @@ static void test_full_cycle(void **state)
     (void)state;
     DLManagedTensor t;
     make(&t);
-    ds_tensor_export(&t, false, "p");
+    ds_tensor_export(&t, false, "p", 0);
     assert_ptr_not_equal(t.deleter, count_delete); /* the trampoline */
-    ds_tensor_import(&t, false, "c");
+    ds_tensor_import(&t, false, "c", 0);
     t.deleter(&t);
     assert_int_equal(deleted, 1);
     char *log = harness_read_log();
@@ -82,8 +82,8 @@ static void test_versioned_cycle(void **state)
     t.dl_tensor.shape = shape;
     t.flags = DLPACK_FLAG_BITMASK_IS_COPIED;
     t.deleter = count_delete_v;
-    ds_tensor_export(&t, true, "p");
-    ds_tensor_import(&t, true, "c");
+    ds_tensor_export(&t, true, "p", 0);
+    ds_tensor_import(&t, true, "c", 0);
     t.deleter(&t);
     assert_int_equal(deleted, 1);
     char *log = harness_read_log();
@@ -98,7 +98,7 @@ static void test_release_without_import(void **state)
     (void)state;
     DLManagedTensor t;
     make(&t);
-    ds_tensor_export(&t, false, "p");
+    ds_tensor_export(&t, false, "p", 0);
     t.deleter(&t);
     char *log = harness_read_log();
     assert_non_null(strstr(log, "\"consumed\":false"));
@@ -112,8 +112,8 @@ static void test_double_release_warn_forwards(void **state)
     (void)state;
     DLManagedTensor t;
     make(&t);
-    ds_tensor_export(&t, false, "p");
-    ds_tensor_import(&t, false, "c");
+    ds_tensor_export(&t, false, "p", 0);
+    ds_tensor_import(&t, false, "c", 0);
     t.deleter(&t);
     t.deleter(&t);
     assert_int_equal(deleted, 2);
@@ -130,7 +130,7 @@ static void test_double_release_protect_swallows(void **state)
     harness_init(env);
     DLManagedTensor t;
     make(&t);
-    ds_tensor_export(&t, false, "p");
+    ds_tensor_export(&t, false, "p", 0);
     t.deleter(&t);
     t.deleter(&t);
     t.deleter(&t);
@@ -145,9 +145,9 @@ static void test_import_after_release(void **state)
     (void)state;
     DLManagedTensor t;
     make(&t);
-    ds_tensor_export(&t, false, "p");
+    ds_tensor_export(&t, false, "p", 0);
     t.deleter(&t);
-    ds_tensor_import(&t, false, "late");
+    ds_tensor_import(&t, false, "late", 0);
     char *log = harness_read_log();
     assert_int_equal(violations(log, "import_after_release"), 1);
     assert_int_equal(events(log, "import"), 0);
@@ -159,10 +159,10 @@ static void test_new_tensor_at_reused_address(void **state)
     (void)state;
     DLManagedTensor t;
     make(&t);
-    ds_tensor_export(&t, false, "p");
+    ds_tensor_export(&t, false, "p", 0);
     t.deleter(&t);
     make(&t); /* a new tensor in the same memory, never announced */
-    ds_tensor_import(&t, false, "c");
+    ds_tensor_import(&t, false, "c", 0);
     t.deleter(&t);
     assert_int_equal(deleted, 2);
     char *log = harness_read_log();
@@ -180,11 +180,11 @@ static void test_import_again_after_release(void **state)
     (void)state;
     DLManagedTensor t;
     make(&t);
-    ds_tensor_export(&t, false, "p");
-    ds_tensor_import(&t, false, "c");
-    ds_tensor_import(&t, false, "c"); /* a second layer: no event */
+    ds_tensor_export(&t, false, "p", 0);
+    ds_tensor_import(&t, false, "c", 0);
+    ds_tensor_import(&t, false, "c", 0); /* a second layer: no event */
     t.deleter(&t);
-    ds_tensor_import(&t, false, "c");
+    ds_tensor_import(&t, false, "c", 0);
     char *log = harness_read_log();
     assert_int_equal(events(log, "import"), 1);
     assert_int_equal(violations(log, "import_after_release"), 1);
@@ -196,7 +196,7 @@ static DLManagedTensor *shared_tensor;
 static void *import_and_release(void *arg)
 {
     (void)arg;
-    ds_tensor_import(shared_tensor, false, "c");
+    ds_tensor_import(shared_tensor, false, "c", 0);
     shared_tensor->deleter(shared_tensor);
     return NULL;
 }
@@ -209,11 +209,11 @@ static void test_export_again_after_another_thread_released(void **state)
     DLManagedTensor t;
     make(&t);
     shared_tensor = &t;
-    ds_tensor_export(&t, false, "p");
+    ds_tensor_export(&t, false, "p", 0);
     pthread_t other;
     assert_int_equal(pthread_create(&other, NULL, import_and_release, NULL), 0);
     assert_int_equal(pthread_join(other, NULL), 0);
-    ds_tensor_export(&t, false, "p"); /* the deleter field still holds our trampoline */
+    ds_tensor_export(&t, false, "p", 0); /* the deleter field still holds our trampoline */
     char *log = harness_read_log();
     assert_int_equal(events(log, "export"), 2);
     assert_int_equal(events(log, "release"), 1);
@@ -228,9 +228,9 @@ static void test_broken_between_two_layers_is_reported(void **state)
     (void)state;
     DLManagedTensor t;
     make(&t);
-    ds_tensor_export(&t, false, "p");
+    ds_tensor_export(&t, false, "p", 0);
     t.dl_tensor.ndim = -1;
-    ds_tensor_export(&t, false, "p");
+    ds_tensor_export(&t, false, "p", 0);
     t.deleter(&t);
     char *log = harness_read_log();
     assert_int_equal(violations(log, "malformed_tensor"), 1);
@@ -246,8 +246,8 @@ static void test_broken_struct_seen_twice_is_reported_once(void **state)
     DLManagedTensor t;
     make(&t);
     t.dl_tensor.ndim = -1;
-    ds_tensor_export(&t, false, "p");
-    ds_tensor_export(&t, false, "p");
+    ds_tensor_export(&t, false, "p", 0);
+    ds_tensor_export(&t, false, "p", 0);
     t.deleter(&t);
     assert_int_equal(deleted, 1);
     char *log = harness_read_log();
@@ -261,9 +261,9 @@ static void test_double_import(void **state)
     (void)state;
     DLManagedTensor t;
     make(&t);
-    ds_tensor_export(&t, false, "p");
-    ds_tensor_import(&t, false, "c1");
-    ds_tensor_import(&t, false, "c2");
+    ds_tensor_export(&t, false, "p", 0);
+    ds_tensor_import(&t, false, "c1", 0);
+    ds_tensor_import(&t, false, "c2", 0);
     t.deleter(&t);
     char *log = harness_read_log();
     assert_int_equal(violations(log, "double_import"), 1);
@@ -276,11 +276,11 @@ static void test_reexport_does_not_wrap_twice(void **state)
     (void)state;
     DLManagedTensor t;
     make(&t);
-    ds_tensor_export(&t, false, "p");
+    ds_tensor_export(&t, false, "p", 0);
     void (*first)(DLManagedTensor *) = t.deleter;
-    ds_tensor_export(&t, false, "p2");
+    ds_tensor_export(&t, false, "p2", 0);
     assert_ptr_equal(t.deleter, first);
-    ds_tensor_import(&t, false, "c");
+    ds_tensor_import(&t, false, "c", 0);
     t.deleter(&t);
     assert_int_equal(deleted, 1);
     char *log = harness_read_log();
@@ -294,9 +294,9 @@ static void test_replaced_deleter_is_the_new_producers(void **state)
     (void)state;
     DLManagedTensor t;
     make(&t);
-    ds_tensor_export(&t, false, "p");
+    ds_tensor_export(&t, false, "p", 0);
     t.deleter = other_delete; /* not a decorator: the old deleter is dropped */
-    ds_tensor_export(&t, false, "p");
+    ds_tensor_export(&t, false, "p", 0);
     t.deleter(&t);
     assert_int_equal(deleted, 100);
 }
@@ -307,9 +307,9 @@ static void test_null_deleter(void **state)
     DLManagedTensor t;
     make(&t);
     t.deleter = NULL;
-    ds_tensor_export(&t, false, "p");
+    ds_tensor_export(&t, false, "p", 0);
     assert_null(t.deleter);
-    ds_tensor_import(&t, false, "c");
+    ds_tensor_import(&t, false, "c", 0);
     char *log = harness_read_log();
     assert_int_equal(events(log, "export") + events(log, "import"), 2);
     free(log);
@@ -322,14 +322,14 @@ static void test_eviction_keeps_live_records(void **state)
     harness_init(env);
     DLManagedTensor live;
     make(&live);
-    ds_tensor_export(&live, false, "p");
+    ds_tensor_export(&live, false, "p", 0);
     enum { N = 5000 };
     static DLManagedTensor many[N];
     uint64_t before = ds_reg_evicted();
     for (int i = 0; i < N; i++) {
         make(&many[i]);
-        ds_tensor_export(&many[i], false, "p");
-        ds_tensor_import(&many[i], false, "c");
+        ds_tensor_export(&many[i], false, "p", 0);
+        ds_tensor_import(&many[i], false, "c", 0);
         many[i].deleter(&many[i]);
     }
     assert_true(ds_reg_evicted() - before >= N - 1024);
@@ -360,8 +360,8 @@ static void test_eviction_order_without_output(void **state)
     int i = 0;
     for (; i < N && ds_reg_evicted() == evicted; i++) {
         make(&many[i]);
-        ds_tensor_export(&many[i], false, "p"); /* the 1025th evicts */
-        ds_tensor_import(&many[i], false, "c");
+        ds_tensor_export(&many[i], false, "p", 0); /* the 1025th evicts */
+        ds_tensor_import(&many[i], false, "c", 0);
         many[i].deleter(&many[i]);
     }
     assert_true(i > 2 && i < N);
@@ -396,6 +396,124 @@ static void test_summary_totals_include_shares_past_the_pair_table(void **state)
     free(log);
 }
 
+/* A release observer that says who took the tensor, or that it was let go
+ * inside its import (hooks/python_capsule.c is the real one). */
+static ds_release_context observed;
+static void observe(uintptr_t tensor, ds_release_context *ctx)
+{
+    (void)tensor;
+    *ctx = observed;
+}
+
+/* A consumer that lets go of the tensor before its import can be seen (JAX
+ * copying): the import of a copy is recorded at the release, then the
+ * release; the producer itself letting go is no import. */
+static void test_taken_at_release(void **state)
+{
+    (void)state;
+    DLManagedTensor t, own;
+    make(&t);
+    make(&own);
+    ds_tensor_export(&t, false, "p", 0);
+    ds_tensor_export(&own, false, "p", 0);
+    ds_tensor_set_release_observer(observe);
+    observed = (ds_release_context){.taker = ds_name_intern("c"), .taker_api = ds_name_intern("x")};
+    t.deleter(&t);
+    observed.taker = ds_name_intern("p");
+    own.deleter(&own);
+    ds_tensor_set_release_observer(NULL);
+    assert_int_equal(deleted, 2);
+    char *log = harness_read_log();
+    const char *i = strstr(log, "\"event\":\"import\"");
+    assert_non_null(i);
+    assert_non_null(strstr(i, "\"consumer\":\"c\",\"producer\":\"p\",\"api\":\"x\",\"zero_copy\":false"));
+    const char *r = strstr(i, "\"event\":\"release\"");
+    assert_non_null(r);
+    assert_non_null(strstr(r, "\"consumed\":true"));
+    assert_non_null(strstr(r, "\"copy_on_import\":true,\"bytes_copied\":24"));
+    assert_int_equal(events(log, "import"), 1);
+    assert_int_equal(harness_count(log, "\"consumed\":false"), 1); /* the producer's own */
+    free(log);
+}
+
+/* Let go inside the call that imported it (MLX): a copy, counted as one. */
+static void test_copy_on_import(void **state)
+{
+    (void)state;
+    DLManagedTensor t;
+    make(&t);
+    ds_stats_after_fork(); /* a fresh account */
+    ds_tensor_export(&t, false, "p", 0);
+    ds_tensor_import(&t, false, "c", 0);
+    ds_tensor_set_release_observer(observe);
+    observed = (ds_release_context){.copy_on_import = true};
+    t.deleter(&t);
+    ds_tensor_set_release_observer(NULL);
+    ds_summary_write();
+    char *log = harness_read_log();
+    assert_non_null(strstr(log, "\"zero_copy\":true,\"bytes\":24")); /* as the import saw it */
+    assert_non_null(strstr(log, "\"copy_on_import\":true,\"bytes_copied\":24"));
+    const char *summary = strstr(log, "\"event\":\"summary\"");
+    assert_non_null(summary);
+    assert_non_null(strstr(summary, "\"shares\":1,\"zero_copy\":0,\"copies\":1,"));
+    free(log);
+}
+
+/* A producer's holder that frees an unconsumed tensor its own way (JAX's
+ * capsule destructor): the release, once; a deleter call after it is a
+ * double release. */
+static void test_dropped_unseen(void **state)
+{
+    (void)state;
+    DLManagedTensor t, imported;
+    make(&t);
+    make(&imported);
+    ds_tensor_export(&t, false, "p", 0);
+    ds_tensor_dropped_unseen(&t);
+    ds_tensor_dropped_unseen(&t); /* seen already: nothing more */
+    ds_tensor_export(&imported, false, "p", 0);
+    ds_tensor_import(&imported, false, "c", 0);
+    ds_tensor_dropped_unseen(&imported); /* consumed: the consumer releases it */
+    char *log = harness_read_log();
+    assert_int_equal(events(log, "release"), 1);
+    assert_non_null(strstr(log, "\"consumed\":false"));
+    free(log);
+    t.deleter(&t);
+    assert_int_equal(deleted, 1); /* warn: forwarded */
+    log = harness_read_log();
+    assert_int_equal(violations(log, "double_release"), 1);
+    free(log);
+    imported.deleter(&imported);
+}
+
+/* The summary names shares never released, with producer and consumer. */
+static void test_summary_names_outstanding_shares(void **state)
+{
+    (void)state;
+    static DLManagedTensor kept, dropped;
+    make(&kept);
+    make(&dropped);
+    ds_stats_after_fork();
+    ds_tensor_export(&kept, false, "p", 0);
+    ds_tensor_import(&kept, false, "c", 0);
+    ds_tensor_export(&dropped, false, "q", 0);
+    ds_summary_write();
+    char *log = harness_read_log();
+    const char *summary = strstr(log, "\"event\":\"summary\"");
+    assert_non_null(summary);
+    assert_non_null(strstr(summary, "\"outstanding\":2,"));
+    char expect[160];
+    snprintf(expect, sizeof(expect), "{\"tensor\":\"%p\",\"producer\":\"p\",\"consumer\":\"c\","
+             "\"bytes\":24}", (void *)&kept);
+    assert_non_null(strstr(summary, expect));
+    snprintf(expect, sizeof(expect), "{\"tensor\":\"%p\",\"producer\":\"q\",\"consumer\":null,"
+             "\"bytes\":24}", (void *)&dropped);
+    assert_non_null(strstr(summary, expect));
+    free(log);
+    kept.deleter(&kept);
+    dropped.deleter(&dropped);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -417,6 +535,10 @@ int main(void)
         cmocka_unit_test_setup(test_null_deleter, setup),
         cmocka_unit_test_setup(test_eviction_keeps_live_records, setup),
         cmocka_unit_test_setup(test_summary_totals_include_shares_past_the_pair_table, setup),
+        cmocka_unit_test_setup(test_taken_at_release, setup),
+        cmocka_unit_test_setup(test_copy_on_import, setup),
+        cmocka_unit_test_setup(test_dropped_unseen, setup),
+        cmocka_unit_test_setup(test_summary_names_outstanding_shares, setup),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
 }

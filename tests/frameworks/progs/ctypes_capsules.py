@@ -1,0 +1,105 @@
+"""Capsules made and taken through ctypes.pythonapi, as Warp and PyArrow's
+tests do: a DLManagedTensor built here, with dtype and device codes outside
+dlshim's tables, handed to NumPy; NumPy's capsule taken here and never let
+go (an outstanding share at exit).  Usage: ctypes_capsules.py"""
+import ctypes
+import gc
+
+import numpy as np
+
+
+def mark(name):
+    import sys
+    sys.stderr.write(f"MARK {name}\n")
+    sys.stderr.flush()
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    pass
+
+
+DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
+DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
+                            ("deleter", DELETER)]
+
+api = ctypes.pythonapi
+api.PyCapsule_New.restype = ctypes.py_object
+api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+api.PyCapsule_SetName.restype = ctypes.c_int
+api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+alive = {}  # what each tensor keeps alive, by address
+released = []
+
+
+@DELETER
+def deleter(managed):
+    address = ctypes.addressof(managed.contents)
+    released.append(address)
+    alive.pop(address, None)
+
+
+def tensor(code, bits, device_type=1, n=4):
+    data = (ctypes.c_uint8 * (n * bits // 8))()
+    shape = (ctypes.c_int64 * 1)(n)
+    t = DLManagedTensor()
+    t.dl_tensor = DLTensor(ctypes.cast(data, ctypes.c_void_p), DLDevice(device_type, 0), 1,
+                           DLDataType(code, bits, 1), shape, None, 0)
+    t.deleter = deleter
+    alive[ctypes.addressof(t)] = (t, data, shape)
+    return t
+
+
+def capsule_of(t):
+    """A capsule made through ctypes, without a destructor (the consumer, or
+    the end of this program, releases it)."""
+    return api.PyCapsule_New(ctypes.addressof(t), b"dltensor", None)
+
+
+def take(capsule):
+    """Consumes a legacy capsule through ctypes; the tensor is never let go."""
+    managed = api.PyCapsule_GetPointer(capsule, b"dltensor")
+    api.PyCapsule_SetName(capsule, b"used_dltensor")
+    return managed
+
+
+# A tensor of a made-up dtype code (42) on a made-up device type (99): logged
+# by number, not malformed; dropped unconsumed, it is released by hand.
+mark("codes")
+odd = tensor(code=42, bits=8, device_type=99)
+c = capsule_of(odd)
+t = take(c)
+mark("codes: taken")
+odd.deleter(ctypes.pointer(odd))
+mark("codes: released")
+
+# DLPack 1.1's float4 (code 17) in a capsule made here, taken the same way.
+mark("float4")
+f4 = tensor(code=17, bits=4, n=8)
+take(capsule_of(f4))
+f4.deleter(ctypes.pointer(f4))
+mark("float4: released")
+
+# NumPy's capsule, taken here and never released: outstanding at exit.
+mark("kept")
+kept = np.arange(6, dtype=np.float32)
+take(kept.__dlpack__())
+mark("kept: taken")
+gc.collect()
+mark("end")
