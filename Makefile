@@ -15,7 +15,9 @@ DEVICE_INCLUDES := -isystem $(CUDA_HOME)/include -D__HIP_PLATFORM_AMD__
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Ishim
 LIB_CFLAGS  := $(BASE_CFLAGS) $(DEVICE_INCLUDES) -DDLSHIM_BUILDING -fPIC -fvisibility=hidden \
                -fno-semantic-interposition -fno-strict-aliasing
-LIB_LDFLAGS := -shared -Wl,-soname,libdlshim.so -Wl,-z,relro,-z,now -Wl,--no-undefined
+# Exported: what shim/exports.map lists, nothing else.
+LIB_LDFLAGS := -shared -Wl,-soname,libdlshim.so -Wl,-z,relro,-z,now -Wl,--no-undefined \
+    -Wl,--version-script=shim/exports.map
 # Link-time optimisation of the library: the small functions of one file
 # (locks, checks, no-fault reads) inline into the hooks of another, ~19 % of
 # the shim's instructions per Python handoff (docs/performance.md).  Fat
@@ -26,8 +28,13 @@ LTO ?= -flto=auto -ffat-lto-objects
 VARIANT_CFLAGS ?=
 VARIANT_LDFLAGS ?=
 
-LIB_SRCS := $(wildcard shim/*.c) $(wildcard hooks/*.c)
-LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+# The core (shim/) depends on nothing in hooks/; hooks/ feeds the core.
+CORE_SRCS := $(wildcard shim/*/*.c)
+HOOK_SRCS := $(wildcard hooks/*.c)
+LIB_SRCS := $(CORE_SRCS) $(HOOK_SRCS)
+CORE_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRCS))
+HOOK_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(HOOK_SRCS))
+LIB_OBJS := $(CORE_OBJS) $(HOOK_OBJS)
 LIB      := $(BUILD)/libdlshim.so
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
@@ -36,7 +43,7 @@ PROG_SRCS  := $(wildcard tests/integration/progs/*.c)
 PROG_BINS  := $(BUILD)/tests/libprod.so $(BUILD)/tests/consumer $(BUILD)/tests/secure_probe
 EXAMPLE    := $(BUILD)/examples/exchange
 
-.PHONY: all deps venv check check-unit check-integration check-frameworks check-docs \
+.PHONY: all deps venv check check-unit check-integration check-frameworks check-docs check-layers \
         check-sanitize check-tsan check-valgrind check-fuzz check-quick lint gpu-check-programs \
         simdev demo docs clean test-programs
 
@@ -52,18 +59,20 @@ VENV := .venv/bin/python
 venv:
 	@scripts/venv $(VENV_PYTHON_HOST)
 
-$(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def include/*.h) Makefile
+$(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def hooks/*.h hooks/*.def include/*.h) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) $(CFLAGS) $(LTO) $(VARIANT_CFLAGS) -c $< -o $@
 
-$(LIB): $(LIB_OBJS)
-	$(CC) $(LIB_LDFLAGS) $(CFLAGS) $(LTO) $(VARIANT_CFLAGS) $(VARIANT_LDFLAGS) -o $@ $^
+# Relinked when the Makefile or the export list changes.
+$(LIB): $(LIB_OBJS) Makefile shim/exports.map
+	$(CC) $(LIB_LDFLAGS) $(CFLAGS) $(LTO) $(VARIANT_CFLAGS) $(VARIANT_LDFLAGS) -o $@ $(LIB_OBJS)
 
-# ---- unit tests (cmocka), linked with the core's objects ------------------
-$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS) $(wildcard tests/unit/*.h)
+# ---- unit tests (cmocka), linked with the core's objects alone: a test
+# that needs a hook family or a device API declares a fake one ------------
+$(BUILD)/tests/unit/%: tests/unit/%.c $(CORE_OBJS) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -DDLSHIM_BUILDING $(CFLAGS) $(VARIANT_CFLAGS) $(EXTRA_UNIT_FLAGS) \
-	    -Itests/unit -o $@ $< $(LIB_OBJS) $(VARIANT_LDFLAGS) -lcmocka
+	    -Itests/unit -o $@ $< $(CORE_OBJS) $(VARIANT_LDFLAGS) -ldl -pthread -lcmocka
 
 # The ELF tests' modules: target.c in every link variant, calling impl.c.
 ELF_DIR := $(BUILD)/tests/elf
@@ -258,7 +267,12 @@ simdev: $(SIMDEV_LIBS)
 # Stress programs (tests/stress): libprod for exchanges, the CUDA runtime for
 # allocations, and a plugin module loaded and unloaded in a loop.
 STRESS_BIN := $(BUILD)/tests/stress
-STRESS_PROGS := $(STRESS_BIN)/stress $(STRESS_BIN)/libplugin.so
+STRESS_PROGS := $(STRESS_BIN)/stress $(STRESS_BIN)/libplugin.so $(STRESS_BIN)/fork_dlopen
+
+$(STRESS_BIN)/fork_dlopen: tests/stress/fork_dlopen.c $(BUILD)/tests/libfakepy.so
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -Itests/integration/progs -o $@ $< \
+	    -L$(BUILD)/tests -lfakepy -Wl,-rpath,'$$ORIGIN/..' -ldl -pthread $(VARIANT_LDFLAGS)
 
 $(STRESS_BIN)/libplugin.so: tests/stress/libplugin.c
 	@mkdir -p $(dir $@)
@@ -302,12 +316,14 @@ $(BUILD)/options-md: scripts/options-md.c shim/options.def
 
 FRAMEWORK_MATRIX := $(BUILD)/frameworks/matrix.json
 docs: $(BUILD)/options-md
-	$(PYTHON) scripts/update-readme-options.py README.md $(BUILD)/options-md
+	$(PYTHON) scripts/update-generated.py README.md $(BUILD)/options-md
+	$(PYTHON) scripts/update-generated.py scripts/dlshim $(BUILD)/options-md --launcher
 	@if [ -f $(FRAMEWORK_MATRIX) ]; then $(PYTHON) scripts/frameworks-md $(FRAMEWORK_MATRIX) docs/frameworks.md; \
 	 else echo "docs/frameworks.md: run make check-frameworks first"; fi
 
 check-docs: $(BUILD)/options-md
-	$(PYTHON) scripts/update-readme-options.py --check README.md $(BUILD)/options-md
+	$(PYTHON) scripts/update-generated.py --check README.md $(BUILD)/options-md
+	$(PYTHON) scripts/update-generated.py --check scripts/dlshim $(BUILD)/options-md --launcher
 
 # ---- the test command ------------------------------------------------------
 # Everything CI runs: the suites, the docs check, short fuzzing runs, the
@@ -320,7 +336,11 @@ check: deps venv
 	$(MAKE) check-valgrind
 
 check-quick: deps
-	$(MAKE) check-unit check-integration check-docs
+	$(MAKE) check-unit check-integration check-docs check-layers
+
+# The core stands alone: shim/'s objects use nothing hooks/ defines.
+check-layers: $(LIB)
+	scripts/check-layers $(BUILD)
 
 # Current frameworks from the venv (tests/frameworks): the producer x consumer
 # matrix, every consumption style, DLPack 1.x flags and dtypes, the C exchange
@@ -349,7 +369,9 @@ check-integration: test-programs
 # The whole suite again with AddressSanitizer and UndefinedBehaviorSanitizer
 # in the shim and in the test programs.  libasan must come first in
 # LD_PRELOAD, so the tests put it there (DLSHIM_TEST_PRELOAD).
-SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+# DS_DEBUG_LOCKS: every lock taken out of the order of shim/locks.def aborts.
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
+             -DDS_DEBUG_LOCKS
 check-sanitize: deps
 	$(MAKE) BUILD=$(SAN_BUILD) VARIANT_CFLAGS="$(SAN_FLAGS)" VARIANT_LDFLAGS="$(SAN_FLAGS)" LTO= \
 	    check-unit test-programs
@@ -360,7 +382,7 @@ check-sanitize: deps
 
 # The same with ThreadSanitizer (libtsan first in LD_PRELOAD, like libasan).
 TSAN_BUILD := build/tsan
-TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer -DDS_DEBUG_LOCKS
 check-tsan: deps
 	$(MAKE) BUILD=$(TSAN_BUILD) VARIANT_CFLAGS="$(TSAN_FLAGS)" VARIANT_LDFLAGS="$(TSAN_FLAGS)" LTO= \
 	    check-unit test-programs

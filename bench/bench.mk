@@ -12,10 +12,10 @@ $(BENCH_BIN)/streams: bench/streams.c
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
 # Linked with the core's objects, as the unit tests are.
-$(BENCH_BIN)/registry: bench/registry.c $(LIB_OBJS)
+$(BENCH_BIN)/registry: bench/registry.c $(CORE_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(DEVICE_INCLUDES) -DDLSHIM_BUILDING $(CFLAGS) $(VARIANT_CFLAGS) -o $@ $< \
-	    $(LIB_OBJS) -ldl -pthread $(VARIANT_LDFLAGS)
+	    $(CORE_OBJS) -ldl -pthread $(VARIANT_LDFLAGS)
 
 .PHONY: bench bench-programs
 bench-programs: $(LIB) $(SIMDEV_LIBS) $(BENCH_PROGS)

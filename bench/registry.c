@@ -48,13 +48,13 @@ int main(int argc, char **argv)
     char *env[] = {"DLSHIM_LOG=off", NULL};
     ds_init_with_env(env);
     ds_alloc_info warm = {.base = BASE - STRIDE, .size = 512, .kind = DS_ALLOC_DEVICE,
-                          .family = DS_FAMILY_CUDART};
+                          .api = 0};
     ds_alloc_record(&warm, ds_name_intern("bench")); /* the registry's first pool outside the count */
     uint16_t owner = ds_name_intern("bench");
     long before = resident_bytes();
     for (uint32_t i = 0; i < n; i++) {
         ds_alloc_info a = {.base = BASE + (uintptr_t)i * STRIDE, .size = 512,
-                           .kind = DS_ALLOC_DEVICE, .family = DS_FAMILY_CUDART};
+                           .kind = DS_ALLOC_DEVICE, .api = 0};
         ds_alloc_record(&a, owner);
     }
     long grown = resident_bytes() - before;

@@ -9,7 +9,7 @@
  * preloaded reaches no code at all (the header resolves them at run time).
  *
  * Every wrapper has the same shape: keep errno, do nothing unless the shim
- * is active, hand the call to the ledger (shim/tensor.c).
+ * is active, hand the call to the ledger (shim/ledger/tensor.c).
  */
 #include <errno.h>
 

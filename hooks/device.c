@@ -1,67 +1,68 @@
 /*
- * device.c — what the CUDA runtime, CUDA driver and HIP hook families share:
- * turning a successful allocation into a record, and a free into a decision.
- * Each family file keeps its wrappers to one shape around these calls.
+ * device.c — what the device-API wrappers (device.h) do for the CUDA
+ * runtime, the CUDA driver and HIP alike: turn a successful allocation into
+ * a record, a free into a decision, a stream, copy or launch into the stream
+ * model's and copy accounting's input.  Errno is the wrapper's to keep.
  */
-#include <errno.h>
+#include "device.h"
 
-#include "internal.h"
-
-void ds_device_allocated(int family, int kind, const void *out_ptr, size_t ptr_size,
-                         uint64_t bytes, int device, void *stream, const void *caller)
+bool ds_device_enter(void)
 {
-    int saved = errno;
-    uintptr_t base = 0;
-    if (ds_active() && ds_safe_read(&base, out_ptr, ptr_size) == ptr_size && base) {
-        ds_alloc_info a = {.base = base, .size = bytes, .stream = stream, .device = device,
-                           .kind = kind, .family = family};
-        ds_alloc_record(&a, ds_module_id_at(caller));
-    }
-    errno = saved;
+    return ds_api_enter() && ds_active(); /* entered either way */
 }
 
-int ds_device_free_check(int family, int kind, uintptr_t ptr, const void *caller)
+void ds_device_leave(void)
 {
-    if (!ptr || !ds_active())
+    ds_api_leave();
+}
+
+void ds_device_allocated(int api, int kind, const void *out_ptr, size_t ptr_size, uint64_t bytes,
+                         int device, uintptr_t stream, const void *caller)
+{
+    uintptr_t base = 0;
+    if (ds_safe_read(&base, out_ptr, ptr_size) == ptr_size && base) {
+        ds_alloc_info a = {.base = base, .size = bytes, .stream = (void *)stream,
+                           .device = device, .kind = kind, .api = api};
+        ds_alloc_record(&a, ds_module_id_at(caller));
+    }
+}
+
+int ds_device_free_check(int api, int kind, uintptr_t ptr, const void *caller)
+{
+    if (!ptr)
         return DS_FREE_FORWARD; /* freeing NULL is legal and does nothing */
-    int saved = errno;
     char who[DS_NAME_MAX];
     ds_module_name_at(caller, who, sizeof(who));
-    int action = ds_alloc_free_check(ptr, family, kind, who);
-    errno = saved;
-    return action;
+    return ds_alloc_free_check(ptr, api, kind, who);
 }
 
 void ds_device_freed(uintptr_t ptr, const void *caller)
 {
-    if (!ptr || !ds_active())
+    if (!ptr)
         return;
-    int saved = errno;
     char who[DS_NAME_MAX];
     ds_module_name_at(caller, who, sizeof(who));
     ds_alloc_forget(ptr, who);
-    errno = saved;
 }
 
-void ds_device_op(int family, const void *stream, bool ptsz, const ds_range *r, int n,
-                  const void *caller)
+void ds_device_stream_created(int api, const void *out_stream, size_t ptr_size, bool non_blocking)
 {
-    int saved = errno;
-    if (ds_active())
-        ds_sync_op(family, (uintptr_t)stream, ptsz, r, n, caller);
-    errno = saved;
+    uintptr_t s = 0;
+    if (ds_safe_read(&s, out_stream, ptr_size) == ptr_size)
+        ds_sync_stream_created(api, s, non_blocking);
 }
 
-void ds_device_copy(int family, const void *stream, uintptr_t dst, uintptr_t src, uint64_t bytes,
+void ds_device_op(int api, uintptr_t stream, const ds_range *r, int n, const void *caller)
+{
+    ds_sync_op(api, stream, false, r, n, caller);
+}
+
+void ds_device_copy(int api, uintptr_t stream, uintptr_t dst, uintptr_t src, uint64_t bytes,
                     uint64_t dst_span, uint64_t src_span, int direction, const void *caller)
 {
-    int saved = errno;
-    if (ds_active()) {
-        ds_range r[2] = {{src, src_span, false}, {dst, dst_span, true}};
-        ds_sync_op(family, (uintptr_t)stream, false, r, 2, caller);
-        ds_copy_record(dst, src, bytes, direction, false, caller);
-    }
-    errno = saved;
+    ds_range r[2] = {{src, src_span, false}, {dst, dst_span, true}};
+    ds_sync_op(api, stream, false, r, 2, caller);
+    ds_copy_record(dst, src, bytes, direction, false, caller);
 }
 
 int ds_copy_kind_direction(int kind)
@@ -69,4 +70,35 @@ int ds_copy_kind_direction(int kind)
     /* cudaMemcpyKind and hipMemcpyKind share these values; 4 is "Default". */
     static const int directions[] = {DS_COPY_H2H, DS_COPY_H2D, DS_COPY_D2H, DS_COPY_D2D};
     return kind >= 0 && kind < 4 ? directions[kind] : DS_COPY_INFER;
+}
+
+uint64_t ds_pitched_span(size_t pitch, size_t width, size_t height)
+{
+    return height ? (uint64_t)pitch * (height - 1) + width : 0;
+}
+
+uint64_t ds_pitched_bytes(const size_t *pitch, size_t height)
+{
+    size_t row = 0;
+    return ds_safe_read(&row, pitch, sizeof(row)) == sizeof(row) ? (uint64_t)row * height : 0;
+}
+
+void ds_device_lookup_result(const char *name, void **fn, const void *caller)
+{
+    void *f = NULL;
+    if (!fn || !name || ds_safe_read(&f, fn, sizeof(f)) != sizeof(f) || !f)
+        return;
+    void *w = ds_hook_for_lookup(name, f, caller);
+    if (w != f)
+        ds_safe_write(fn, &w, sizeof(w));
+}
+
+void *ds_device_fn(void **const *known, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++) {
+        void *k = __atomic_load_n(known[i], __ATOMIC_ACQUIRE);
+        if (k)
+            return ds_resolve_beside(k, name);
+    }
+    return NULL;
 }

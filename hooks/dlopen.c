@@ -19,7 +19,7 @@
 #include <link.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks.h"
 
 static void *(*real_dlopen)(const char *, int);
 static int (*real_dlclose)(void *);

@@ -18,7 +18,7 @@
 #include <dlfcn.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks.h"
 
 /* RTLD_DEFAULT as the caller would see it: the global scope, then the
  * caller's local scope (a handle for the caller, opened without loading). */
@@ -57,10 +57,13 @@ void *ds_dlsym_hooked(void *handle, const char *name, const void *caller)
  * straight to glibc, touching nothing of the shim but this flag. */
 __attribute__((used)) int ds_dlsym_ready;
 
-void ds_dlsym_enable(void)
+static void enable(void)
 {
     __atomic_store_n(&ds_dlsym_ready, 1, __ATOMIC_RELEASE);
 }
+
+/* Not an option: the shim's own lookups and every hooked name depend on it. */
+DS_FAMILY(dlsym, .order = DS_ORDER_OTHER, .started = enable);
 
 /* Where the entry point jumps for RTLD_NEXT and before start-up; not
  * instrumented, since it may run before a sanitizer runtime is ready. */

@@ -1,7 +1,7 @@
 /*
  * entry.c — any C or C++ function that hands DLPack tensors over, traced by
  * its signature (DLSHIM_ENTRY, DLSHIM_ENTRY_FILE; grammar in
- * shim/entry_spec.c and docs/entry-specs.md).
+ * shim/process/entry_spec.c and docs/entry-specs.md).
  *
  * Wraps: each function a spec names, with a libffi closure built from the
  * spec's types, installed in the GOT of every module that calls it (now and
@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "hooks.h"
 
 #define DS_ENTRIES_MAX 64
 #define DS_ENTRY_FILE_MAX (64 * 1024)
@@ -263,7 +263,7 @@ static void read_file(const char *path)
     ds_entry_parse_list(text, (size_t)n, true, path, add_spec, NULL);
 }
 
-void ds_entry_install(void)
+static void install(void)
 {
     if (!ds_cfg.entry[0] && !ds_cfg.entry_file[0])
         return;
@@ -278,3 +278,7 @@ void ds_entry_install(void)
             ds_diag("DLSHIM_ENTRY: %s is not loaded yet; it is traced if a module defining it is "
                     "loaded later", entries[i].spec.symbol);
 }
+
+/* Always on: it does nothing unless DLSHIM_ENTRY or DLSHIM_ENTRY_FILE names
+ * specs. */
+DS_FAMILY(entry, .order = DS_ORDER_OTHER, .install = install);

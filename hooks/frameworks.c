@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks.h"
 
 /* Directories that name a framework, most specific first. */
 static const struct {
@@ -82,3 +82,11 @@ void ds_python_package_name(const char *file, char *out, size_t cap)
     size_t len = strcspn(base, ".");
     ds_printable(out, len + 1 < cap ? len + 1 : cap, base, len);
 }
+
+/* Before any family: producers, consumers and owners are named from here. */
+static void install(void)
+{
+    ds_modules_set_namer(ds_framework_name);
+}
+
+DS_FAMILY(names, .order = DS_ORDER_NAMES, .install = install);

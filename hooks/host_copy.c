@@ -12,7 +12,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "hooks.h"
 
 static __typeof__(memcpy) *real_memcpy;
 static __typeof__(memmove) *real_memmove;
@@ -40,7 +40,11 @@ static const ds_got_hook hooks[] = {
     {"memmove", (void *)wrap_memmove, (void **)&real_memmove, NULL},
 };
 
-void ds_host_copy_install(void)
+static void install(void)
 {
     ds_got_hooks_add(hooks, DS_ARRAY_LEN(hooks));
 }
+
+/* Off unless asked: wrapping memcpy costs every program's every copy. */
+DS_FAMILY(host_copy, .option = "host-copy", .optional = true, .order = DS_ORDER_OTHER,
+          .install = install);

@@ -1,7 +1,7 @@
 /*
  * python_capsule.c — DLPack through Python capsules, in unmodified programs.
  *
- * Wraps, through every module's GOT (shim/modules.c) and dlsym, so it works
+ * Wraps, through every module's GOT (shim/process/modules.c) and dlsym, so it works
  * whether libpython is linked into the executable or is a shared library,
  * and for capsules made through ctypes:
  *   PyCapsule_New          named "dltensor" / "dltensor_versioned": an export
@@ -41,7 +41,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks.h"
 
 typedef struct _object PyObject;
 typedef void (*capsule_destructor)(PyObject *);
@@ -551,10 +551,12 @@ static const ds_got_hook capsule_hooks[] = {
     {"PyCapsule_GetPointer", (void *)wrap_GetPointer, (void **)&real_GetPointer, NULL},
 };
 
-void ds_python_capsule_install(void)
+static void install(void)
 {
     for (int i = 0; i < DS_BRIDGES_MAX && ds_call_bridges[i]; i++)
         bridges[i] = ds_name_intern(ds_call_bridges[i]);
     ds_tensor_set_release_observer(observe_release);
     ds_got_hooks_add(capsule_hooks, DS_ARRAY_LEN(capsule_hooks));
 }
+
+DS_FAMILY(python, .option = "python", .order = DS_ORDER_CAPSULES, .install = install);

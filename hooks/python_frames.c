@@ -10,7 +10,7 @@
  */
 #include <stdatomic.h>
 
-#include "internal.h"
+#include "hooks.h"
 
 typedef struct _object PyObject;
 

@@ -27,7 +27,7 @@
  */
 #include <errno.h>
 
-#include "internal.h"
+#include "hooks.h"
 
 typedef void *export_fn(const void *tensor);
 typedef void *import_fn(void *result, void *managed);
@@ -137,7 +137,11 @@ static const ds_got_hook hooks[] = {
      (void *)wrap_from_versioned_fn, (void **)&real_from_versioned_fn, NULL},
 };
 
-void ds_torch_install(bool capsules_hooked)
+/* PyTorch's Python binding is left to the capsule family when that is on. */
+static void install(void)
 {
-    ds_got_hooks_add_except(hooks, DS_ARRAY_LEN(hooks), capsules_hooked ? "libtorch_python" : NULL);
+    ds_got_hooks_add_except(hooks, DS_ARRAY_LEN(hooks),
+                            ds_hook_option_on("python") ? "libtorch_python" : NULL);
 }
+
+DS_FAMILY(torch, .option = "torch", .order = DS_ORDER_LIBTORCH, .install = install);

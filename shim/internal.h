@@ -37,15 +37,21 @@ extern ds_config ds_cfg;
  * asks, so the settled answer is inline and the rest in ds_active_slow. */
 extern atomic_bool ds_tracking; /* state is ACTIVE (init.c keeps the two together) */
 bool ds_active_slow(void);
-static inline bool ds_holds_lock(void); /* thread.c, below */
+/* lock.c, below: the locks this thread holds. */
+extern DS_TLS uint32_t ds_locks_held;
 static inline bool ds_active(void)
 {
     if (atomic_load_explicit(&ds_tracking, memory_order_acquire))
-        return !ds_holds_lock();
+        return ds_locks_held == 0;
     return ds_active_slow();
 }
-/* Writes the summary and applies DLSHIM_EXITCODE; called once at exit. */
-void ds_finish(void);
+/* Writes the leak report and the summary, once: at exit (`now` false: then
+ * DLSHIM_EXITCODE applies too) or as the process leaves without exit
+ * handlers (`now`: _exit; async-signal-safe, every lock only tried, so what
+ * a lock held elsewhere guards is left out and the summary says `partial`).
+ * A forked child, or a process leaving through _exit, that did nothing the
+ * shim tracks writes nothing. */
+void ds_finish(bool now);
 /* Tests: (re)initialise from an explicit environment. */
 void ds_init_with_env(char *const *envp);
 
@@ -57,48 +63,95 @@ void ds_clock_start(void);
 long ds_tid(void);
 int ds_pid(void);                     /* cached; re-read after fork */
 void ds_thread_after_fork(void);
+bool ds_forked_child(void); /* this process began as a fork of one the shim ran in */
 /* Nesting of device API calls on this thread: a runtime call that reaches
  * the driver through wrapped pointers is recorded once, by the outermost.
  * ds_api_enter returns true for the outermost call. */
 bool ds_api_enter(void);
 void ds_api_leave(void);
-/* Every shim mutex is taken through these: a signal handler that calls a
- * hooked API while its thread holds one is passed through (ds_active is
- * false) instead of deadlocking on it. */
-void ds_lock(pthread_mutex_t *m);
-void ds_unlock(pthread_mutex_t *m);
-extern DS_TLS unsigned ds_locks_held;
+
+/* ---- lock.c: every shim lock, declared in locks.def ---------------------- */
+enum ds_lock_id {
+#define DS_LOCK(ID, kind, what) DS_LOCK_##ID,
+#include "locks.def"
+#undef DS_LOCK
+    DS_LOCK_COUNT
+};
+enum { DS_KIND_SPIN, DS_KIND_MUTEX, DS_KIND_RW };
+static const unsigned char ds_lock_kind[DS_LOCK_COUNT] = {
+#define DS_LOCK(ID, kind, what) [DS_LOCK_##ID] = DS_KIND_##kind,
+#include "locks.def"
+#undef DS_LOCK
+};
+typedef union {
+    atomic_bool spin; /* one atomic exchange to take, a release store to give back */
+    pthread_mutex_t mutex;
+    pthread_rwlock_t rw;
+} ds_lock_cell;
+extern ds_lock_cell ds_lock_cells[DS_LOCK_COUNT];
+/* The locks this thread holds or waits for, a bit each: set before a lock is
+ * taken and cleared after it is given back, so that a signal handler (or a
+ * deleter run from inside the shim) entering a hook on this thread sees it
+ * and forwards untouched (ds_active) instead of waiting for itself. (Declared
+ * above ds_active.) */
 static inline bool ds_holds_lock(void)
 {
     return ds_locks_held != 0;
 }
-/* A lock another thread holds at fork() would stay held in the child, over
- * data it left half-updated: every shim lock is taken before fork, given
- * back in the parent and made fresh in the child (ds_X_fork functions). */
+static inline bool ds_holds(int id)
+{
+    return (ds_locks_held >> id) & 1u;
+}
+void ds_lock_order_check(int id); /* aborts when a lock is taken out of order */
+void ds_spin_wait(atomic_bool *held);
+void ds_lock_slow_take(int id, bool read);
+void ds_lock_slow_give(int id);
+/* Takes lock `id` (a reader's share of an RW lock with ds_lock_read). */
+static inline void ds_lock_take(int id)
+{
+#ifdef DS_DEBUG_LOCKS
+    ds_lock_order_check(id);
+#endif
+    ds_locks_held |= 1u << id;
+    if (ds_lock_kind[id] == DS_KIND_SPIN) {
+        if (atomic_exchange_explicit(&ds_lock_cells[id].spin, true, memory_order_acquire))
+            ds_spin_wait(&ds_lock_cells[id].spin);
+    } else {
+        ds_lock_slow_take(id, false);
+    }
+}
+static inline void ds_lock_read(int id)
+{
+#ifdef DS_DEBUG_LOCKS
+    ds_lock_order_check(id);
+#endif
+    ds_locks_held |= 1u << id;
+    ds_lock_slow_take(id, true);
+}
+static inline void ds_lock_give(int id)
+{
+    if (ds_lock_kind[id] == DS_KIND_SPIN)
+        atomic_store_explicit(&ds_lock_cells[id].spin, false, memory_order_release);
+    else
+        ds_lock_slow_give(id);
+    ds_locks_held &= ~(1u << id);
+}
+/* Takes it if it comes within about a millisecond (never when this thread
+ * holds it already): for the summary at _exit, which must not wait for a
+ * thread that is about to vanish. */
+bool ds_lock_try(int id, bool read);
+/* One attempt, in any order (no wait, so no deadlock): false when not taken. */
+bool ds_lock_try_now(int id, bool read);
+/* The process is leaving without exit handlers (ds_finish(true)): from then
+ * on the summary's locks are only tried (ds_lock_take_bounded). */
+extern atomic_bool ds_leaving;
+/* ds_lock_take, or while leaving ds_lock_try: false when not taken. */
+bool ds_lock_take_bounded(int id);
+/* fork(): every lock taken in order before, given back in the parent, made
+ * fresh in the child.  False from PREPARE when none could be taken (this
+ * thread holds one: fork from a handler that interrupted the shim). */
 typedef enum { DS_FORK_PREPARE, DS_FORK_PARENT, DS_FORK_CHILD } ds_fork_phase;
-void ds_fork_lock(pthread_mutex_t *m, ds_fork_phase phase);
-/* The registry's lock, taken on every handoff (six times a round trip):
- * taking it is one atomic exchange and giving it back a release store, where
- * a pthread mutex pair costs two atomic read-modify-writes and ~50
- * instructions.  Written by hand for that; the sections it guards are short
- * and never call out, so a waiter spins a little, then yields its CPU
- * (ds_spin_wait).  Counted in ds_locks_held like the mutexes. */
-typedef struct {
-    atomic_bool held;
-} ds_spin;
-void ds_spin_wait(ds_spin *l);
-static inline void ds_spin_lock(ds_spin *l)
-{
-    ds_locks_held++;
-    if (atomic_exchange_explicit(&l->held, true, memory_order_acquire))
-        ds_spin_wait(l);
-}
-static inline void ds_spin_unlock(ds_spin *l)
-{
-    atomic_store_explicit(&l->held, false, memory_order_release);
-    ds_locks_held--;
-}
-void ds_fork_spin(ds_spin *l, ds_fork_phase phase);
+bool ds_locks_fork(ds_fork_phase phase);
 
 /* ---- fmt.c: the one formatter (never allocates) and diagnostics --------- */
 /* printf subset: %s %c %d %i %u %x %p %%, flags '-' '0', width, l/ll/z.
@@ -129,7 +182,7 @@ bool ds_log_enabled(void);
 bool ds_log_write(const char *line, size_t len);
 /* Writes what the buffer holds (violations, exit, _exit). */
 bool ds_log_flush(void);
-void ds_log_fork(ds_fork_phase phase);
+void ds_log_before_fork(void); /* every lock held */
 void ds_log_write_stderr(const char *line, size_t len);
 void ds_log_count_drop(void);
 uint64_t ds_log_dropped(void);
@@ -269,14 +322,18 @@ const char *ds_name(uint16_t id);
         }                                                                        \
         id_;                                                                     \
     })
-void ds_names_fork(ds_fork_phase phase);
 
 /* ---- registry.c: tensor records keyed by address ------------------------ */
 void ds_reg_init(size_t max_records);
-void ds_reg_lock(void);
-void ds_reg_unlock(void);
-bool ds_reg_locked_by_me(void);
-void ds_reg_fork(ds_fork_phase phase);
+static inline void ds_reg_lock(void)
+{
+    ds_lock_take(DS_LOCK_REGISTRY);
+}
+static inline void ds_reg_unlock(void)
+{
+    ds_lock_give(DS_LOCK_REGISTRY);
+}
+void ds_reg_after_fork(void);
 /* Lock held.  Pointers stay valid until the next ds_reg_insert. */
 ds_record *ds_reg_find(uintptr_t key);
 /* Lock held.  A cleared record with `key` (replacing any record with that
@@ -303,6 +360,15 @@ void ds_stats_untracked(void);
 void ds_stats_after_fork(void);
 void ds_stats_roundtrip(uint16_t from_owner, uint16_t to_owner);
 void ds_summary_write(void);
+/* Something a summary counts happened in this process (since fork, in a
+ * child): an export, import, release, allocation, free, copy, violation.
+ * Cheap enough for every handoff: a load, and a store the first time. */
+extern atomic_bool ds_worked;
+static inline void ds_note_work(void)
+{
+    if (!atomic_load_explicit(&ds_worked, memory_order_relaxed))
+        atomic_store_explicit(&ds_worked, true, memory_order_relaxed);
+}
 
 /* ---- violation.c: reporting a violation --------------------------------- */
 int ds_backtrace_capture(void **frames, int max);
@@ -318,51 +384,56 @@ bool ds_violation(int kind, const char *subject, uintptr_t addr, const char *det
 bool ds_violation_with(int kind, const char *subject, uintptr_t addr, const char *detail,
                        void (*fields)(ds_ev *e, void *arg), void *arg);
 
+/* ---- devices.c: the device APIs hook families describe ------------------ */
+/* Registers a device runtime's descriptor (kept, not copied); its index,
+ * which the calls below take as `api`, or -1 when the table is full. */
+int ds_device_api_add(const ds_device_api *api);
+/* The descriptor of an index (one named "?" for an unknown index). */
+const ds_device_api *ds_device_api_at(int index);
+/* An allocation's DLPack device name: "cuda:0", "cuda_managed:1", … */
+void ds_alloc_device_name(char *out, size_t cap, const ds_alloc_info *a);
+
 /* ---- allocs.c: device allocations and the policy for frees -------------- */
-void ds_alloc_set_releaser(int family, void (*release)(uintptr_t base, int kind));
 /* After a successful allocation; `owner`: the calling module's name id. */
 void ds_alloc_record(const ds_alloc_info *a, uint16_t owner);
 bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out);
 /* Before forwarding a free of p: DS_FREE_FORWARD, or (protect) DS_FREE_DEFER
  * (report success, freed at the last release) / DS_FREE_REFUSE (report the
  * runtime's invalid-value error).  Reports the violations. */
-int ds_alloc_free_check(uintptr_t p, int family, int kind, const char *caller);
+int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller);
 /* After a successful free. */
 void ds_alloc_forget(uintptr_t base, const char *caller);
 void ds_alloc_share(uintptr_t base, uint32_t generation, int delta);
-void ds_alloc_totals(uint64_t *live, uint64_t *bytes, uint64_t *untracked_frees);
+/* False (zeros) when leaving and the allocations' lock is held elsewhere. */
+bool ds_alloc_totals(uint64_t *live, uint64_t *bytes, uint64_t *untracked_frees);
 void ds_alloc_report_leaks(void);
-void ds_alloc_fork(ds_fork_phase phase);
+void ds_alloc_after_fork(void);
 const char *ds_alloc_kind_name(int kind);
-const char *ds_family_name(int family);
 
 /* ---- sync.c: the happens-before model over streams ---------------------- */
 bool ds_sync_enabled(void);
-/* Per family: make `consumer` wait for all work queued so far on `producer`
- * (event record + stream wait); false when it cannot. */
-void ds_sync_set_barrier(int family, bool (*barrier)(uintptr_t producer_stream,
-                                                     uintptr_t consumer_stream, long producer_tid));
-void ds_sync_stream_created(int family, uintptr_t stream, bool non_blocking);
-void ds_sync_stream_destroyed(int family, uintptr_t stream);
+/* `api`: the device API's index; its descriptor names the default streams'
+ * handles and makes the barriers DLSHIM_SYNC=enforce inserts. */
+void ds_sync_stream_created(int api, uintptr_t stream, bool non_blocking);
+void ds_sync_stream_destroyed(int api, uintptr_t stream);
 /* `ptsz`: the call is a per-thread-default-stream variant (stream 0 means
  * this thread's default stream). */
-void ds_sync_event_recorded(int family, uintptr_t event, uintptr_t stream, bool ptsz);
-void ds_sync_event_destroyed(int family, uintptr_t event);
-void ds_sync_stream_waits(int family, uintptr_t stream, uintptr_t event, bool ptsz);
-void ds_sync_host_waits_stream(int family, uintptr_t stream, bool ptsz);
-void ds_sync_host_waits_event(int family, uintptr_t event);
-void ds_sync_host_waits_all(int family);
+void ds_sync_event_recorded(int api, uintptr_t event, uintptr_t stream, bool ptsz);
+void ds_sync_event_destroyed(int api, uintptr_t event);
+void ds_sync_stream_waits(int api, uintptr_t stream, uintptr_t event, bool ptsz);
+void ds_sync_host_waits_stream(int api, uintptr_t stream, bool ptsz);
+void ds_sync_host_waits_event(int api, uintptr_t event);
+void ds_sync_host_waits_all(int api);
 /* An operation about to be queued on `stream` touching ranges r[0..n);
  * n < 0: a launch whose buffers are unknown.  Checks (or, enforced, fixes)
  * the handoffs it is the first use of, then ticks the stream's clock. */
-void ds_sync_op(int family, uintptr_t stream, bool ptsz, const ds_range *r, int n,
+void ds_sync_op(int api, uintptr_t stream, bool ptsz, const ds_range *r, int n,
                 const void *caller);
 /* A device tensor was imported: the last write to its bytes must be covered
  * by the consumer's first use. */
 void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const char *producer,
                     const char *consumer);
 uint64_t ds_sync_barriers(void);
-void ds_sync_fork(ds_fork_phase phase);
 
 /* ---- copies.c: copy accounting ------------------------------------------ */
 void ds_copies_share_added(uintptr_t tensor, uintptr_t data, uint64_t bytes);
@@ -376,7 +447,7 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
  * buffer and covers them; *source: where the bytes came from. */
 bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source);
 void ds_copies_totals(uint64_t *count, uint64_t *bytes, uint64_t *roundtrips);
-void ds_copies_fork(ds_fork_phase phase);
+void ds_copies_after_fork(void);
 
 /* ---- entry_spec.c: DLSHIM_ENTRY specs ------------------------------------ */
 /* One spec; false with why = "column N: ..." when it does not parse. */
@@ -475,68 +546,20 @@ void *ds_resolve_beside(const void *fn, const char *name);
 /* glibc's own dlsym (hooks/dlsym.c interposes the symbol). */
 void *ds_real_dlsym(void *handle, const char *name);
 
-/* ---- hooks/families.c: the hook families (the only list of them) -------- */
-void ds_hooks_install(void);
-/* ---- hooks/dlsym.c ------------------------------------------------------- */
-void ds_dlsym_enable(void); /* at the end of start-up */
-/* ---- hooks/frameworks.c: module path → framework name ------------------- */
-void ds_framework_name(const char *path, char *out, size_t cap);
-/* Module names that only pass calls on (libffi, ctypes), NULL-terminated. */
-extern const char *const ds_call_bridges[];
-/* A Python source file's package ("warp"), or a script's stem. */
-void ds_python_package_name(const char *file, char *out, size_t cap);
-/* ---- hooks/python_frames.c: the Python code behind a call --------------- */
-/* Finds CPython's C API beside one of its functions (once). */
-void ds_py_bind(const void *python_function);
-/* Where this thread's Python code is: its innermost frame and instruction;
- * false where that cannot be read now (no Python, the GIL not held here, no
- * frame, an exception pending, a CPython before 3.11). */
-typedef struct ds_py_mark {
-    const void *frame;
-    int lasti;
-} ds_py_mark;
-bool ds_py_mark_here(ds_py_mark *out);
-/* The package of the innermost frame's file (ds_python_package_name). */
-bool ds_py_package_here(char *out, size_t cap);
-/* ---- hooks/device.c: shared by the CUDA runtime, driver and HIP hooks --- */
-/* After a successful allocation that wrote its pointer (ptr_size bytes) to
- * out_ptr. */
-void ds_device_allocated(int family, int kind, const void *out_ptr, size_t ptr_size,
-                         uint64_t bytes, int device, void *stream, const void *caller);
-/* Before forwarding a free: DS_FREE_FORWARD / DEFER / REFUSE. */
-int ds_device_free_check(int family, int kind, uintptr_t ptr, const void *caller);
-/* After a successful free. */
-void ds_device_freed(uintptr_t ptr, const void *caller);
-/* Before queuing an operation (a copy, fill, launch): the sync model. */
-void ds_device_op(int family, const void *stream, bool ptsz, const ds_range *r, int n,
-                  const void *caller);
-/* ---- the device hook families -------------------------------------------- */
-void ds_cuda_runtime_install(void);
-void ds_cuda_driver_install(void);
-void ds_hip_install(void);
-void ds_cuda_runtime_sync_install(void);
-void ds_cuda_driver_sync_install(void);
-void ds_hip_sync_install(void);
-/* The driver hook name for a cuGetProcAddress-style request (e.g.
- * "cuMemAlloc" at version 12000 → "cuMemAlloc_v2"), in buf. */
-const char *ds_cuda_driver_hook_name(const char *symbol, int version, uint64_t flags, char *buf,
-                                     size_t cap);
-/* A copy about to be queued: the stream model and copy accounting. */
-void ds_device_copy(int family, const void *stream, uintptr_t dst, uintptr_t src, uint64_t bytes,
-                    uint64_t dst_span, uint64_t src_span, int direction, const void *caller);
-/* The direction of a cudaMemcpyKind / hipMemcpyKind value. */
-int ds_copy_kind_direction(int kind);
-void ds_host_copy_install(void);
-/* ---- hooks/exit.c: _exit and _Exit flush the log buffer ------------------ */
-void ds_exit_install(void);
-/* ---- hooks/entry.c and hooks/torch.c ------------------------------------ */
-void ds_entry_install(void);
-/* Specs whose function was not loaded yet: looked up again (after dlopen). */
-void ds_entry_resolve(void);
-/* capsules_hooked: the Python capsule family is on, and sees what PyTorch's
- * own Python binding hands over. */
-void ds_torch_install(bool capsules_hooked);
-/* ---- hooks/python_capsule.c --------------------------------------------- */
-void ds_python_capsule_install(void);
+/* ---- families.c: the hook families hooks/ declares ---------------------- */
+/* The families in the ds_families section (declared with DS_FAMILY), in
+ * install order. */
+int ds_families_count(void);
+const ds_family *ds_family_at(int i);
+/* The distinct DLSHIM_HOOKS names, and which are on unless asked (config.c
+ * parses the option with them). */
+int ds_hook_options(const char **names, int max);
+uint32_t ds_hook_options_default(void);
+/* Whether DLSHIM_HOOKS turns on the family named `option`. */
+bool ds_hook_option_on(const char *option);
+/* Installs the families DLSHIM_HOOKS turns on, then patches every module. */
+void ds_families_install(void);
+/* After start-up (the families' `started`). */
+void ds_families_started(void);
 
 #endif /* DS_INTERNAL_H */

@@ -18,11 +18,6 @@
 enum ds_format { DS_FORMAT_TEXT, DS_FORMAT_JSONL };
 enum ds_on_error { DS_ON_ERROR_WARN, DS_ON_ERROR_PROTECT, DS_ON_ERROR_ABORT };
 enum ds_sync_mode { DS_SYNC_OFF, DS_SYNC_CHECK, DS_SYNC_ENFORCE };
-/* DLSHIM_HOOKS: the families that can be turned off (the annotation API,
- * dlopen and dlsym always stay). */
-enum ds_hook_family {
-    DS_HOOK_PYTHON, DS_HOOK_TORCH, DS_HOOK_CUDA, DS_HOOK_HIP, DS_HOOK_HOST_COPY, DS_HOOK_COUNT
-};
 
 #define DS_CTYPE_BOOL bool
 #define DS_CTYPE_INT int64_t
@@ -34,7 +29,7 @@ typedef struct ds_config {
 #define DS_FIELD_INT(f) int64_t f; /* -1: unset */
 #define DS_FIELD_ENUM(f) int f;
 #define DS_FIELD_EVENTS(f) uint32_t f; /* bit per ds_event_id */
-#define DS_FIELD_HOOKS(f) uint32_t f;  /* bit per enum ds_hook_family */
+#define DS_FIELD_HOOKS(f) uint32_t f;  /* bit per DLSHIM_HOOKS name (families.c) */
 #define DS_FIELD_PATH(f) char f[DS_PATH_MAX];
 #define DS_FIELD_TEXT(f) char f[DS_PATH_MAX];
 #include "options.def"
@@ -132,10 +127,33 @@ typedef struct ds_record {
     uint32_t alloc_generation;
 } ds_record;
 
-/* ---- device allocations (allocs.c) -------------------------------------- */
-enum ds_alloc_kind { DS_ALLOC_DEVICE, DS_ALLOC_HOST, DS_ALLOC_MANAGED, DS_ALLOC_ASYNC };
-/* The API family an allocation came through, for naming and deferred frees. */
-enum ds_family { DS_FAMILY_CUDART, DS_FAMILY_CUDA, DS_FAMILY_HIP, DS_FAMILY_COUNT };
+/* ---- hook families (families.c) ------------------------------------------ */
+/* What a hook family declares (hooks/hooks.h: DS_FAMILY): the core installs
+ * the families it finds, in order, and names none of them. */
+typedef struct __attribute__((aligned(sizeof(void *)))) ds_family {
+    const char *option;     /* its DLSHIM_HOOKS name; NULL: always installed */
+    bool optional;          /* off unless DLSHIM_HOOKS names it */
+    int order;              /* lower installs first */
+    void (*install)(void);  /* registers its GOT hooks and descriptors */
+    void (*started)(void);  /* after start-up completed; may be NULL */
+} ds_family;
+
+/* ---- device APIs (devices.c) and their allocations (allocs.c) ------------ */
+enum ds_alloc_kind { DS_ALLOC_DEVICE, DS_ALLOC_HOST, DS_ALLOC_MANAGED, DS_ALLOC_ASYNC, DS_ALLOC_KINDS };
+#define DS_DEVICE_APIS_MAX 8
+/* What a device runtime's hook family tells the core about it. */
+typedef struct ds_device_api {
+    const char *name;                        /* alloc events' `api` */
+    const char *device_type[DS_ALLOC_KINDS]; /* DLPack device names, by allocation kind */
+    /* Stream handles with a meaning of their own besides 0, which is the
+     * legacy default stream (0: the API has none). */
+    uintptr_t legacy_stream, per_thread_stream;
+    /* Makes `consumer` wait for all work queued so far on `producer` (an
+     * event recorded on one, waited for by the other); false when it cannot. */
+    bool (*barrier)(uintptr_t producer, uintptr_t consumer);
+    /* Performs a free the shim deferred (DLSHIM_ON_ERROR=protect). */
+    void (*release)(uintptr_t base, int kind);
+} ds_device_api;
 /* What a hooked free must do (ds_alloc_free_check). */
 enum { DS_FREE_FORWARD, DS_FREE_DEFER, DS_FREE_REFUSE };
 #define DS_BACKTRACE_CAPTURE 64
@@ -157,7 +175,7 @@ typedef struct ds_alloc_info {
     uint16_t owner; /* name id (set by ds_alloc_record) */
     int device;
     int kind;      /* enum ds_alloc_kind */
-    int family;    /* enum ds_family */
+    int api;       /* the device API's index (ds_device_api_add) */
     uint32_t generation;
 } ds_alloc_info;
 

@@ -50,6 +50,12 @@ def parse_jsonl(text, where="log", torn_tail=False):
     return events
 
 
+def assert_same_behaviour(bare, traced):
+    """The shim changed nothing the program shows: its exit status and its
+    output are the same without it."""
+    assert (traced.rc, traced.stdout) == (bare.rc, bare.stdout), (traced.stderr[-2000:])
+
+
 def between(events, start, end):
     """The events after MARK start and before MARK end (marks left out)."""
     names = [e.get("name") for e in events]

@@ -11,6 +11,7 @@
  *                copy out of a tracked buffer that no tensor shares
  *   forms        2D, peer and cudaMemcpyDefault copies between tracked buffers
  *   shared_copy  a copy that reads a live share
+ *   managed      copies into and out of managed and pinned memory
  */
 #include <cuda_runtime_api.h>
 #include <dlshim.h>
@@ -109,6 +110,14 @@ int main(int argc, char **argv)
         dlshim_export(t, "producer");
         CHECK(cudaMemcpy(host, dev, N, cudaMemcpyDeviceToHost));
         t->deleter(t);
+    } else if (!strcmp(mode, "managed")) {
+        void *managed, *pinned;
+        CHECK(cudaMallocManaged(&managed, 4096, cudaMemAttachGlobal));
+        CHECK(cudaMallocHost(&pinned, 4096));
+        CHECK(cudaMemcpy(managed, dev, 4096, cudaMemcpyDefault));
+        CHECK(cudaMemcpy(pinned, managed, 4096, cudaMemcpyDefault));
+        CHECK(cudaFree(managed));
+        CHECK(cudaFreeHost(pinned));
     } else {
         printf("unknown mode %s\n", mode);
         return 2;

@@ -1,5 +1,7 @@
 /*
- * The HIP version of handoff.c's main cases: `hip_handoff unsynced|event`.
+ * The HIP version of handoff.c's main cases: `hip_handoff unsynced|event|per_thread`
+ * (per_thread: the producer writes on its own thread's per-thread default
+ * stream, hipStreamPerThread, which the consumer's thread cannot name).
  * Real HIP calls only; hipLaunchHostFunc is HIP 6 and found at run time,
  * since Debian's HIP 5.2 does not export it (the simulated device does).
  */
@@ -50,30 +52,14 @@ static void drop(DLManagedTensor *t)
     free(t);
 }
 
-int main(int argc, char **argv)
-{
-    const char *mode = argc > 1 ? argv[1] : "unsynced";
-    int synced = !strcmp(mode, "event");
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    hipError_t (*launch_host_func)(hipStream_t, void (*)(void *), void *);
-    *(void **)&launch_host_func = dlsym(RTLD_DEFAULT, "hipLaunchHostFunc");
-    if (!launch_host_func) {
-        printf("hipLaunchHostFunc: not in this HIP runtime\n");
-        return 1;
-    }
-    int *buf;
-    hipStream_t s1, s2;
-    hipEvent_t ev, copied;
-    CHECK(hipMalloc((void **)&buf, N * sizeof(int)));
-    CHECK(hipMemset(buf, 0, N * sizeof(int)));
-    CHECK(hipStreamCreate(&s1));
-    CHECK(hipStreamCreate(&s2));
-    CHECK(hipEventCreate(&ev));
-    CHECK(hipEventCreate(&copied));
+static hipError_t (*launch_host_func)(hipStream_t, void (*)(void *), void *);
+static int *buf;
+static DLManagedTensor *shared;
 
-    CHECK(launch_host_func(s1, wait_gate, NULL)); /* the producer's late write */
-    CHECK(hipMemsetAsync(buf, 1, N * sizeof(int), s1));
-    CHECK(hipEventRecord(ev, s1));
+static void produce(hipStream_t s)
+{
+    CHECK(launch_host_func(s, wait_gate, NULL)); /* the producer's late write */
+    CHECK(hipMemsetAsync(buf, 1, N * sizeof(int), s));
     DLManagedTensor *t = calloc(1, sizeof(*t));
     t->dl_tensor.data = buf;
     t->dl_tensor.device.device_type = kDLROCM;
@@ -84,6 +70,44 @@ int main(int argc, char **argv)
     t->dl_tensor.shape = shape;
     t->deleter = drop;
     dlshim_export(t, "producer");
+    shared = t;
+}
+
+static void *produce_per_thread(void *arg)
+{
+    (void)arg;
+    produce(hipStreamPerThread);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "unsynced";
+    int synced = !strcmp(mode, "event");
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    *(void **)&launch_host_func = dlsym(RTLD_DEFAULT, "hipLaunchHostFunc");
+    if (!launch_host_func) {
+        printf("hipLaunchHostFunc: not in this HIP runtime\n");
+        return 1;
+    }
+    hipStream_t s1, s2;
+    hipEvent_t ev, copied;
+    CHECK(hipMalloc((void **)&buf, N * sizeof(int)));
+    CHECK(hipMemset(buf, 0, N * sizeof(int)));
+    CHECK(hipStreamCreate(&s1));
+    CHECK(hipStreamCreate(&s2));
+    CHECK(hipEventCreate(&ev));
+    CHECK(hipEventCreate(&copied));
+
+    if (!strcmp(mode, "per_thread")) {
+        pthread_t thread;
+        pthread_create(&thread, NULL, produce_per_thread, NULL);
+        pthread_join(thread, NULL);
+    } else {
+        produce(s1);
+    }
+    CHECK(hipEventRecord(ev, s1));
+    DLManagedTensor *t = shared;
     if (synced)
         open_gate();
 

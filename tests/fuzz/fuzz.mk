@@ -15,14 +15,14 @@ FUZZ_ENV := DLSHIM_DISABLE=1 ASAN_OPTIONS=detect_leaks=1
 
 .PHONY: fuzz check-fuzz fuzz-programs
 
-# Built in a sub-make so LIB_OBJS names build/fuzz's objects.
+# Built in a sub-make so CORE_OBJS names build/fuzz's objects.
 fuzz-programs:
 	$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang LTO= \
 	    VARIANT_CFLAGS="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" $(FUZZ_BINS)
 
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_OBJS) tests/unit/json_check.h
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(CORE_OBJS) tests/unit/json_check.h
 	$(CC) $(BASE_CFLAGS) -DDLSHIM_BUILDING $(CFLAGS) -Itests/unit $(FUZZ_SAN) -fsanitize=fuzzer \
-	    -o $@ $< $(LIB_OBJS)
+	    -o $@ $< $(CORE_OBJS)
 
 check-fuzz: fuzz-programs
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -2,6 +2,8 @@
 touching tracked memory or shares, and CPU roundtrips between owners."""
 import pytest
 
+from conftest import assert_same_behaviour
+
 
 def copies(dlshim, mode, **kw):
     return dlshim.device("copies", mode, **kw)
@@ -70,6 +72,20 @@ def test_every_form_and_inferred_directions(dlshim):
                                                                     ("h2d", 2048)]
 
 
+def test_managed_and_pinned_memory_are_named_alike_everywhere(dlshim):
+    """An allocation's device is named the same in its alloc event and in
+    the copies that touch it (docs/events.md: cuda_managed, cuda_host)."""
+    r = copies(dlshim, "managed")
+    assert r.rc == 0, r.stdout
+    devices = {a["base"]: a["device"] for a in r.of("alloc")}
+    managed = next(b for b, d in devices.items() if d == "cuda_managed:0")
+    pinned = next(b for b, d in devices.items() if d == "cuda_host:0")
+    into, out = r.of("copy")
+    assert (into["dst"], into["dst_device"]) == (managed, "cuda_managed:0")
+    assert (out["src"], out["src_device"]) == (managed, "cuda_managed:0")
+    assert (out["dst"], out["dst_device"]) == (pinned, "cuda_host:0")
+
+
 def test_copy_of_a_live_share_names_it(dlshim):
     r = copies(dlshim, "shared_copy")
     [exp] = r.of("export")
@@ -79,7 +95,7 @@ def test_copy_of_a_live_share_names_it(dlshim):
 
 @pytest.mark.parametrize("mode", ["to_host", "roundtrip", "forms"])
 def test_same_output_without_the_shim(dlshim, mode):
-    assert copies(dlshim, mode, shim=False).stdout == copies(dlshim, mode).stdout
+    assert_same_behaviour(copies(dlshim, mode, shim=False), copies(dlshim, mode))
 
 
 def test_summary_table_matches_events(dlshim):

@@ -88,3 +88,30 @@ def test_finds_the_library_next_to_itself(dlshim, tmp_path, layout):
     r = dlshim.run([script, "--format", "jsonl", "--log", "stderr", CONSUMER, "clean"],
                    shim=False, env=e)
     assert len(parse_jsonl(r.stderr)) == 4
+
+
+def options():
+    """(NAME, TYPE) of every option, read from shim/options.def."""
+    import re
+    text = (ROOT / "shim" / "options.def").read_text()
+    return re.findall(r"^DS_OPTION\(\w+, (\w+), (\w+),", text, re.M)
+
+
+def test_every_option_is_a_flag(dlshim, tmp_path):
+    """The launcher's flags come from the option table: each DLSHIM_* option
+    is --name VALUE (on/off ones also --name and --no-name). Values are paths
+    in tmp_path, as the file options (--trace) write where they point."""
+    one, two = str(tmp_path / "one"), str(tmp_path / "x,y")
+    found = options()
+    assert len(found) >= 17
+    for name, kind in found:
+        flag = "--" + name.lower().replace("_", "-")
+        var = "DLSHIM_" + name
+        if kind == "BOOL":
+            cases = [([flag], "1"), (["--no-" + flag[2:]], "0"), ([flag + "=0"], "0")]
+        else:
+            cases = [([flag, one], one), ([flag + "=" + two], two)]
+        for args, want in cases:
+            r = launch(dlshim, "--log", "off", *args, "printenv", var)
+            assert r.rc == 0 and r.stdout.strip() == want, (args, r.stdout, r.stderr)
+    assert launch(dlshim, "--no-log", "true").rc == 2  # not an on/off option

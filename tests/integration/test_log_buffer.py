@@ -80,8 +80,10 @@ def test_exit_without_handlers_writes_what_was_held(tmp_path):
     held = Held(tmp_path, 3, "_exit")
     held.go_on()
     assert held.finish() == 0
-    # Written by the _exit hook; no summary (the program skipped exit handlers).
-    assert [e["event"] for e in held.events()] == ["export", "import", "release"] * 3
+    # Written by the _exit hook: what the buffer held, then the summary.
+    events = held.events()
+    assert [e["event"] for e in events] == ["export", "import", "release"] * 3 + ["summary"]
+    assert events[-1]["shares"] == 3 and "partial" not in events[-1]
 
 
 def test_a_forked_child_does_not_write_its_parents_lines(dlshim):

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from conftest import EMBED, SYSTEM_PYTHON, between
+from conftest import EMBED, SYSTEM_PYTHON, between, parse_jsonl
 
 
 def shares(events):
@@ -180,3 +180,26 @@ def test_rust_pyo3_extension(dlshim):
     assert [(e["event"], e.get("consumed")) for e in unconsumed] == [("export", None),
                                                                      ("release", False)]
     assert r.violations() == [] and r.summary["outstanding"] == 0
+
+
+def test_children_leaving_with_os_exit(dlshim, tmp_path):
+    """A worker that ends with os._exit writes its summary, with the share it
+    still holds; a child that did nothing the shim tracks since fork writes
+    none (fork+exec helpers, an exec that failed)."""
+    r = dlshim.python("exit_child.py", env={"DLSHIM_LOG": str(tmp_path / "ev-%p.jsonl")})
+    assert r.rc == 0, r.stderr[-2000:]
+    children = {}
+    for line in r.stdout.splitlines():
+        work, _, pid, _, code = line.split()
+        assert code == "5"
+        children[work] = int(pid)
+    logs = {int(f.stem.split("-")[1]): parse_jsonl(f.read_text(), str(f))
+            for f in tmp_path.glob("ev-*.jsonl")}
+    assert children["nothing"] not in logs and children["exec"] not in logs
+    worker = logs[children["share"]]
+    [summary] = [e for e in worker if e["event"] == "summary"]
+    assert summary["shares"] == 1 and summary["outstanding"] == 1
+    assert [(s["producer"], s["consumer"]) for s in summary["outstanding_shares"]] == [
+        ("torch", "numpy")]
+    [parent] = [p for p in logs if p not in children.values()]
+    assert len([e for e in logs[parent] if e["event"] == "summary"]) == 1

@@ -4,6 +4,8 @@ DLSHIM_SYNC=enforce inserts the barrier, and correctly synchronized programs
 stay silent."""
 import pytest
 
+from conftest import assert_same_behaviour
+
 FRESH, STALE = "consumer saw 16843009", "consumer saw 0"
 RACY = ["unsynced", "event_before", "legacy_nonblocking", "per_thread"]
 SYNCHRONIZED = ["event", "host_sync", "same_stream", "legacy_blocking"]
@@ -72,7 +74,7 @@ def test_sync_off_skips_the_model(dlshim):
 
 @pytest.mark.parametrize("mode", ["unsynced"] + SYNCHRONIZED)
 def test_same_output_as_without_the_shim_in_check_mode(dlshim, mode):
-    assert handoff(dlshim, mode, shim=False).stdout == handoff(dlshim, mode, "check").stdout
+    assert_same_behaviour(handoff(dlshim, mode, shim=False), handoff(dlshim, mode, "check"))
 
 
 def test_hip_handoffs(dlshim):
@@ -83,6 +85,18 @@ def test_hip_handoffs(dlshim):
     assert FRESH in enforced.stdout and len(enforced.of("sync")) == 1
     synced = handoff(dlshim, "event", "check", program="hip_handoff")
     assert FRESH in synced.stdout and synced.violations() == []
+
+
+def test_hip_enforce_cannot_name_another_threads_default_stream(dlshim):
+    """As for CUDA: the producer wrote on its thread's hipStreamPerThread,
+    which the consumer's thread cannot name; a barrier there would wait on
+    the consumer thread's own default stream, so the race is reported."""
+    assert STALE in handoff(dlshim, "per_thread", shim=False, program="hip_handoff").stdout
+    r = handoff(dlshim, "per_thread", "enforce", program="hip_handoff")
+    assert r.rc == 0 and STALE in r.stdout
+    assert [v["kind"] for v in r.violations()] == ["unsynchronized_handoff"]
+    assert r.violations()[0]["producer_stream"].startswith("per-thread default stream of thread")
+    assert r.of("sync") == [] and r.summary["barriers_inserted"] == 0
 
 
 @pytest.mark.parametrize("sync", [None, "check", "enforce"])

@@ -15,6 +15,9 @@
  *                      exit | _exit | abort | sigterm (a handler that exits)
  *   signal N           N cudaMalloc/cudaFree pairs while another thread keeps
  *                      sending SIGUSR1, whose handler allocates and frees too
+ *   signal_streams N   N handoffs of a device tensor (each import takes the
+ *                      stream model's lock) while the handler queries an
+ *                      event (a stream wrapper, which would take it too)
  *   log N              N exchanges, for logs that fail (/dev/full, closed pipe)
  */
 #include <cuda_runtime_api.h>
@@ -263,6 +266,22 @@ static void allocate_in_handler(int sig)
     errno = saved;
 }
 
+static cudaEvent_t handler_event;
+
+static void stream_work_in_handler(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    if (cudaEventQuery(handler_event) != cudaErrorInvalidResourceHandle)
+        atomic_fetch_add(&handled, 1);
+    errno = saved;
+}
+
+static void drop_nothing(DLManagedTensor *t)
+{
+    (void)t;
+}
+
 static pthread_t main_thread;
 
 static void *signaller(void *arg)
@@ -275,22 +294,42 @@ static void *signaller(void *arg)
     return NULL;
 }
 
-static int signals(int n)
+static int signals(int n, bool streams)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = allocate_in_handler;
+    sa.sa_handler = streams ? stream_work_in_handler : allocate_in_handler;
     sa.sa_flags = SA_RESTART;
     /* The first allocation sets up the runtime's context and the shim's
      * helpers (dlopen, malloc): neither is async-signal-safe, so it comes
      * before any handler may allocate, as in any program that does this. */
     alloc_free(4096);
+    /* The handler's event, and a device tensor the loop hands over: only the
+     * handler calls the runtime during the loop, so the runtime (not
+     * async-signal-safe) is never re-entered; the shim must not be either. */
+    void *d = NULL;
+    static int64_t shape[1] = {1024};
+    DLManagedTensor t = {.dl_tensor = {.device = {kDLCUDA, 0}, .ndim = 1,
+                                       .dtype = {kDLFloat, 32, 1}, .shape = shape}};
+    if (streams && (cudaEventCreate(&handler_event) != cudaSuccess ||
+                    cudaMalloc(&d, 4096) != cudaSuccess ||
+                    cudaMemset(d, 0, 4096) != cudaSuccess)) /* a write: the import is checked */
+        die("stream set-up");
+    t.dl_tensor.data = d;
     sigaction(SIGUSR1, &sa, NULL);
     main_thread = pthread_self();
     pthread_t th;
     pthread_create(&th, NULL, signaller, (void *)(intptr_t)n);
-    for (int i = 0; i < n; i++)
-        alloc_free(4096);
+    for (int i = 0; i < n; i++) {
+        if (!streams) {
+            alloc_free(4096);
+        } else {
+            t.deleter = drop_nothing;
+            dlshim_export(&t, "producer");
+            dlshim_import(&t, "consumer");
+            t.deleter(&t);
+        }
+    }
     atomic_store(&signals_done, true);
     pthread_join(th, NULL);
     printf("allocations=%d handled=%d\n", n, atomic_load(&handled));
@@ -325,9 +364,11 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "leave") && argc > 4)
         return leave(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (!strcmp(mode, "signal"))
-        return signals(a);
+        return signals(a, false);
+    if (!strcmp(mode, "signal_streams"))
+        return signals(a, true);
     if (!strcmp(mode, "log"))
         return plain(a);
-    fprintf(stderr, "usage: stress exchange|fork|spawn|dlopen|leave|signal|log ...\n");
+    fprintf(stderr, "usage: stress exchange|fork|spawn|dlopen|leave|signal|signal_streams|log ...\n");
     return 2;
 }

@@ -1,4 +1,4 @@
-/* Unit tests of shim/allocs.c: the allocation index (range lookup, removal,
+/* Unit tests of shim/ledger/allocs.c: the allocation index (range lookup, removal,
  * reuse of a base) at scale and across sizes, shares and the free policy. */
 #include <time.h>
 
@@ -12,10 +12,25 @@ static uintptr_t base_of(uint32_t i)
     return 0x100000000ull + (uintptr_t)i * STRIDE;
 }
 
+/* A fake device API (a hook family would describe a real runtime so). */
+static int deferred_frees;
+static void count_release(uintptr_t base, int kind)
+{
+    (void)base;
+    (void)kind;
+    deferred_frees++;
+}
+static const ds_device_api fake_api = {
+    .name = "fake",
+    .device_type = {[DS_ALLOC_DEVICE] = "fakedev", [DS_ALLOC_HOST] = "fakedev_host",
+                    [DS_ALLOC_MANAGED] = "fakedev_managed", [DS_ALLOC_ASYNC] = "fakedev"},
+    .release = count_release,
+};
+static int api = -1;
+
 static void record(uintptr_t base, uint64_t size)
 {
-    ds_alloc_info a = {.base = base, .size = size, .kind = DS_ALLOC_DEVICE,
-                       .family = DS_FAMILY_CUDART};
+    ds_alloc_info a = {.base = base, .size = size, .kind = DS_ALLOC_DEVICE, .api = api};
     ds_alloc_record(&a, ds_name_intern("unit"));
 }
 
@@ -23,6 +38,8 @@ static int setup(void **state)
 {
     (void)state;
     harness_init(NULL);
+    if (api < 0)
+        api = ds_device_api_add(&fake_api);
     return 0;
 }
 
@@ -148,21 +165,21 @@ static void test_free_policy(void **state)
     ds_alloc_info a;
     assert_true(ds_alloc_lookup(b, &a));
     /* Not shared: forwarded, no violation. */
-    assert_int_equal(ds_alloc_free_check(b, DS_FAMILY_CUDART, DS_ALLOC_DEVICE, "unit"),
+    assert_int_equal(ds_alloc_free_check(b, api, DS_ALLOC_DEVICE, "unit"),
                      DS_FREE_FORWARD);
     /* Shared: free_while_shared; warn forwards. */
     ds_alloc_share(b, a.generation, +1);
-    assert_int_equal(ds_alloc_free_check(b, DS_FAMILY_CUDART, DS_ALLOC_DEVICE, "unit"),
+    assert_int_equal(ds_alloc_free_check(b, api, DS_ALLOC_DEVICE, "unit"),
                      DS_FREE_FORWARD);
     /* Interior pointer: invalid_free. */
-    assert_int_equal(ds_alloc_free_check(b + 8, DS_FAMILY_CUDART, DS_ALLOC_DEVICE, "unit"),
+    assert_int_equal(ds_alloc_free_check(b + 8, api, DS_ALLOC_DEVICE, "unit"),
                      DS_FREE_FORWARD);
     ds_alloc_share(b, a.generation, -1);
     ds_alloc_forget(b, "unit");
     /* Freed: a second free is a double free; an unknown address is not ours. */
-    assert_int_equal(ds_alloc_free_check(b, DS_FAMILY_CUDART, DS_ALLOC_DEVICE, "unit"),
+    assert_int_equal(ds_alloc_free_check(b, api, DS_ALLOC_DEVICE, "unit"),
                      DS_FREE_FORWARD);
-    assert_int_equal(ds_alloc_free_check(0x7200000000, DS_FAMILY_CUDART, DS_ALLOC_DEVICE, "unit"),
+    assert_int_equal(ds_alloc_free_check(0x7200000000, api, DS_ALLOC_DEVICE, "unit"),
                      DS_FREE_FORWARD);
     char *log = harness_read_log();
     assert_int_equal(harness_count(log, "\"kind\":\"free_while_shared\""), 1);
@@ -170,33 +187,24 @@ static void test_free_policy(void **state)
     free(log);
 }
 
-static int deferred_frees;
-static void count_release(uintptr_t base, int kind)
-{
-    (void)base;
-    (void)kind;
-    deferred_frees++;
-}
-
 static void test_protect_defers_to_the_last_release(void **state)
 {
     (void)state;
     const char *env[] = {"DLSHIM_ON_ERROR=protect", NULL};
     harness_init(env);
-    ds_alloc_set_releaser(DS_FAMILY_HIP, count_release);
     uintptr_t b = 0x7300000000;
-    ds_alloc_info a = {.base = b, .size = 64, .kind = DS_ALLOC_DEVICE, .family = DS_FAMILY_HIP};
+    ds_alloc_info a = {.base = b, .size = 64, .kind = DS_ALLOC_DEVICE, .api = api};
     ds_alloc_record(&a, ds_name_intern("unit"));
     assert_true(ds_alloc_lookup(b, &a));
     ds_alloc_share(b, a.generation, +1);
     ds_alloc_share(b, a.generation, +1);
-    assert_int_equal(ds_alloc_free_check(b, DS_FAMILY_HIP, DS_ALLOC_DEVICE, "unit"), DS_FREE_DEFER);
+    assert_int_equal(ds_alloc_free_check(b, api, DS_ALLOC_DEVICE, "unit"), DS_FREE_DEFER);
     ds_alloc_share(b, a.generation, -1);
     assert_int_equal(deferred_frees, 0);
     ds_alloc_share(b, a.generation, -1);
     assert_int_equal(deferred_frees, 1);
     assert_false(ds_alloc_lookup(b, &a));
-    assert_int_equal(ds_alloc_free_check(b + 1, DS_FAMILY_HIP, DS_ALLOC_DEVICE, "unit"),
+    assert_int_equal(ds_alloc_free_check(b + 1, api, DS_ALLOC_DEVICE, "unit"),
                      DS_FREE_FORWARD); /* unknown now */
 }
 

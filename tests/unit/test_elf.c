@@ -1,4 +1,4 @@
-/* Unit tests of shim/elf.c and shim/modules.c: GOT patching of modules
+/* Unit tests of shim/process/elf.c and shim/process/modules.c: GOT patching of modules
  * linked every way (lazy, partial RELRO, full RELRO, -fno-plt), re-patching
  * after dlclose, RELRO protection restored, malformed images refused. */
 #include <dlfcn.h>
@@ -48,7 +48,14 @@ static void *open_variant(const char *v)
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h)
         fail_msg("%s", dlerror());
+    ds_modules_refresh(); /* what the dlopen hook does in the library */
     return h;
+}
+
+static void close_variant(void *h)
+{
+    dlclose(h);
+    ds_modules_refresh(); /* what the dlclose hook does */
 }
 
 /* Two modules bound to two definitions of one hooked name (two bundled
@@ -68,8 +75,8 @@ static void test_each_module_reaches_its_own_definition(void **state)
         assert_int_equal(call_mine(1), 1002);  /* libimpl.so: 2x */
         assert_int_equal(call_other(1), 1005); /* libimpl_other.so: 5x */
     }
-    dlclose(other);
-    dlclose(mine);
+    close_variant(other);
+    close_variant(mine);
 }
 
 static void test_every_link_variant_is_patched(void **state)
@@ -77,7 +84,7 @@ static void test_every_link_variant_is_patched(void **state)
     (void)state;
     ds_got_hooks_add(hooks, 2);
     for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
-        void *h = open_variant(variants[i]); /* the dlopen hook refreshes */
+        void *h = open_variant(variants[i]);
         int (*call)(int) = (int (*)(int))dlsym(h, "call_target");
         int (*(*address)(void))(int) = (int (*(*)(void))(int))dlsym(h, "target_address");
         assert_non_null(call);
@@ -85,7 +92,7 @@ static void test_every_link_variant_is_patched(void **state)
         assert_int_equal(call(21), 1042);        /* wrapped, and forwarded */
         assert_int_equal(wrapped_calls, 1);
         assert_int_equal(address()(1), 2003); /* the address taken is the wrapper's */
-        dlclose(h);
+        close_variant(h);
     }
 }
 
@@ -97,7 +104,7 @@ static void test_reloaded_module_is_patched_again(void **state)
         void *h = open_variant("now");
         int (*call)(int) = (int (*)(int))dlsym(h, "call_target");
         assert_int_equal(call(1), 1002);
-        dlclose(h);
+        close_variant(h);
     }
 }
 
@@ -112,7 +119,7 @@ static void test_excepted_module_keeps_its_slot(void **state)
         int (*call)(int) = (int (*)(int))dlsym(h, "call_target3");
         assert_non_null(call);
         assert_int_equal(call(1), !strcmp(variants[i], "relro") ? 4 : 3004);
-        dlclose(h);
+        close_variant(h);
     }
 }
 
@@ -167,7 +174,7 @@ static void test_relro_stays_read_only(void **state)
     char perms[3];
     page_perms(c.slot, perms);
     assert_string_equal(perms, "r-");
-    dlclose(h);
+    close_variant(h);
 }
 
 /* ---- malformed images are refused, never followed ----------------------- */

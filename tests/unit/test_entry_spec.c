@@ -1,4 +1,4 @@
-/* Unit tests of shim/entry_spec.c: the DLSHIM_ENTRY grammar, and every
+/* Unit tests of shim/process/entry_spec.c: the DLSHIM_ENTRY grammar, and every
  * error saying where and why. */
 #include "harness.h"
 

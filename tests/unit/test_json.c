@@ -1,4 +1,4 @@
-/* Unit tests of the event writer (shim/event.c) and the formatter (fmt.c):
+/* Unit tests of the event writer (shim/output/event.c) and the formatter (fmt.c):
  * strings escaped, every line valid JSON, overflow dropped not cut. */
 #include "harness.h"
 #include "json_check.h"

@@ -1,4 +1,4 @@
-/* Unit tests of the ownership ledger (shim/tensor.c over registry.c): the
+/* Unit tests of the ownership ledger (shim/ledger/tensor.c over registry.c): the
  * export → import → release state machine and every violation it detects. */
 #include "harness.h"
 

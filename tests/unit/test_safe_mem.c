@@ -1,4 +1,4 @@
-/* Unit tests of shim/safe_mem.c: reads and writes of memory the program
+/* Unit tests of shim/process/safe_mem.c: reads and writes of memory the program
  * handed over never fault, and stop exactly at the first bad page. */
 #include <sys/mman.h>
 

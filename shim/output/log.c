@@ -15,7 +15,8 @@
  *
  * Files are created 0600 with O_NOFOLLOW, appended to (never truncated), and
  * refused if they belong to another user (falling back to stderr).  `%p` in
- * the path becomes the pid; a forked child reopens its own file.
+ * the path becomes the pid; a forked child opens its own file with its first
+ * line, so a child that logs nothing (a fork+exec helper) leaves no file.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,13 +32,13 @@
 #include "internal.h"
 
 static atomic_int log_fd = -1;
+#define LOG_LATER (-2) /* a forked child's own %p file: opened by its first line */
 static bool log_is_pipe;   /* SIGPIPE must be kept away from the program */
 static bool log_per_pid;   /* the path has %p: a forked child reopens */
 static char log_spec[DS_PATH_MAX];
 static atomic_uint_fast64_t dropped;
 
 #define DS_LOG_AGE_NS 100000000ull /* 100 ms: the longest a line waits while events flow */
-static pthread_mutex_t buffer_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *buffer;         /* NULL: unbuffered */
 static size_t buffer_cap, buffer_len, buffer_lines;
 static char *buffer_mem;     /* kept across re-opens (tests re-initialise) */
@@ -148,19 +149,46 @@ void ds_log_open(const char *spec)
 
 void ds_log_after_fork(void)
 {
-    /* The parent flushed before forking (ds_log_fork): nothing is pending. */
+    /* The parent flushed before forking (ds_log_before_fork): nothing is
+     * pending. */
     buffer_len = buffer_lines = 0;
     if (!log_per_pid)
         return;
     int old = atomic_load(&log_fd);
-    ds_log_open(log_spec);
-    if (old > STDERR_FILENO && old != atomic_load(&log_fd))
+    if (old > STDERR_FILENO)
         close(old);
+    atomic_store(&log_fd, LOG_LATER);
+}
+
+/* The descriptor to write to, opening a forked child's own file first.
+ * Under the log's lock, so that two threads open it once; a thread that
+ * holds a shim lock (a handler that interrupted the shim) cannot take it,
+ * and its line is dropped. */
+static int writable_fd(void)
+{
+    int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
+    if (fd != LOG_LATER || ds_holds_lock() || !ds_lock_take_bounded(DS_LOCK_LOG))
+        return fd;
+    fd = atomic_load(&log_fd);
+    if (fd == LOG_LATER) {
+        int saved = errno;
+        if ((fd = ds_output_open(log_spec, "DLSHIM_LOG", false)) < 0) {
+            ds_diag("DLSHIM_LOG: events go to stderr instead");
+            fd = STDERR_FILENO;
+        }
+        log_is_pipe = fd_is_pipe(fd);
+        if (fd <= STDERR_FILENO)
+            buffer = NULL; /* stderr is never buffered */
+        atomic_store(&log_fd, fd);
+        errno = saved;
+    }
+    ds_lock_give(DS_LOCK_LOG);
+    return fd;
 }
 
 bool ds_log_enabled(void)
 {
-    return atomic_load_explicit(&log_fd, memory_order_relaxed) >= 0;
+    return atomic_load_explicit(&log_fd, memory_order_relaxed) != -1;
 }
 
 void ds_log_count_drop(void)
@@ -222,9 +250,13 @@ static bool flush_locked(int fd)
 
 bool ds_log_write(const char *line, size_t len)
 {
-    int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
-    if (fd < 0)
+    int fd = writable_fd();
+    if (fd == -1)
         return true; /* DLSHIM_LOG=off is not a loss */
+    if (fd < 0) {      /* a child's file not open yet, in a handler inside the shim */
+        ds_log_count_drop();
+        return false;
+    }
     /* Unbuffered, or re-entered from a signal handler that interrupted this
      * thread inside the shim (which may hold the buffer's lock): written at
      * once. */
@@ -234,8 +266,15 @@ bool ds_log_write(const char *line, size_t len)
         ds_log_count_drop();
         return false;
     }
+    if (!ds_lock_take_bounded(DS_LOCK_LOG)) {
+        /* Leaving through _exit while another thread holds the buffer: this
+         * line goes out at once, ahead of what the buffer holds. */
+        if (write_out(fd, line, len))
+            return true;
+        ds_log_count_drop();
+        return false;
+    }
     bool ok = true;
-    ds_lock(&buffer_lock);
     uint64_t now = ds_now_coarse_ns();
     if (buffer_len + len > buffer_cap)
         ok = flush_locked(fd);
@@ -253,7 +292,7 @@ bool ds_log_write(const char *line, size_t len)
         if (now - buffer_since >= DS_LOG_AGE_NS)
             ok = flush_locked(fd) && ok;
     }
-    ds_unlock(&buffer_lock);
+    ds_lock_give(DS_LOCK_LOG);
     return ok;
 }
 
@@ -262,19 +301,21 @@ bool ds_log_flush(void)
     int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
     if (fd < 0 || !buffer || ds_holds_lock())
         return true;
-    ds_lock(&buffer_lock);
+    if (!ds_lock_take_bounded(DS_LOCK_LOG))
+        return false;
     bool ok = flush_locked(fd);
-    ds_unlock(&buffer_lock);
+    ds_lock_give(DS_LOCK_LOG);
     return ok;
 }
 
-/* Before fork the buffer is written, so that neither side writes it twice;
- * the child starts empty (ds_log_after_fork). */
-void ds_log_fork(ds_fork_phase phase)
+/* Before fork, with every shim lock taken (the log's too), the buffer is
+ * written, so that neither side writes it twice; the child starts empty
+ * (ds_log_after_fork). */
+void ds_log_before_fork(void)
 {
-    ds_fork_lock(&buffer_lock, phase);
-    if (phase == DS_FORK_PREPARE && buffer)
-        flush_locked(atomic_load_explicit(&log_fd, memory_order_relaxed));
+    int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
+    if (buffer && fd >= 0)
+        flush_locked(fd);
 }
 
 /* The summary of a log that failed (a full disk, a reader gone) goes to

@@ -3,7 +3,7 @@
  *
  * An open-addressing hash table (linear probing, load at most 1/2) in memory
  * from mmap, so the registry never calls malloc and works from a deleter or a
- * signal handler.  One lock guards it (a ds_spin: it is taken on every
+ * signal handler.  One lock guards it (a spin lock: it is taken on every
  * handoff); callers never call out of the shim (deleters, the log) while
  * holding it.  The table grows by doubling up to DLSHIM_MAX_RECORDS records;
  * at the cap, the older half of the released records is evicted in one
@@ -15,9 +15,7 @@
 
 #include "internal.h"
 
-static ds_spin lock;
 static uint64_t stamps; /* lock held */
-static DS_TLS bool holding;  /* this thread holds `lock` (ds_holds_lock: any lock) */
 
 /* Until ds_reg_init maps the table (or where it could not), one empty slot:
  * a lookup misses there without a test of its own.  A lookup of key 0 also
@@ -31,36 +29,17 @@ static uint64_t evicted;
 
 #define DS_INITIAL_SLOTS 1024u
 
-void ds_reg_lock(void)
-{
-    ds_spin_lock(&lock);
-    holding = true;
-}
-
-void ds_reg_unlock(void)
-{
-    holding = false;
-    ds_spin_unlock(&lock);
-}
-
 uint64_t ds_reg_next_stamp(void)
 {
     return ++stamps;
 }
 
-bool ds_reg_locked_by_me(void)
+/* The child keeps its parent's records (it may release those tensors) but
+ * does not count them as its own. */
+void ds_reg_after_fork(void)
 {
-    return holding;
-}
-
-void ds_reg_fork(ds_fork_phase phase)
-{
-    holding = phase == DS_FORK_PREPARE;
-    ds_fork_spin(&lock, phase);
-    if (phase == DS_FORK_CHILD) {
-        for (size_t i = 0; i < cap; i++)
-            table[i].inherited = 1;
-    }
+    for (size_t i = 0; i < cap; i++)
+        table[i].inherited = 1;
 }
 
 static ds_record *map_slots(size_t n)

@@ -17,7 +17,6 @@
 static char names[DS_NAMES_MAX][DS_NAME_MAX] = {"unknown", "other"};
 static uint32_t hashes[DS_NAMES_MAX]; /* compared before the names: interning is per event */
 static atomic_uint count = 2;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 enum { ID_OTHER = 1 };
 
 /* FNV-1a of the first DS_NAME_MAX - 1 bytes, as the names are kept. */
@@ -48,7 +47,7 @@ uint16_t ds_name_intern(const char *name)
     uint16_t id = find(name, hash, atomic_load_explicit(&count, memory_order_acquire));
     if (id != UINT16_MAX)
         return id;
-    ds_lock(&lock);
+    ds_lock_take(DS_LOCK_NAMES);
     unsigned n = atomic_load_explicit(&count, memory_order_relaxed);
     id = find(name, hash, n);
     if (id == UINT16_MAX && n == DS_NAMES_MAX)
@@ -61,7 +60,7 @@ uint16_t ds_name_intern(const char *name)
         atomic_store_explicit(&count, n + 1, memory_order_release);
         id = (uint16_t)n;
     }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_NAMES);
     return id;
 }
 
@@ -69,9 +68,4 @@ const char *ds_name(uint16_t id)
 {
     return id < atomic_load_explicit(&count, memory_order_acquire) ? names[id]
                                                                     : names[DS_NAME_UNKNOWN];
-}
-
-void ds_names_fork(ds_fork_phase phase)
-{
-    ds_fork_lock(&lock, phase);
 }

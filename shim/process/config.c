@@ -13,10 +13,16 @@
 
 enum opt_type { T_BOOL, T_INT, T_ENUM, T_PATH, T_EVENTS, T_HOOKS, T_TEXT };
 
-/* DLSHIM_HOOKS names, by enum ds_hook_family. */
-static const char *const hook_names[DS_HOOK_COUNT] = {"python", "torch", "cuda", "hip",
-                                                      "host-copy"};
-#define DEFAULT_HOOKS (((1u << DS_HOOK_COUNT) - 1) & ~(1u << DS_HOOK_HOST_COPY))
+/* DLSHIM_HOOKS names: the families' own (families.c), at most 32. */
+static const char *hook_names[32];
+static int nhook_names = -1;
+
+static int hook_count(void)
+{
+    if (nhook_names < 0)
+        nhook_names = ds_hook_options(hook_names, (int)DS_ARRAY_LEN(hook_names));
+    return nhook_names;
+}
 
 typedef struct {
     const char *name; /* with the DLSHIM_ prefix */
@@ -148,7 +154,7 @@ static const char *hook_name(int i)
 static int mask_names(const opt_desc *o, const char *(**name_of)(int))
 {
     *name_of = o->type == T_EVENTS ? ds_event_name : hook_name;
-    return o->type == T_EVENTS ? DS_EV_COUNT : DS_HOOK_COUNT;
+    return o->type == T_EVENTS ? DS_EV_COUNT : hook_count();
 }
 
 /* A comma list of names (each one bit of the mask), `all` or `default`:
@@ -211,7 +217,7 @@ static bool parse(const opt_desc *o, const char *value, ds_config *c)
     case T_ENUM: return parse_enum(value, o->choices, field);
     case T_PATH: return parse_path(value, field);
     case T_EVENTS: return parse_mask(value, DS_EV_COUNT, ds_event_name, default_events(), field);
-    case T_HOOKS: return parse_mask(value, DS_HOOK_COUNT, hook_name, DEFAULT_HOOKS, field);
+    case T_HOOKS: return parse_mask(value, hook_count(), hook_name, ds_hook_options_default(), field);
     case T_TEXT: return parse_text(value, field);
     }
     return false;

@@ -177,6 +177,7 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     bool well_formed =
         ds_dlpack_read_struct(m, versioned, &v, why, sizeof(why)) &&
         ds_dlpack_check(&v, show, why, sizeof(why));
+    ds_note_work();
     if (!v.readable) {
         report_malformed(m, versioned, id, name, why);
         return; /* nothing there to track */
@@ -288,6 +289,7 @@ void ds_tensor_export_by(void *m, bool versioned, uint16_t producer, uint16_t ap
 static void import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t api)
 {
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
+    ds_note_work();
     for (int attempt = 0; attempt < 2; attempt++) {
         ds_reg_lock();
         ds_record *r = ds_reg_find((uintptr_t)m);
@@ -401,7 +403,7 @@ static void release(void *m, bool versioned)
         next(m);
         return;
     }
-    if (ds_reg_locked_by_me()) {
+    if (ds_holds(DS_LOCK_REGISTRY)) {
         /* Re-entered from a signal handler that interrupted our own
          * bookkeeping: the producer's deleter is behind the lock this thread
          * holds.  Leaking the tensor is the only safe choice. */
@@ -409,6 +411,7 @@ static void release(void *m, bool versioned)
         return;
     }
     int saved = errno;
+    ds_note_work();
     ds_release_context ctx = {0};
     ds_release_observer observe = atomic_load_explicit(&observer, memory_order_acquire);
     if (observe) /* before the lock: it may read the program's state */

@@ -40,7 +40,7 @@ enum { KIND_LEGACY, KIND_BLOCKING, KIND_NON_BLOCKING };
 
 typedef struct {
     bool used;
-    int family;
+    int api;
     uintptr_t handle;
     long tid;        /* per-thread default streams: the owning thread */
     int kind;
@@ -49,7 +49,7 @@ typedef struct {
 
 typedef struct {
     bool used, recorded;
-    int family;
+    int api;
     uintptr_t handle;
     vclock vc;
 } event;
@@ -68,14 +68,11 @@ typedef struct {
     char producer[DS_NAME_MAX], consumer[DS_NAME_MAX];
 } pending;
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static stream streams[DS_CLOCKS]; /* [0]: the host */
 static event *events;             /* mmap'd, DS_EVENTS_MAX */
 static write_rec writes[DS_WRITES];
 static uint64_t nwrites;
 static pending pend[DS_PENDING];
-static bool (*barriers[DS_FAMILY_COUNT])(uintptr_t producer_stream, uintptr_t consumer_stream,
-                                         long producer_tid);
 static uint64_t untracked_streams, barriers_inserted;
 
 #define HOST 0
@@ -83,12 +80,6 @@ static uint64_t untracked_streams, barriers_inserted;
 bool ds_sync_enabled(void)
 {
     return ds_cfg.sync != DS_SYNC_OFF;
-}
-
-void ds_sync_set_barrier(int family, bool (*barrier)(uintptr_t, uintptr_t, long))
-{
-    if (family >= 0 && family < DS_FAMILY_COUNT)
-        barriers[family] = barrier;
 }
 
 static void merge(uint32_t *into, const uint32_t *from)
@@ -100,23 +91,26 @@ static void merge(uint32_t *into, const uint32_t *from)
 
 /* ---- streams and events: lock held ---------------------------------------- */
 
-/* The stream a call names: handle 0 and 1 are the legacy default stream,
- * 2 (or 0 in a _ptsz call) this thread's default stream.  -1 when the table
- * is full. */
-static int stream_index(int family, uintptr_t handle, bool per_thread_default, bool create)
+/* The stream a call names: handle 0 (and the API's own legacy handle) the
+ * legacy default stream, the API's per-thread handle (or 0 in a _ptsz call)
+ * this thread's default stream, kept under that handle with the thread's id.
+ * -1 when the table is full. */
+static int stream_index(int api, uintptr_t handle, bool per_thread_default, bool create)
 {
+    const ds_device_api *d = ds_device_api_at(api);
     long tid = 0;
     int kind = KIND_BLOCKING;
-    if (handle == 2 || (handle == 0 && per_thread_default)) {
-        handle = 2;
+    if ((d->per_thread_stream && handle == d->per_thread_stream) ||
+        (handle == 0 && per_thread_default)) {
+        handle = d->per_thread_stream;
         tid = ds_tid();
-    } else if (handle <= 1) {
+    } else if (handle == 0 || (d->legacy_stream && handle == d->legacy_stream)) {
         handle = 0;
         kind = KIND_LEGACY;
     }
     int free_slot = -1;
     for (int i = 1; i < DS_CLOCKS; i++) {
-        if (streams[i].used && streams[i].family == family && streams[i].handle == handle &&
+        if (streams[i].used && streams[i].api == api && streams[i].handle == handle &&
             streams[i].tid == tid)
             return i;
         if (!streams[i].used && free_slot < 0)
@@ -129,11 +123,11 @@ static int stream_index(int family, uintptr_t handle, bool per_thread_default, b
     }
     stream *s = &streams[free_slot];
     memset(s, 0, sizeof(*s));
-    *s = (stream){.used = true, .family = family, .handle = handle, .tid = tid, .kind = kind};
+    *s = (stream){.used = true, .api = api, .handle = handle, .tid = tid, .kind = kind};
     return free_slot;
 }
 
-static event *event_of(int family, uintptr_t handle, bool create)
+static event *event_of(int api, uintptr_t handle, bool create)
 {
     if (!events) {
         void *p = mmap(NULL, DS_EVENTS_MAX * sizeof(event), PROT_READ | PROT_WRITE,
@@ -146,7 +140,7 @@ static event *event_of(int family, uintptr_t handle, bool create)
     event *free_slot = NULL;
     for (size_t k = 0; k < DS_EVENTS_MAX; k++) {
         event *e = &events[(start + k) % DS_EVENTS_MAX];
-        if (e->used && e->family == family && e->handle == handle)
+        if (e->used && e->api == api && e->handle == handle)
             return e;
         if (!e->used) {
             free_slot = free_slot ? free_slot : e;
@@ -157,7 +151,7 @@ static event *event_of(int family, uintptr_t handle, bool create)
         return NULL;
     memset(free_slot, 0, sizeof(*free_slot));
     free_slot->used = true;
-    free_slot->family = family;
+    free_slot->api = api;
     free_slot->handle = handle;
     return free_slot;
 }
@@ -168,66 +162,68 @@ static void before_op(int s)
     merge(streams[s].vc, streams[HOST].vc);
     if (streams[s].kind == KIND_LEGACY) {
         for (int i = 1; i < DS_CLOCKS; i++)
-            if (streams[i].used && streams[i].family == streams[s].family &&
+            if (streams[i].used && streams[i].api == streams[s].api &&
                 streams[i].kind == KIND_BLOCKING)
                 merge(streams[s].vc, streams[i].vc);
     } else if (streams[s].kind == KIND_BLOCKING) {
         for (int i = 1; i < DS_CLOCKS; i++)
-            if (streams[i].used && streams[i].family == streams[s].family &&
+            if (streams[i].used && streams[i].api == streams[s].api &&
                 streams[i].kind == KIND_LEGACY)
                 merge(streams[s].vc, streams[i].vc);
     }
 }
 
-void ds_sync_stream_created(int family, uintptr_t handle, bool non_blocking)
+void ds_sync_stream_created(int api, uintptr_t handle, bool non_blocking)
 {
     if (!ds_sync_enabled())
         return;
-    ds_lock(&lock);
-    int s = stream_index(family, handle, false, true);
+    ds_lock_take(DS_LOCK_SYNC);
+    int s = stream_index(api, handle, false, true);
     if (s >= 0) {
         memset(streams[s].vc, 0, sizeof(vclock));
         streams[s].kind = non_blocking ? KIND_NON_BLOCKING : KIND_BLOCKING;
     }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_SYNC);
 }
 
-void ds_sync_stream_destroyed(int family, uintptr_t handle)
+void ds_sync_stream_destroyed(int api, uintptr_t handle)
 {
-    if (!ds_sync_enabled() || handle <= 2)
-        return;
-    ds_lock(&lock);
-    int s = stream_index(family, handle, false, false);
+    const ds_device_api *d = ds_device_api_at(api);
+    if (!ds_sync_enabled() || handle == 0 || handle == d->legacy_stream ||
+        handle == d->per_thread_stream)
+        return; /* the default streams are never destroyed */
+    ds_lock_take(DS_LOCK_SYNC);
+    int s = stream_index(api, handle, false, false);
     if (s >= 0) {
         /* Its work completes before it goes (cudaStreamDestroy) but nobody
          * waited for it: the slot is reused, the clocks that mention it keep
          * their counters, which only ever makes later checks stricter. */
         streams[s].used = false;
     }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_SYNC);
 }
 
-void ds_sync_event_recorded(int family, uintptr_t ev, uintptr_t handle, bool ptsz)
+void ds_sync_event_recorded(int api, uintptr_t ev, uintptr_t handle, bool ptsz)
 {
     if (!ds_sync_enabled())
         return;
-    ds_lock(&lock);
-    int s = stream_index(family, handle, ptsz, true);
-    event *e = event_of(family, ev, true);
+    ds_lock_take(DS_LOCK_SYNC);
+    int s = stream_index(api, handle, ptsz, true);
+    event *e = event_of(api, ev, true);
     if (s >= 0 && e) {
         before_op(s);
         memcpy(e->vc, streams[s].vc, sizeof(vclock));
         e->recorded = true;
     }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_SYNC);
 }
 
-void ds_sync_event_destroyed(int family, uintptr_t ev)
+void ds_sync_event_destroyed(int api, uintptr_t ev)
 {
     if (!ds_sync_enabled())
         return;
-    ds_lock(&lock);
-    event *e = event_of(family, ev, false);
+    ds_lock_take(DS_LOCK_SYNC);
+    event *e = event_of(api, ev, false);
     if (e)
         e->used = false; /* a record later re-creates it; probes stop at holes: rehash below */
     if (e && events) {
@@ -236,62 +232,62 @@ void ds_sync_event_destroyed(int family, uintptr_t ev)
         for (size_t k = (hole + 1) % DS_EVENTS_MAX; events[k].used; k = (k + 1) % DS_EVENTS_MAX) {
             event moved = events[k];
             events[k].used = false;
-            event *dst = event_of(moved.family, moved.handle, true);
+            event *dst = event_of(moved.api, moved.handle, true);
             if (dst)
                 *dst = moved;
         }
     }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_SYNC);
 }
 
-void ds_sync_stream_waits(int family, uintptr_t handle, uintptr_t ev, bool ptsz)
+void ds_sync_stream_waits(int api, uintptr_t handle, uintptr_t ev, bool ptsz)
 {
     if (!ds_sync_enabled())
         return;
-    ds_lock(&lock);
-    int s = stream_index(family, handle, ptsz, true);
-    event *e = event_of(family, ev, false);
+    ds_lock_take(DS_LOCK_SYNC);
+    int s = stream_index(api, handle, ptsz, true);
+    event *e = event_of(api, ev, false);
     if (s >= 0) {
         merge(streams[s].vc, streams[HOST].vc);
         if (e && e->recorded)
             merge(streams[s].vc, e->vc);
     }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_SYNC);
 }
 
-void ds_sync_host_waits_stream(int family, uintptr_t handle, bool ptsz)
+void ds_sync_host_waits_stream(int api, uintptr_t handle, bool ptsz)
 {
     if (!ds_sync_enabled())
         return;
-    ds_lock(&lock);
-    int s = stream_index(family, handle, ptsz, false);
+    ds_lock_take(DS_LOCK_SYNC);
+    int s = stream_index(api, handle, ptsz, false);
     if (s >= 0) {
         before_op(s); /* synchronizing the legacy stream also waits for blocking ones */
         merge(streams[HOST].vc, streams[s].vc);
     }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_SYNC);
 }
 
-void ds_sync_host_waits_event(int family, uintptr_t ev)
+void ds_sync_host_waits_event(int api, uintptr_t ev)
 {
     if (!ds_sync_enabled())
         return;
-    ds_lock(&lock);
-    event *e = event_of(family, ev, false);
+    ds_lock_take(DS_LOCK_SYNC);
+    event *e = event_of(api, ev, false);
     if (e && e->recorded)
         merge(streams[HOST].vc, e->vc);
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_SYNC);
 }
 
-void ds_sync_host_waits_all(int family)
+void ds_sync_host_waits_all(int api)
 {
     if (!ds_sync_enabled())
         return;
-    ds_lock(&lock);
+    ds_lock_take(DS_LOCK_SYNC);
     for (int i = 1; i < DS_CLOCKS; i++)
-        if (streams[i].used && streams[i].family == family)
+        if (streams[i].used && streams[i].api == api)
             merge(streams[HOST].vc, streams[i].vc);
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_SYNC);
 }
 
 /* ---- handoffs --------------------------------------------------------------- */
@@ -301,7 +297,7 @@ void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const char
 {
     if (!ds_sync_enabled() || !bytes)
         return;
-    ds_lock(&lock);
+    ds_lock_take(DS_LOCK_SYNC);
     /* The newest write overlapping the tensor's bytes. */
     const write_rec *last = NULL;
     uint64_t oldest = nwrites > DS_WRITES ? nwrites - DS_WRITES : 0;
@@ -322,14 +318,14 @@ void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const char
             ds_fmt(p->consumer, sizeof(p->consumer), "%s", consumer);
         }
     }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_SYNC);
 }
 
 static void stream_name(char *out, size_t cap, const stream *s)
 {
     if (s->kind == KIND_LEGACY)
         ds_fmt(out, cap, "legacy default stream");
-    else if (s->handle == 2)
+    else if (s->tid)
         ds_fmt(out, cap, "per-thread default stream of thread %ld", s->tid);
     else
         ds_fmt(out, cap, "stream 0x%lx", (unsigned long)s->handle);
@@ -337,7 +333,7 @@ static void stream_name(char *out, size_t cap, const stream *s)
 
 typedef struct {
     pending handoff;
-    int producer_stream, family;
+    int producer_stream, api;
     uintptr_t producer_handle, consumer_handle;
     long producer_tid;
     char producer_name[64], consumer_name[64];
@@ -391,48 +387,53 @@ static int take_due(int s, const ds_range *r, int n, const char *caller, race *o
         x->producer_handle = streams[p->stream].handle;
         x->producer_tid = streams[p->stream].tid;
         x->consumer_handle = streams[s].handle;
-        x->family = streams[p->stream].family;
+        x->api = streams[p->stream].api;
         stream_name(x->producer_name, sizeof(x->producer_name), &streams[p->stream]);
         stream_name(x->consumer_name, sizeof(x->consumer_name), &streams[s]);
     }
     return found;
 }
 
-void ds_sync_op(int family, uintptr_t handle, bool ptsz, const ds_range *r, int n,
+void ds_sync_op(int api, uintptr_t handle, bool ptsz, const ds_range *r, int n,
                 const void *caller_addr)
 {
     if (!ds_sync_enabled())
         return;
     char caller[DS_NAME_MAX] = "";
     race races[4];
-    ds_lock(&lock);
+    ds_lock_take(DS_LOCK_SYNC);
     bool any_pending = false;
     for (int i = 0; i < DS_PENDING && !any_pending; i++)
         any_pending = pend[i].used;
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_SYNC);
     if (any_pending && n < 0)
         ds_module_name_at(caller_addr, caller, sizeof(caller));
 
-    ds_lock(&lock);
-    int s = stream_index(family, handle, ptsz, true);
+    ds_lock_take(DS_LOCK_SYNC);
+    int s = stream_index(api, handle, ptsz, true);
     if (s < 0) {
-        ds_unlock(&lock);
+        ds_lock_give(DS_LOCK_SYNC);
         return;
     }
     before_op(s);
     int nraces = any_pending ? take_due(s, r, n, caller, races, (int)DS_ARRAY_LEN(races)) : 0;
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_SYNC);
 
     for (int i = 0; i < nraces; i++) {
         race *x = &races[i];
         bool fixed = false;
-        if (ds_cfg.sync == DS_SYNC_ENFORCE && x->family == family && barriers[family] &&
-            barriers[family](x->producer_handle, handle, x->producer_tid)) {
+        /* A barrier records an event on the producer's stream: another
+         * thread's per-thread default stream cannot be named from here. */
+        bool (*barrier)(uintptr_t, uintptr_t) = ds_device_api_at(api)->barrier;
+        if (ds_cfg.sync == DS_SYNC_ENFORCE && x->api == api && barrier &&
+            (!x->producer_tid || x->producer_tid == ds_tid()) &&
+            barrier(x->producer_handle, handle)) {
             fixed = true;
-            ds_lock(&lock);
+            ds_lock_take(DS_LOCK_SYNC);
             merge(streams[s].vc, streams[x->producer_stream].vc);
             barriers_inserted++;
-            ds_unlock(&lock);
+            ds_note_work();
+            ds_lock_give(DS_LOCK_SYNC);
             emit_barrier(x);
         }
         if (!fixed) {
@@ -448,22 +449,17 @@ void ds_sync_op(int family, uintptr_t handle, bool ptsz, const ds_range *r, int 
     }
 
     /* Tick, and remember what this operation writes. */
-    ds_lock(&lock);
+    ds_lock_take(DS_LOCK_SYNC);
     uint32_t tick = ++streams[s].vc[s];
     for (int k = 0; k < n; k++)
         if (r[k].write && r[k].len) {
             write_rec *w = &writes[nwrites++ % DS_WRITES];
             *w = (write_rec){r[k].start, r[k].start + r[k].len, s, tick};
         }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_SYNC);
 }
 
 uint64_t ds_sync_barriers(void)
 {
     return barriers_inserted;
-}
-
-void ds_sync_fork(ds_fork_phase phase)
-{
-    ds_fork_lock(&lock, phase);
 }

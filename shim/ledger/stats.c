@@ -73,8 +73,11 @@ void ds_stats_copied(uint16_t producer, uint16_t consumer, uint64_t bytes)
     p->bytes_copied += bytes;
 }
 
+atomic_bool ds_worked;
+
 void ds_stats_violation(int kind)
 {
+    ds_note_work();
     if (kind >= 0 && kind < DS_VIO_COUNT)
         atomic_fetch_add(&violations[kind], 1);
 }
@@ -89,6 +92,7 @@ uint64_t ds_stats_violations(void)
 
 void ds_stats_untracked(void)
 {
+    ds_note_work();
     atomic_fetch_add(&untracked, 1);
 }
 
@@ -213,12 +217,18 @@ void ds_summary_write(void)
         return;
     ds_log_flush(); /* so that dropped_events counts every loss before it */
     outstanding out = {0};
-    ds_reg_lock();
-    ds_reg_foreach(count_outstanding, &out);
-    /* A consistent copy; names are append-only, so ids stay valid. */
-    __typeof__(st) snap = st;
-    uint64_t evicted = ds_reg_evicted();
-    ds_reg_unlock();
+    __typeof__(st) snap = {0};
+    uint64_t evicted = 0;
+    /* Leaving through _exit with the registry held elsewhere: the shares and
+     * pairs are left out, and the summary says so. */
+    bool partial = !ds_lock_take_bounded(DS_LOCK_REGISTRY);
+    if (!partial) {
+        ds_reg_foreach(count_outstanding, &out);
+        /* A consistent copy; names are append-only, so ids stay valid. */
+        snap = st;
+        evicted = ds_reg_evicted();
+        ds_reg_unlock();
+    }
 
     ds_ev e;
     ds_ev_begin_buf(&e, DS_EV_SUMMARY, summary_buf, sizeof(summary_buf));
@@ -243,7 +253,7 @@ void ds_summary_write(void)
     }
     ds_ev_close(&e);
     uint64_t allocs, alloc_bytes, untracked_frees;
-    ds_alloc_totals(&allocs, &alloc_bytes, &untracked_frees);
+    partial |= !ds_alloc_totals(&allocs, &alloc_bytes, &untracked_frees);
     ds_ev_uint(&e, "allocations_live", allocs);
     ds_ev_uint(&e, "allocation_bytes_live", alloc_bytes);
     ds_ev_uint(&e, "untracked_frees", untracked_frees);
@@ -257,6 +267,8 @@ void ds_summary_write(void)
     ds_ev_uint(&e, "evicted_records", evicted);
     ds_ev_uint(&e, "dropped_events", ds_log_dropped());
     ds_ev_uint(&e, "clock_origin_ns", ds_clock_origin_ns());
+    if (partial)
+        ds_ev_bool(&e, "partial", true);
     sort_by_shares(snap.pairs, snap.npairs);
     if (ds_cfg.format == DS_FORMAT_JSONL) {
         outstanding_field(&e, &out);
@@ -296,4 +308,5 @@ void ds_stats_after_fork(void)
         atomic_store(&violations[k], 0);
     atomic_store(&untracked, 0);
     atomic_store(&summary_written, false);
+    atomic_store(&ds_worked, false);
 }

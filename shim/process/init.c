@@ -31,24 +31,27 @@ static atomic_int state = UNINIT;
 static atomic_bool finished;
 static DS_TLS bool initialising_here;
 
-/* Locks in the order the code nests them (the registry's outermost). */
-static void fork_locks(ds_fork_phase phase)
+/* fork(): every shim lock is taken before (locks.def, in order), so that no
+ * table is half-updated by a thread that does not exist in the child; the
+ * child then starts its own account. */
+static void atfork_prepare(void)
 {
-    ds_reg_fork(phase);
-    ds_alloc_fork(phase);
-    ds_sync_fork(phase);
-    ds_copies_fork(phase);
-    ds_names_fork(phase);
-    ds_log_fork(phase);
+    if (ds_locks_fork(DS_FORK_PREPARE))
+        ds_log_before_fork();
 }
 
-static void atfork_prepare(void) { fork_locks(DS_FORK_PREPARE); }
-static void atfork_parent(void) { fork_locks(DS_FORK_PARENT); }
+static void atfork_parent(void)
+{
+    ds_locks_fork(DS_FORK_PARENT);
+}
 
 static void atfork_child(void)
 {
-    fork_locks(DS_FORK_CHILD);
+    ds_locks_fork(DS_FORK_CHILD);
     ds_thread_after_fork();
+    ds_reg_after_fork();
+    ds_alloc_after_fork();
+    ds_copies_after_fork();
     ds_log_after_fork();
     ds_trace_after_fork();
     ds_stats_after_fork();
@@ -71,13 +74,13 @@ static int setup(char *const *envp)
         void *frame[2];
         backtrace(frame, 2);
     }
-    ds_hooks_install();
+    ds_families_install();
     static atomic_bool fork_handlers;
     if (!atomic_exchange(&fork_handlers, true))
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     if (ds_cfg.verbose)
         ds_config_dump(&ds_cfg);
-    ds_dlsym_enable();
+    ds_families_started();
     return ACTIVE;
 }
 
@@ -116,17 +119,27 @@ void ds_init_with_env(char *const *envp)
     settle(setup(envp));
 }
 
-void ds_finish(void)
+void ds_finish(bool now)
 {
-    /* exit() from a signal handler that interrupted this thread inside the
-     * shim: the summary would wait for a lock this thread holds.  Skipped. */
-    if (atomic_load(&state) != ACTIVE || ds_holds_lock() || atomic_exchange(&finished, true))
+    if (atomic_load(&state) != ACTIVE || atomic_exchange(&finished, true))
         return;
+    /* Leaving without exit handlers, or exit() from a signal handler that
+     * interrupted this thread inside the shim (which holds a lock the
+     * summary would wait for): every lock only tried. */
+    if (now || ds_holds_lock())
+        atomic_store(&ds_leaving, true);
+    /* Nothing of its own to report: a forked child that did no tracked work
+     * (a fork+exec helper), or a process that leaves through _exit without
+     * any (a helper the program ran, ending as helpers do). */
+    if (!atomic_load(&ds_worked) && (now || ds_forked_child())) {
+        ds_trace_close();
+        return;
+    }
     ds_alloc_report_leaks();
     ds_summary_write();
     ds_log_flush(); /* with DLSHIM_SUMMARY=0 nothing above did */
     ds_trace_close();
-    if (ds_cfg.exitcode >= 0 && ds_stats_violations() > 0) {
+    if (!now && ds_cfg.exitcode >= 0 && ds_stats_violations() > 0) {
         /* Runs after the program's atexit handlers; stdio is flushed here
          * because _exit skips it. */
         fflush(NULL);
@@ -141,5 +154,5 @@ __attribute__((constructor)) static void ds_load(void)
 
 __attribute__((destructor)) static void ds_unload(void)
 {
-    ds_finish();
+    ds_finish(false);
 }

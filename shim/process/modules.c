@@ -44,7 +44,6 @@ typedef struct {
     void *original[DS_HOOKS_MAX]; /* by hook index; NULL: slot not patched */
 } module;
 
-static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static ds_got_hook hooks[DS_HOOKS_MAX];
 /* By hook index: modules whose file name starts with this keep their own
  * slot (NULL: none do); see ds_got_hooks_add_except. */
@@ -173,7 +172,7 @@ static void note_original(int h, void *f)
 
 void ds_got_hooks_add_except(const ds_got_hook *add, size_t n, const char *file_prefix)
 {
-    pthread_rwlock_wrlock(&lock);
+    ds_lock_take(DS_LOCK_MODULES);
     for (size_t k = 0; k < n && nhooks < DS_HOOKS_MAX; k++) {
         if (hook_index(add[k].name) >= 0)
             continue;
@@ -190,7 +189,7 @@ void ds_got_hooks_add_except(const ds_got_hook *add, size_t n, const char *file_
                          __ATOMIC_RELEASE);
         nhooks++;
     }
-    pthread_rwlock_unlock(&lock);
+    ds_lock_give(DS_LOCK_MODULES);
 }
 
 void ds_got_hooks_add(const ds_got_hook *add, size_t n)
@@ -236,17 +235,25 @@ static void sort_ranges(void)
 }
 
 /* The caller module's own definition of hook h (-1: not a hook), else the
- * global one. */
+ * global one.  A thread that already holds a shim lock (a signal handler
+ * that interrupted the shim, perhaps while it patched modules) must not
+ * wait for the table: it tries once, and without it takes the global one. */
 __attribute__((noinline)) static void *original_from_table(int h, const void *wrapper,
                                                            void **global_real, const char *name,
                                                            const void *caller)
 {
     void *f = NULL;
-    pthread_rwlock_rdlock(&lock);
-    int m = mods && h >= 0 ? module_at((uintptr_t)caller) : -1;
-    if (m >= 0)
-        f = mods[m].original[h];
-    pthread_rwlock_unlock(&lock);
+    bool locked = true;
+    if (ds_holds_lock())
+        locked = ds_lock_try_now(DS_LOCK_MODULES, true);
+    else
+        ds_lock_read(DS_LOCK_MODULES);
+    if (locked) {
+        int m = mods && h >= 0 ? module_at((uintptr_t)caller) : -1;
+        if (m >= 0)
+            f = mods[m].original[h];
+        ds_lock_give(DS_LOCK_MODULES);
+    }
     if (f)
         return f;
     f = __atomic_load_n(global_real, __ATOMIC_ACQUIRE);
@@ -289,7 +296,7 @@ void *ds_hook_for_lookup(const char *name, void *real, const void *caller)
     if (!name || !real)
         return real;
     void *wrapper = NULL;
-    pthread_rwlock_wrlock(&lock);
+    ds_lock_take(DS_LOCK_MODULES);
     int h = hook_index(name);
     if (h >= 0 && real != hooks[h].wrapper && (!hooks[h].only || real == hooks[h].only)) {
         wrapper = hooks[h].wrapper;
@@ -299,7 +306,7 @@ void *ds_hook_for_lookup(const char *name, void *real, const void *caller)
         note_original(h, real);
         bump_generation();
     }
-    pthread_rwlock_unlock(&lock);
+    ds_lock_give(DS_LOCK_MODULES);
     return wrapper ? wrapper : real;
 }
 
@@ -398,7 +405,7 @@ static void forget_definitions_in(const module *gone)
 
 void ds_modules_refresh(void)
 {
-    pthread_rwlock_wrlock(&lock);
+    ds_lock_take(DS_LOCK_MODULES);
     if (!mods) {
         void *p = mmap(NULL, DS_MODULES_MAX * sizeof(module), PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -423,7 +430,7 @@ void ds_modules_refresh(void)
         sort_ranges();
         bump_generation(); /* patching may have recorded originals, too */
     }
-    pthread_rwlock_unlock(&lock);
+    ds_lock_give(DS_LOCK_MODULES);
 }
 
 /* ds_module_id_at past its memos, out of line so that the memo probe costs
@@ -433,7 +440,7 @@ __attribute__((noinline)) static uint16_t module_id_slow(const void *addr, unsig
 {
     uintptr_t a = (uintptr_t)addr;
     char name[DS_NAME_MAX];
-    pthread_rwlock_rdlock(&lock);
+    ds_lock_read(DS_LOCK_MODULES);
     int m = mods ? module_at(a) : -1;
     uintptr_t lo = 0, hi = 0;
     if (m >= 0) {
@@ -441,7 +448,7 @@ __attribute__((noinline)) static uint16_t module_id_slow(const void *addr, unsig
         hi = mods[m].hi;
         memcpy(name, mods[m].name, sizeof(name));
     }
-    pthread_rwlock_unlock(&lock);
+    ds_lock_give(DS_LOCK_MODULES);
     if (m < 0) {
         Dl_info info;
         if (dladdr(addr, &info) && info.dli_fname)

@@ -31,12 +31,9 @@ typedef struct {
 
 typedef struct {
     uintptr_t host, host_end;
-    uint16_t owner;
-    int device;
-    int family;
+    ds_alloc_info from; /* the device allocation the bytes came out of */
 } trip;
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static share shares[DS_SHARES_INDEXED];
 static int nshares;
 static recent_copy recent[DS_RECENT_COPIES];
@@ -80,12 +77,12 @@ static void index_record(const ds_record *r, void *arg)
 static void start_indexing(void)
 {
     ds_reg_lock();
-    ds_lock(&lock);
+    ds_lock_take(DS_LOCK_COPIES);
     if (!atomic_load(&indexing)) {
         ds_reg_foreach(index_record, NULL);
         atomic_store(&indexing, true);
     }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_COPIES);
     ds_reg_unlock();
 }
 
@@ -93,22 +90,22 @@ void ds_copies_share_added(uintptr_t tensor, uintptr_t data, uint64_t bytes)
 {
     if (!bytes || !data || !atomic_load(&indexing))
         return;
-    ds_lock(&lock);
+    ds_lock_take(DS_LOCK_COPIES);
     add_share(tensor, data, bytes);
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_COPIES);
 }
 
 void ds_copies_share_removed(uintptr_t tensor)
 {
     if (!atomic_load(&indexing))
         return;
-    ds_lock(&lock);
+    ds_lock_take(DS_LOCK_COPIES);
     for (int i = 0; i < nshares; i++)
         if (shares[i].tensor == tensor) {
             shares[i] = shares[--nshares];
             break;
         }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_COPIES);
 }
 
 /* Lock held. */
@@ -145,12 +142,8 @@ static void side_fields(ds_ev *e, const char *which, const side *s, uintptr_t p)
     ds_ev_str(e, key, s->tracked ? ds_name(s->alloc.owner) : NULL);
     if (!s->tracked)
         ds_fmt(device, sizeof(device), "cpu:0");
-    else if (s->alloc.kind == DS_ALLOC_HOST)
-        ds_fmt(device, sizeof(device), "%s:%d",
-               s->alloc.family == DS_FAMILY_HIP ? "rocm_host" : "cuda_host", s->alloc.device);
     else
-        ds_fmt(device, sizeof(device), "%s:%d", s->alloc.family == DS_FAMILY_HIP ? "rocm" : "cuda",
-               s->alloc.device);
+        ds_alloc_device_name(device, sizeof(device), &s->alloc);
     ds_fmt(key, sizeof(key), "%s_device", which);
     ds_ev_str(e, key, device);
     ds_fmt(key, sizeof(key), "%s_share", which);
@@ -176,21 +169,19 @@ static int infer_direction(const side *src, const side *dst)
 static void emit_roundtrip(const trip *t, const side *dst, uint64_t bytes, const char *caller)
 {
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX], to_device[32], from_device[32];
-    ds_fmt(from_device, sizeof(from_device), "%s:%d",
-           t->family == DS_FAMILY_HIP ? "rocm" : "cuda", t->device);
-    ds_fmt(to_device, sizeof(to_device), "%s:%d",
-           dst->alloc.family == DS_FAMILY_HIP ? "rocm" : "cuda", dst->alloc.device);
+    ds_alloc_device_name(from_device, sizeof(from_device), &t->from);
+    ds_alloc_device_name(to_device, sizeof(to_device), &dst->alloc);
     ds_fmt(detail, sizeof(detail),
            "%llu bytes went from %s's %s through host memory to %s's %s (copied by %s); a "
            "DLPack handoff between the two would have been zero-copy",
-           (unsigned long long)bytes, ds_name(t->owner), from_device, ds_name(dst->alloc.owner),
+           (unsigned long long)bytes, ds_name(t->from.owner), from_device, ds_name(dst->alloc.owner),
            to_device, caller);
     if (!ds_event_wanted(DS_EV_ROUNDTRIP))
         return;
     ds_ev e;
     ds_ev_begin(&e, DS_EV_ROUNDTRIP);
     ds_ev_uint(&e, "bytes", bytes);
-    ds_ev_str(&e, "from_owner", ds_name(t->owner));
+    ds_ev_str(&e, "from_owner", ds_name(t->from.owner));
     ds_ev_str(&e, "from_device", from_device);
     ds_ev_str(&e, "to_owner", ds_name(dst->alloc.owner));
     ds_ev_str(&e, "to_device", to_device);
@@ -211,7 +202,7 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
     describe(&d, dst);
     trip matched = {0};
     bool roundtrip = false;
-    ds_lock(&lock);
+    ds_lock_take(DS_LOCK_COPIES);
     s.share = share_at(src, bytes);
     d.share = share_at(dst, bytes);
     bool relevant = needs_share ? (s.share || d.share)
@@ -224,13 +215,13 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
         __atomic_store_n(&nrecent, nrecent + 1, __ATOMIC_RELAXED);
         if (direction == DS_COPY_D2H && s.tracked) {
             trips[ntrips++ % DS_PENDING_TRIPS] =
-                (trip){dst, dst + bytes, s.alloc.owner, s.alloc.device, s.alloc.family};
+                (trip){dst, dst + bytes, s.alloc};
         } else if (direction == DS_COPY_H2D && d.tracked) {
             uint64_t oldest = ntrips > DS_PENDING_TRIPS ? ntrips - DS_PENDING_TRIPS : 0;
             for (uint64_t n = ntrips; n > oldest && !roundtrip; n--) {
                 trip *t = &trips[(n - 1) % DS_PENDING_TRIPS];
                 if (t->host_end && t->host < src + bytes && src < t->host_end &&
-                    t->owner != d.alloc.owner) {
+                    t->from.owner != d.alloc.owner) {
                     matched = *t;
                     t->host_end = 0; /* one way back per way out */
                     roundtrip = true;
@@ -238,13 +229,14 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
             }
         }
     }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_COPIES);
     if (!relevant)
         return;
 
     char caller[DS_NAME_MAX];
     ds_module_name_at(caller_addr, caller, sizeof(caller));
     atomic_fetch_add(&transfers, 1);
+    ds_note_work();
     atomic_fetch_add(&bytes_transferred, bytes);
     if (ds_event_wanted(DS_EV_COPY)) {
         ds_ev e;
@@ -258,7 +250,7 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
     }
     if (roundtrip) {
         atomic_fetch_add(&roundtrips, 1);
-        ds_stats_roundtrip(matched.owner, d.alloc.owner);
+        ds_stats_roundtrip(matched.from.owner, d.alloc.owner);
         emit_roundtrip(&matched, &d, bytes, caller);
     }
 }
@@ -268,7 +260,7 @@ bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source)
     bool found = false;
     if (__atomic_load_n(&nrecent, __ATOMIC_RELAXED) == 0)
         return false; /* no copy seen yet: no lock on every export */
-    ds_lock(&lock);
+    ds_lock_take(DS_LOCK_COPIES);
     uint64_t oldest = nrecent > DS_RECENT_COPIES ? nrecent - DS_RECENT_COPIES : 0;
     for (uint64_t n = nrecent; n > oldest; n--) {
         const recent_copy *c = &recent[(n - 1) % DS_RECENT_COPIES];
@@ -281,7 +273,7 @@ bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source)
             break;
         }
     }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_COPIES);
     return found;
 }
 
@@ -292,11 +284,8 @@ void ds_copies_totals(uint64_t *count, uint64_t *bytes, uint64_t *trips_out)
     *trips_out = atomic_load(&roundtrips);
 }
 
-void ds_copies_fork(ds_fork_phase phase)
+void ds_copies_after_fork(void)
 {
-    ds_fork_lock(&lock, phase);
-    if (phase != DS_FORK_CHILD)
-        return;
     atomic_store(&transfers, 0);
     atomic_store(&bytes_transferred, 0);
     atomic_store(&roundtrips, 0);

@@ -36,13 +36,12 @@ typedef struct {
     uint32_t generation;  /* tells a reused base from the allocation it replaced */
     uint16_t owner;       /* name id */
     int16_t device;
-    uint8_t kind, family, level; /* level: DS_LEVEL_FREE when not in use */
+    uint8_t kind, api, level; /* level: DS_LEVEL_FREE when not in use */
     uint8_t deferred; /* freed while shared under protect: free at the last release */
-    uint8_t freed_with; /* the family's free kind (host or device) for the deferred free */
+    uint8_t freed_with; /* the API's free kind (host or device) for the deferred free */
 } node;
 _Static_assert(sizeof(node) <= 64, "at most 64 bytes per tracked allocation");
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static node *pool;              /* pool[0] is the null node */
 static uint32_t next_free_node, free_list;
 static uint32_t generation_counter;
@@ -50,30 +49,13 @@ static uint64_t live_count, live_bytes;
 /* Bases freed through a hook, direct-mapped: a collision forgets one (a
  * double free then goes unnamed), never invents one. */
 static uintptr_t recent[DS_RECENT_FREES];
-static void (*releasers[DS_FAMILY_COUNT])(uintptr_t base, int kind);
 static atomic_uint_fast64_t untracked_frees;
 
 static const char *const kind_names[] = {"device", "host_pinned", "managed", "async_pool"};
-static const char *const family_names[] = {"cuda_runtime", "cuda_driver", "hip"};
 
 const char *ds_alloc_kind_name(int kind)
 {
     return kind >= 0 && kind < (int)DS_ARRAY_LEN(kind_names) ? kind_names[kind] : "?";
-}
-
-const char *ds_family_name(int family)
-{
-    return family >= 0 && family < DS_FAMILY_COUNT ? family_names[family] : "?";
-}
-
-/* The DLPack device name of an allocation ("cuda:0", "rocm_host:0", ...). */
-static void device_name(char *out, size_t cap, const ds_alloc_info *a)
-{
-    bool hip = a->family == DS_FAMILY_HIP;
-    const char *type = a->kind == DS_ALLOC_HOST      ? (hip ? "rocm_host" : "cuda_host")
-                       : a->kind == DS_ALLOC_MANAGED ? (hip ? "rocm" : "cuda_managed")
-                                                     : (hip ? "rocm" : "cuda");
-    ds_fmt(out, cap, "%s:%d", type, a->device);
 }
 
 static uintptr_t *recent_slot(uintptr_t base)
@@ -241,7 +223,7 @@ static void fill_info(uint32_t n, ds_alloc_info *out)
 {
     *out = (ds_alloc_info){pool[n].base,   pool[n].size,   pool[n].stream,
                            pool[n].owner,  pool[n].device, pool[n].kind,
-                           pool[n].family, pool[n].generation};
+                           pool[n].api,    pool[n].generation};
 }
 
 /* ---- events ----------------------------------------------------------------- */
@@ -255,10 +237,10 @@ static void emit(int id, const ds_alloc_info *a, const char *caller, void *const
     ds_ev_begin(&e, id);
     ds_ev_hex(&e, "base", a->base);
     ds_ev_uint(&e, "bytes", a->size);
-    device_name(device, sizeof(device), a);
+    ds_alloc_device_name(device, sizeof(device), a);
     ds_ev_str(&e, "device", device);
     ds_ev_str(&e, "kind", ds_alloc_kind_name(a->kind));
-    ds_ev_str(&e, "api", ds_family_name(a->family));
+    ds_ev_str(&e, "api", ds_device_api_at(a->api)->name);
     ds_ev_str(&e, "owner", ds_name(a->owner));
     if (caller)
         ds_ev_str(&e, "by", caller);
@@ -271,18 +253,13 @@ static void emit(int id, const ds_alloc_info *a, const char *caller, void *const
 
 /* ---- the API ---------------------------------------------------------------- */
 
-void ds_alloc_set_releaser(int family, void (*release)(uintptr_t base, int kind))
-{
-    if (family >= 0 && family < DS_FAMILY_COUNT)
-        releasers[family] = release;
-}
-
 void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
 {
+    ds_note_work();
     ds_alloc_info info = *a;
     void *frames[DS_BACKTRACE_CAPTURE];
     int nframes = ds_cfg.backtrace > 0 ? ds_backtrace_capture(frames, (int)DS_ARRAY_LEN(frames)) : 0;
-    ds_lock(&lock);
+    ds_lock_take(DS_LOCK_ALLOCS);
     uint32_t n = pool_ready() ? new_node() : 0;
     if (n) {
         /* A base still in the index was freed behind our back (an untracked
@@ -297,7 +274,7 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
         info.generation = ++generation_counter;
         pool[n] = (node){.base = info.base, .size = info.size, .stream = info.stream,
                          .owner = info.owner, .device = (int16_t)info.device,
-                         .kind = (uint8_t)info.kind, .family = (uint8_t)info.family,
+                         .kind = (uint8_t)info.kind, .api = (uint8_t)info.api,
                          .generation = info.generation};
         __atomic_store_n(&live_count, live_count + 1, __ATOMIC_RELAXED);
         index_insert(n);
@@ -311,7 +288,7 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
         if (*recent_slot(info.base) == info.base)
             *recent_slot(info.base) = 0;
     }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_ALLOCS);
     if (!n) {
         ds_stats_untracked();
         return;
@@ -325,20 +302,20 @@ bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out)
      * One inserted meanwhile is as if inserted after the lookup. */
     if (__atomic_load_n(&live_count, __ATOMIC_RELAXED) == 0)
         return false;
-    ds_lock(&lock);
+    ds_lock_take(DS_LOCK_ALLOCS);
     uint32_t n = pool ? containing(p) : 0;
     if (n)
         fill_info(n, out);
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_ALLOCS);
     return n != 0;
 }
 
-int ds_alloc_free_check(uintptr_t p, int family, int kind, const char *caller)
+int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)
 {
-    (void)family;
+    (void)api;
     ds_alloc_info info;
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
-    ds_lock(&lock);
+    ds_lock_take(DS_LOCK_ALLOCS);
     uint32_t n = pool ? containing(p) : 0;
     bool exact = n && pool[n].base == p;
     bool recently_freed = !n && *recent_slot(p) == p;
@@ -349,7 +326,7 @@ int ds_alloc_free_check(uintptr_t p, int family, int kind, const char *caller)
         pool[n].deferred = 1;
         pool[n].freed_with = (uint8_t)kind;
     }
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_ALLOCS);
 
     if (exact && shares) {
         ds_fmt(detail, sizeof(detail),
@@ -374,8 +351,10 @@ int ds_alloc_free_check(uintptr_t p, int family, int kind, const char *caller)
         return ds_violation(DS_VIO_INVALID_FREE, "data", p, detail) ? DS_FREE_REFUSE
                                                                      : DS_FREE_FORWARD;
     }
-    if (!n)
+    if (!n) {
         atomic_fetch_add(&untracked_frees, 1);
+        ds_note_work();
+    }
     return DS_FREE_FORWARD;
 }
 
@@ -383,7 +362,7 @@ void ds_alloc_forget(uintptr_t base, const char *caller)
 {
     uint32_t n = 0;
     ds_alloc_info info;
-    ds_lock(&lock);
+    ds_lock_take(DS_LOCK_ALLOCS);
     n = index_remove(base);
     if (n) {
         fill_info(n, &info);
@@ -392,17 +371,19 @@ void ds_alloc_forget(uintptr_t base, const char *caller)
         free_node(n);
         *recent_slot(base) = base;
     }
-    ds_unlock(&lock);
-    if (n)
+    ds_lock_give(DS_LOCK_ALLOCS);
+    if (n) {
+        ds_note_work();
         emit(DS_EV_FREE, &info, caller, NULL, 0);
+    }
 }
 
 void ds_alloc_share(uintptr_t base, uint32_t generation, int delta)
 {
     uint32_t n = 0;
     bool release_now = false;
-    int family = 0, kind = 0;
-    ds_lock(&lock);
+    int api = 0, kind = 0;
+    ds_lock_take(DS_LOCK_ALLOCS);
     if (pool) {
         uint32_t c = containing(base);
         if (c && pool[c].base == base && pool[c].generation == generation)
@@ -415,16 +396,17 @@ void ds_alloc_share(uintptr_t base, uint32_t generation, int delta)
             pool[n].shares--;
         if (pool[n].deferred && pool[n].shares == 0) {
             release_now = true;
-            family = pool[n].family;
+            api = pool[n].api;
             kind = pool[n].freed_with;
         }
     }
-    ds_unlock(&lock);
-    if (release_now && releasers[family]) {
+    ds_lock_give(DS_LOCK_ALLOCS);
+    void (*release)(uintptr_t, int) = ds_device_api_at(api)->release;
+    if (release_now && release) {
         /* The deferred free, now safe; inside the nesting guard, so that the
          * runtime's own driver call underneath is not recorded again. */
         ds_api_enter();
-        releasers[family](base, kind);
+        release(base, kind);
         ds_api_leave();
         ds_alloc_forget(base, "dlshim (deferred free)");
     }
@@ -452,23 +434,27 @@ static void collect_shared(leak_sum *s)
     }
 }
 
-void ds_alloc_totals(uint64_t *live, uint64_t *bytes, uint64_t *untracked)
+bool ds_alloc_totals(uint64_t *live, uint64_t *bytes, uint64_t *untracked)
 {
-    ds_lock(&lock);
+    *untracked = atomic_load(&untracked_frees);
+    *live = *bytes = 0;
+    if (!ds_lock_take_bounded(DS_LOCK_ALLOCS))
+        return false;
     *live = live_count;
     *bytes = live_bytes;
-    ds_unlock(&lock);
-    *untracked = atomic_load(&untracked_frees);
+    ds_lock_give(DS_LOCK_ALLOCS);
+    return true;
 }
 
 void ds_alloc_report_leaks(void)
 {
     static leak_sum s; /* once, at exit */
     memset(&s, 0, sizeof(s));
-    ds_lock(&lock);
+    if (!ds_lock_take_bounded(DS_LOCK_ALLOCS))
+        return; /* leaving, and held elsewhere: the summary says partial */
     if (pool)
         collect_shared(&s);
-    ds_unlock(&lock);
+    ds_lock_give(DS_LOCK_ALLOCS);
     char detail[DS_DETAIL_MAX];
     for (uint64_t i = 0; i < s.count && i < DS_LEAKS_NAMED; i++) {
         ds_fmt(detail, sizeof(detail),
@@ -487,11 +473,8 @@ void ds_alloc_report_leaks(void)
 /* A forked child cannot use its parent's device context (CUDA and HIP do not
  * support it), so it starts with no allocations: frees of the parent's
  * memory are untracked there, and its summary and leak report are its own. */
-void ds_alloc_fork(ds_fork_phase phase)
+void ds_alloc_after_fork(void)
 {
-    ds_fork_lock(&lock, phase);
-    if (phase != DS_FORK_CHILD)
-        return;
     free_list = 0;
     next_free_node = 1;
     if (buckets)

@@ -1,0 +1,240 @@
+/*
+ * device.h — the one shape of every device-API wrapper (CUDA runtime, CUDA
+ * driver, HIP).
+ *
+ * An API's functions are listed in a table, one line each (cuda_runtime.def,
+ * cuda_driver.def, hip.def), and expanded twice by its file: once into
+ * wrappers with the macros below, once into its GOT hook list.  A line says
+ * the function's name, its parameters and arguments, and what the model
+ * does before the call and after a successful one:
+ *
+ *   DS_HOOK(name, (params), (args), before, after)
+ *   DS_FREE(name, (params), (args), pointer, KIND)      a free the shim may stop
+ *   DS_LOOKUP(name, (params), (args), after)            hands out function pointers
+ *
+ * Every DS_HOOK and DS_FREE wrapper: keep errno; enter the nesting guard
+ * (only the outermost call of a device API records: the runtime's own calls
+ * into the driver underneath stay silent) and ask ds_active() (nothing runs
+ * with the shim disabled or inside one of its locks); run `before`; call
+ * the caller's own real function; run `after` if it succeeded; leave;
+ * return its result and errno unchanged.  DS_LOOKUP wrappers skip the
+ * guard: a lookup made inside the runtime must still hand out wrappers.
+ *
+ * The including file defines, before it includes its table:
+ *   DS_RESULT  the API's status type     DS_OK       its success value
+ *   DS_INVALID its invalid-value error   ds_api      its descriptor's index
+ *   current_device(real)  the device the calling thread uses, asked of the
+ *                         runtime that defines `real`
+ * `before` and `after` are statements over the parameters, `caller` (the
+ * return address) and `real_` (the real function); the actions below are
+ * the usual ones.  (A table's parameter and argument lists are pasted as
+ * they are, parentheses included: hence the NOLINTs below.)
+ */
+#ifndef DS_DEVICE_H
+#define DS_DEVICE_H
+
+#include <errno.h>
+
+#include "hooks.h"
+
+/* ---- device.c: what the wrappers' actions call --------------------------- */
+/* The outermost call of a device API on this thread, with the shim active;
+ * every call enters, whatever the answer, and leaves. */
+bool ds_device_enter(void);
+void ds_device_leave(void);
+/* After a successful allocation that wrote its pointer (ptr_size bytes) to
+ * out_ptr. */
+void ds_device_allocated(int api, int kind, const void *out_ptr, size_t ptr_size, uint64_t bytes,
+                         int device, uintptr_t stream, const void *caller);
+/* Before forwarding a free: DS_FREE_FORWARD / DEFER / REFUSE. */
+int ds_device_free_check(int api, int kind, uintptr_t ptr, const void *caller);
+/* After a successful free. */
+void ds_device_freed(uintptr_t ptr, const void *caller);
+/* A stream the API wrote to *out_stream (ptr_size bytes) was created. */
+void ds_device_stream_created(int api, const void *out_stream, size_t ptr_size, bool non_blocking);
+/* Before queuing an operation on `stream` that touches r[0..n) (n < 0: a
+ * launch, buffers unknown): the stream model. */
+void ds_device_op(int api, uintptr_t stream, const ds_range *r, int n, const void *caller);
+/* A copy about to be queued: the stream model and copy accounting. */
+void ds_device_copy(int api, uintptr_t stream, uintptr_t dst, uintptr_t src, uint64_t bytes,
+                    uint64_t dst_span, uint64_t src_span, int direction, const void *caller);
+/* The direction of a cudaMemcpyKind / hipMemcpyKind value. */
+int ds_copy_kind_direction(int kind);
+/* The bytes a pitched region of `height` rows of `width` bytes spans. */
+uint64_t ds_pitched_span(size_t pitch, size_t width, size_t height);
+/* The row pitch an allocation wrote to *pitch, times its rows. */
+uint64_t ds_pitched_bytes(const size_t *pitch, size_t height);
+/* Wraps a function pointer a lookup wrote to *fn when `name` is a hook. */
+void ds_device_lookup_result(const char *name, void **fn, const void *caller);
+/* The API function `name` from the same runtime as the real functions the
+ * program called (the first of *known[0..n) that is set): for the calls
+ * the shim makes itself. */
+void *ds_device_fn(void **const *known, size_t n, const char *name);
+
+/* ---- what each API's file defines with its own types ------------------------ */
+/* current_device(real): the device the calling thread uses, asked of the
+ * runtime that defines `real` (get: cudaGetDevice, cuCtxGetDevice, …). */
+#define DS_CURRENT_DEVICE(get, Device)                                                        \
+    static int current_device(const void *real)                                               \
+    {                                                                                         \
+        static __typeof__(get) *get_;                                                         \
+        __typeof__(get) *g = DS_LAZY(get_, ds_resolve_beside(real, #get));                    \
+        Device d = 0;                                                                         \
+        return g && g(&d) == DS_OK ? (int)d : 0;                                              \
+    }
+
+/* barrier(producer, consumer) for the API's descriptor: an event recorded
+ * on the producer's stream, waited for on the consumer's, then destroyed
+ * (it lives until the wait is satisfied).  The API's own functions, found
+ * beside the real functions `known` points to (an array of &real_name). */
+#define DS_BARRIER(Stream, Event, create, record, wait, destroy, no_timing, known)            \
+    static bool barrier(uintptr_t producer, uintptr_t consumer)                               \
+    {                                                                                         \
+        static __typeof__(create) *create_;                                                   \
+        static __typeof__(record) *record_;                                                   \
+        static __typeof__(wait) *wait_;                                                       \
+        static __typeof__(destroy) *destroy_;                                                 \
+        size_t n_ = DS_ARRAY_LEN(known);                                                      \
+        __typeof__(create) *c = DS_LAZY(create_, ds_device_fn(known, n_, #create));           \
+        __typeof__(record) *r = DS_LAZY(record_, ds_device_fn(known, n_, #record));           \
+        __typeof__(wait) *w = DS_LAZY(wait_, ds_device_fn(known, n_, #wait));                 \
+        __typeof__(destroy) *d = DS_LAZY(destroy_, ds_device_fn(known, n_, #destroy));        \
+        Event e;                                                                              \
+        if (!c || !r || !w || !d || c(&e, no_timing) != DS_OK)                                \
+            return false;                                                                     \
+        bool ok = r(e, (Stream)producer) == DS_OK && w((Stream)consumer, e, 0) == DS_OK;      \
+        d(e);                                                                                 \
+        return ok;                                                                            \
+    }
+
+/* release(base, kind) for the descriptor: a free the shim deferred, made with
+ * the API's host or device free (both wrapped in the table). */
+#define DS_RELEASE(free_device, free_host, Pointer)                                           \
+    static void release(uintptr_t base, int kind)                                             \
+    {                                                                                         \
+        if (kind == DS_ALLOC_HOST) {                                                          \
+            __typeof__(real_##free_host) f = DS_LAZY(                                        \
+                real_##free_host, ds_resolve_real(#free_host, (void *)wrap_##free_host));    \
+            if (f)                                                                            \
+                f((void *)base);                                                              \
+        } else {                                                                              \
+            __typeof__(real_##free_device) f = DS_LAZY(                                      \
+                real_##free_device, ds_resolve_real(#free_device, (void *)wrap_##free_device)); \
+            if (f)                                                                            \
+                f((Pointer)base); /* also right for stream-ordered allocations */             \
+        }                                                                                     \
+    }
+
+/* ---- the actions ----------------------------------------------------------- */
+#define P(x) ((uintptr_t)(x))
+#define NOTHING ((void)0)
+#define ALLOCATED(KIND, out, bytes, stream)                                                   \
+    ds_device_allocated(ds_api, DS_ALLOC_##KIND, out, sizeof(*(out)), bytes,                  \
+                        current_device((const void *)real_), P(stream), caller)
+#define STREAM_CREATED(out, non_blocking) \
+    ds_device_stream_created(ds_api, out, sizeof(*(out)), non_blocking)
+#define STREAM_DESTROYED(s) ds_sync_stream_destroyed(ds_api, P(s))
+#define EVENT_RECORDED(e, s) ds_sync_event_recorded(ds_api, P(e), P(s), false)
+#define EVENT_DESTROYED(e) ds_sync_event_destroyed(ds_api, P(e))
+#define STREAM_WAITS(s, e) ds_sync_stream_waits(ds_api, P(s), P(e), false)
+#define HOST_WAITS(s) ds_sync_host_waits_stream(ds_api, P(s), false)
+#define HOST_WAITS_EVENT(e) ds_sync_host_waits_event(ds_api, P(e))
+#define HOST_WAITS_ALL ds_sync_host_waits_all(ds_api)
+/* A synchronous call is done when it returns: the legacy stream's work. */
+#define SYNCED HOST_WAITS(0)
+#define COPY(dst, src, bytes, direction, stream)                                              \
+    ds_device_copy(ds_api, P(stream), P(dst), P(src), bytes, bytes, bytes, direction, caller)
+#define COPY_2D(dst, dpitch, src, spitch, width, height, direction, stream)                   \
+    ds_device_copy(ds_api, P(stream), P(dst), P(src), (uint64_t)(width) * (height),           \
+                   ds_pitched_span(dpitch, width, height),                                    \
+                   ds_pitched_span(spitch, width, height), direction, caller)
+#define FILL(dst, bytes, stream)                                                              \
+    do {                                                                                      \
+        ds_range r_ = {P(dst), bytes, true};                                                  \
+        ds_device_op(ds_api, P(stream), &r_, 1, caller);                                      \
+    } while (0)
+/* A kernel: its buffers are unknown, so it counts as the calling module's
+ * use of everything it imported. */
+#define LAUNCH(stream) ds_device_op(ds_api, P(stream), NULL, -1, caller)
+/* Host work ordered on a stream: no buffers. */
+#define HOST_FUNC(stream) ds_device_op(ds_api, P(stream), NULL, 0, caller)
+
+/* ---- the wrapper shapes ------------------------------------------------------ */
+/* What every DS_HOOK and DS_FREE wrapper begins and ends with: the real
+ * function's slot, the caller, errno kept, the nesting guard and ds_active()
+ * asked once (`on`), the caller's own real function (`real_`); then the
+ * result `r_` and errno handed back. */
+#define DS_WRAPPER_BEGIN(name, params)                                                       \
+    static DS_RESULT(*real_##name) params; /* NOLINT(bugprone-macro-parentheses) */          \
+    static DS_RESULT wrap_##name params                                                      \
+    {                                                                                        \
+        const void *caller = __builtin_return_address(0);                                   \
+        int errno_ = errno;                                                                  \
+        bool on = ds_device_enter();                                                         \
+        __typeof__(real_##name) real_ = DS_REAL(wrap_##name, real_##name, #name);
+#define DS_WRAPPER_END                                                                       \
+        ds_device_leave();                                                                   \
+        errno = errno_;                                                                      \
+        (void)caller;                                                                        \
+        return r_;                                                                           \
+    }
+
+#define DS_HOOK(name, params, args, before, after)                                           \
+    DS_WRAPPER_BEGIN(name, params)                                                           \
+        if (on) {                                                                            \
+            before;                                                                          \
+        }                                                                                    \
+        errno = errno_;                                                                      \
+        DS_RESULT r_ = real_ args;                                                           \
+        errno_ = errno;                                                                      \
+        if (on && r_ == DS_OK) {                                                             \
+            after;                                                                           \
+        }                                                                                    \
+    DS_WRAPPER_END
+
+/* A free that the shim may defer (it reports success, and frees at the last
+ * release of what is shared in it) or refuse (the API's invalid-value
+ * error), under DLSHIM_ON_ERROR=protect. */
+#define DS_FREE(name, params, args, pointer, KIND)                                           \
+    DS_WRAPPER_BEGIN(name, params)                                                           \
+        int action_ = on ? ds_device_free_check(ds_api, DS_ALLOC_##KIND, P(pointer), caller) \
+                         : DS_FREE_FORWARD;                                                  \
+        errno = errno_;                                                                      \
+        DS_RESULT r_ = action_ == DS_FREE_DEFER      ? DS_OK                                 \
+                       : action_ != DS_FREE_FORWARD ? DS_INVALID                             \
+                                                    : real_ args; /* NOLINT */               \
+        errno_ = errno;                                                                      \
+        if (on && action_ == DS_FREE_FORWARD && r_ == DS_OK)                                 \
+            ds_device_freed(P(pointer), caller);                                             \
+    DS_WRAPPER_END
+
+/* A lookup: no nesting guard, since a lookup made inside the runtime must
+ * still hand out wrappers. */
+#define DS_LOOKUP(name, params, args, after)                                                 \
+    static DS_RESULT(*real_##name) params; /* NOLINT(bugprone-macro-parentheses) */          \
+    static DS_RESULT wrap_##name params                                                      \
+    {                                                                                        \
+        const void *caller = __builtin_return_address(0);                                   \
+        DS_RESULT r_ = DS_REAL(wrap_##name, real_##name, #name) args; /* NOLINT */          \
+        if (r_ == DS_OK) {                                                                   \
+            int errno_ = errno;                                                              \
+            if (ds_active()) {                                                               \
+                after;                                                                       \
+            }                                                                                \
+            errno = errno_;                                                                  \
+        }                                                                                    \
+        return r_;                                                                           \
+    }
+
+/* The API's descriptor (ds_device_api) from its barrier() and release():
+ * its name, the DLPack device names of its allocations (device and
+ * stream-ordered, pinned host, managed) and its two stream handles. */
+#define DS_DEVICE_API(api_name, device, host, managed, legacy, per_thread)                    \
+    static const ds_device_api api = {                                                        \
+        .name = (api_name),                                                                   \
+        .device_type = {[DS_ALLOC_DEVICE] = (device), [DS_ALLOC_ASYNC] = (device),            \
+                        [DS_ALLOC_HOST] = (host), [DS_ALLOC_MANAGED] = (managed)},            \
+        .legacy_stream = (uintptr_t)(legacy), .per_thread_stream = (uintptr_t)(per_thread),   \
+        .barrier = barrier, .release = release}
+
+#endif /* DS_DEVICE_H */

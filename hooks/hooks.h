@@ -1,0 +1,62 @@
+/*
+ * hooks.h — what the hook families share, and how each declares itself.
+ *
+ * A hook family is one file (or a table and a file) that intercepts one
+ * API and feeds the core through shim/internal.h.  It declares itself with
+ * DS_FAMILY; the core finds every declaration in the ds_families section
+ * (shim/process/families.c) and calls `install` at start-up when DLSHIM_HOOKS turns
+ * the family on.  Nothing else registers a family: adding one is a new file.
+ */
+#ifndef DS_HOOKS_H
+#define DS_HOOKS_H
+
+#include "internal.h"
+
+/* DS_FAMILY(id, .option = "cuda", .order = 30, .install = install): the
+ * fields of a ds_family (shim/types.h). */
+#define DS_FAMILY(id, ...)                                                                   \
+    __attribute__((used, section("ds_families"))) static const ds_family ds_family_##id = { \
+        __VA_ARGS__}
+
+/* Install order: the module namer before anything names a module; families
+ * whose installs ask whether others are on, after those. */
+enum {
+    DS_ORDER_NAMES = 0,
+    DS_ORDER_CAPSULES = 10,
+    DS_ORDER_LIBTORCH = 20, /* asks whether the capsule family is on */
+    DS_ORDER_DEVICES = 30,
+    DS_ORDER_OTHER = 50,
+};
+
+/* ---- frameworks.c: which framework a module or a Python file belongs to -- */
+void ds_framework_name(const char *path, char *out, size_t cap);
+/* Module names that only pass calls on (libffi, ctypes), NULL-terminated. */
+extern const char *const ds_call_bridges[];
+/* A Python source file's package ("warp"), or a script's stem. */
+void ds_python_package_name(const char *file, char *out, size_t cap);
+
+/* ---- python_frames.c: the Python code behind a call ---------------------- */
+/* Finds CPython's C API beside one of its functions (once). */
+void ds_py_bind(const void *python_function);
+/* Where this thread's Python code is: its innermost frame and instruction;
+ * false where that cannot be read now (no Python, the GIL not held here, no
+ * frame, an exception pending, a CPython before 3.11). */
+typedef struct ds_py_mark {
+    const void *frame;
+    int lasti;
+} ds_py_mark;
+bool ds_py_mark_here(ds_py_mark *out);
+/* The package of the innermost frame's file (ds_python_package_name). */
+bool ds_py_package_here(char *out, size_t cap);
+
+/* ---- entry.c: DLSHIM_ENTRY specs ----------------------------------------- */
+/* Specs whose function was not loaded yet: looked up again (after dlopen). */
+void ds_entry_resolve(void);
+
+/* ---- cuda_driver.c: the driver's own lookup ------------------------------ */
+/* The driver hook name for a cuGetProcAddress-style request (e.g.
+ * "cuMemAlloc" at version 12000 → "cuMemAlloc_v2"), in buf. */
+const char *ds_cuda_driver_hook_name(const char *symbol, int version, uint64_t flags, char *buf,
+                                     size_t cap);
+
+#endif /* DS_HOOKS_H */

@@ -1,0 +1,41 @@
+/*
+ * devices.c — the device APIs the hook families describe to the core.
+ *
+ * A family that intercepts a device runtime (hooks/cuda_runtime.c,
+ * cuda_driver.c, hip.c) registers one descriptor when it installs: its name,
+ * the DLPack names of the devices it allocates on, the handles its API gives
+ * the default streams, how to make one stream wait for another, how to
+ * perform a free the shim deferred.  Allocations, copies and the stream model
+ * keep the descriptor's index and ask it; the core names no API itself.
+ */
+#include <stdatomic.h>
+
+#include "internal.h"
+
+static const ds_device_api *apis[DS_DEVICE_APIS_MAX];
+static atomic_int count;
+
+int ds_device_api_add(const ds_device_api *api)
+{
+    int i = atomic_load(&count);
+    if (i == DS_DEVICE_APIS_MAX)
+        return -1;
+    apis[i] = api;
+    atomic_store(&count, i + 1);
+    return i;
+}
+
+const ds_device_api *ds_device_api_at(int index)
+{
+    static const ds_device_api unknown = {.name = "?"};
+    return index >= 0 && index < atomic_load_explicit(&count, memory_order_relaxed) ? apis[index]
+                                                                                   : &unknown;
+}
+
+void ds_alloc_device_name(char *out, size_t cap, const ds_alloc_info *a)
+{
+    const char *type = a->kind >= 0 && a->kind < DS_ALLOC_KINDS
+                           ? ds_device_api_at(a->api)->device_type[a->kind]
+                           : NULL;
+    ds_fmt(out, cap, "%s:%d", type ? type : "device", a->device);
+}

@@ -1,0 +1,94 @@
+/*
+ * thread.c — the clock and per-thread identity used by every event.
+ * All of it is async-signal-safe: the clock is the vDSO's, the thread id is
+ * cached per thread and re-read after fork.
+ */
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static uint64_t load_ns;
+static atomic_uint fork_generation;
+static atomic_int pid; /* getpid() is a real syscall since glibc 2.25 */
+
+typedef struct {
+    long tid;
+    unsigned generation;
+} tid_cache;
+
+static DS_TLS tid_cache cached;
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void ds_clock_start(void)
+{
+    if (load_ns == 0)
+        load_ns = monotonic_ns();
+    atomic_store(&pid, (int)getpid());
+}
+
+int ds_pid(void)
+{
+    return atomic_load_explicit(&pid, memory_order_relaxed);
+}
+
+uint64_t ds_clock_origin_ns(void)
+{
+    return load_ns;
+}
+
+uint64_t ds_now_ns(void)
+{
+    return monotonic_ns() - load_ns;
+}
+
+uint64_t ds_now_coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    uint64_t t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return t > load_ns ? t - load_ns : 0; /* the coarse clock lags by up to a tick */
+}
+
+long ds_tid(void)
+{
+    /* generation + 1 so that a zeroed cache never matches. */
+    unsigned gen = atomic_load_explicit(&fork_generation, memory_order_relaxed) + 1;
+    if (cached.generation != gen) {
+        cached.tid = (long)syscall(SYS_gettid);
+        cached.generation = gen;
+    }
+    return cached.tid;
+}
+
+bool ds_forked_child(void)
+{
+    return atomic_load_explicit(&fork_generation, memory_order_relaxed) != 0;
+}
+
+void ds_thread_after_fork(void)
+{
+    atomic_store(&pid, (int)getpid());
+    atomic_fetch_add_explicit(&fork_generation, 1, memory_order_relaxed);
+}
+
+static DS_TLS unsigned api_depth;
+
+bool ds_api_enter(void)
+{
+    return api_depth++ == 0;
+}
+
+void ds_api_leave(void)
+{
+    if (api_depth)
+        api_depth--;
+}

@@ -1,0 +1,185 @@
+/* Unit tests of the lock table (shim/process/lock.c, locks.def): the registry's spin
+ * lock excludes under contention and waits for a holder that sleeps; every
+ * lock counts as held while taken; fork() takes them all and the child gets
+ * them fresh; the order check stops a lock taken out of order; a bounded try
+ * gives up on a lock held elsewhere. */
+#include <pthread.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "harness.h"
+
+enum { THREADS = 4, ROUNDS = 200000 };
+
+static unsigned long counter; /* guarded by the registry lock only */
+
+static void *add_many(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < ROUNDS; i++) {
+        ds_lock_take(DS_LOCK_REGISTRY);
+        counter++;
+        ds_lock_give(DS_LOCK_REGISTRY);
+    }
+    return NULL;
+}
+
+static void test_excludes(void **state)
+{
+    (void)state;
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, add_many, NULL), 0);
+    for (int i = 0; i < THREADS; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    assert_int_equal(counter, (unsigned long)THREADS * ROUNDS);
+}
+
+static atomic_bool holder_in;
+
+static void *hold_while_sleeping(void *arg)
+{
+    (void)arg;
+    ds_lock_take(DS_LOCK_REGISTRY);
+    atomic_store(&holder_in, true);
+    struct timespec nap = {0, 30 * 1000 * 1000}; /* long enough for waiters to stop spinning */
+    nanosleep(&nap, NULL);
+    counter = 7;
+    ds_lock_give(DS_LOCK_REGISTRY);
+    return NULL;
+}
+
+static void test_waits_for_a_sleeping_holder(void **state)
+{
+    (void)state;
+    counter = 0;
+    pthread_t holder;
+    assert_int_equal(pthread_create(&holder, NULL, hold_while_sleeping, NULL), 0);
+    while (!atomic_load(&holder_in))
+        sched_yield();
+    ds_lock_take(DS_LOCK_REGISTRY); /* returns only after the holder's write */
+    assert_int_equal(counter, 7);
+    ds_lock_give(DS_LOCK_REGISTRY);
+    assert_int_equal(pthread_join(holder, NULL), 0);
+}
+
+static void test_every_lock_counts_as_held(void **state)
+{
+    (void)state;
+    for (int id = 0; id < DS_LOCK_COUNT; id++) {
+        assert_false(ds_holds_lock());
+        ds_lock_take(id);
+        assert_true(ds_holds_lock() && ds_holds(id));
+        ds_lock_give(id);
+    }
+    assert_false(ds_holds_lock());
+    ds_lock_read(DS_LOCK_MODULES);
+    assert_true(ds_holds(DS_LOCK_MODULES));
+    ds_lock_give(DS_LOCK_MODULES);
+    assert_false(ds_holds_lock());
+}
+
+static void *hold_names_until_told(void *arg)
+{
+    ds_lock_take(DS_LOCK_NAMES);
+    atomic_store(&holder_in, true);
+    while (!atomic_load((atomic_bool *)arg))
+        sched_yield();
+    ds_lock_give(DS_LOCK_NAMES);
+    return NULL;
+}
+
+static void test_try_gives_up_on_a_lock_held_elsewhere(void **state)
+{
+    (void)state;
+    static atomic_bool release;
+    atomic_store(&holder_in, false);
+    pthread_t holder;
+    assert_int_equal(pthread_create(&holder, NULL, hold_names_until_told, &release), 0);
+    while (!atomic_load(&holder_in))
+        sched_yield();
+    assert_false(ds_lock_try(DS_LOCK_NAMES, false));
+    assert_false(ds_lock_try_now(DS_LOCK_NAMES, false));
+    assert_false(ds_holds_lock()); /* a failed try holds nothing */
+    atomic_store(&release, true);
+    assert_int_equal(pthread_join(holder, NULL), 0);
+    assert_true(ds_lock_try(DS_LOCK_NAMES, false));
+    assert_false(ds_lock_try(DS_LOCK_NAMES, false)); /* this thread's own: never */
+    ds_lock_give(DS_LOCK_NAMES);
+}
+
+/* The one-attempt try takes a lock out of order (a thread inside the shim
+ * reading the module table), and never one this thread holds. */
+static void test_try_now_ignores_the_order(void **state)
+{
+    (void)state;
+    ds_lock_take(DS_LOCK_NAMES);
+    assert_true(ds_lock_try_now(DS_LOCK_MODULES, true)); /* above NAMES: no abort */
+    assert_true(ds_holds(DS_LOCK_MODULES));
+    ds_lock_give(DS_LOCK_MODULES);
+    assert_false(ds_lock_try_now(DS_LOCK_NAMES, false));
+    assert_true(ds_holds(DS_LOCK_NAMES)); /* still this thread's */
+    ds_lock_give(DS_LOCK_NAMES);
+    assert_false(ds_holds_lock());
+}
+
+/* A lock another thread holds when this one forks is free in the child (the
+ * shim's prepare handler, installed at start-up, waited for it), and every
+ * lock works there. */
+static void test_fork_gives_the_child_every_lock(void **state)
+{
+    (void)state;
+    static atomic_bool release;
+    atomic_store(&holder_in, false);
+    pthread_t holder;
+    assert_int_equal(pthread_create(&holder, NULL, hold_names_until_told, &release), 0);
+    while (!atomic_load(&holder_in))
+        sched_yield();
+    atomic_store(&release, true); /* prepare waits for the holder to give it back */
+    pid_t pid = fork();
+    if (pid == 0) {
+        bool ok = !ds_holds_lock();
+        for (int id = 0; id < DS_LOCK_COUNT && ok; id++) {
+            ok = ds_lock_try(id, false);
+            ds_lock_give(id);
+        }
+        _exit(ok ? 0 : 1);
+    }
+    assert_false(ds_holds_lock());
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(pthread_join(holder, NULL), 0);
+}
+
+/* Taking an outer lock while holding an inner one is the order that can
+ * deadlock against another thread: the check stops the process. */
+static void test_order_check_aborts(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 2); /* its diagnostic */
+        ds_lock_take(DS_LOCK_NAMES);
+        ds_lock_order_check(DS_LOCK_REGISTRY);
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_excludes),
+        cmocka_unit_test(test_waits_for_a_sleeping_holder),
+        cmocka_unit_test(test_every_lock_counts_as_held),
+        cmocka_unit_test(test_try_gives_up_on_a_lock_held_elsewhere),
+        cmocka_unit_test(test_try_now_ignores_the_order),
+        cmocka_unit_test(test_fork_gives_the_child_every_lock),
+        cmocka_unit_test(test_order_check_aborts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

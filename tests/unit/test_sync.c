@@ -1,0 +1,200 @@
+/* Unit tests of the stream model (shim/ledger/sync.c) on the core alone,
+ * with a fake device API: vector clocks across event records, stream waits,
+ * host synchronizes and the legacy default stream's implicit ordering; the
+ * handoff check; and the barrier DLSHIM_SYNC=enforce asks the API for,
+ * never for another thread's per-thread default stream. */
+#include <pthread.h>
+
+#include "harness.h"
+
+enum { A = 0x1000, B = 0x2000, NB = 0x3000, EV = 0x4000 }; /* stream and event handles */
+enum { LEGACY = 1, PER_THREAD = 2 };                       /* the fake API's own handles */
+#define DATA 0x10000000u
+#define BYTES 4096u
+
+static int barriers;
+static uintptr_t barrier_from, barrier_to;
+
+static bool fake_barrier(uintptr_t producer, uintptr_t consumer)
+{
+    barriers++;
+    barrier_from = producer;
+    barrier_to = consumer;
+    return true;
+}
+
+static const ds_device_api fake = {
+    .name = "fake",
+    .device_type = {"fakedev", "fakedev_host", "fakedev_managed", "fakedev"},
+    .legacy_stream = LEGACY,
+    .per_thread_stream = PER_THREAD,
+    .barrier = fake_barrier,
+};
+static int api = -1;
+
+static void start(const char *sync)
+{
+    static char var[32];
+    snprintf(var, sizeof(var), "DLSHIM_SYNC=%s", sync);
+    const char *env[] = {var, "DLSHIM_EVENTS=all", NULL};
+    harness_init(env);
+    if (api < 0)
+        api = ds_device_api_add(&fake);
+    barriers = 0;
+}
+
+static const ds_range data_write = {DATA, BYTES, true}, data_read = {DATA, BYTES, false};
+
+/* The producer writes the data on `producer`, exports; the consumer
+ * imports (the core's import calls ds_sync_import) and reads on `consumer`
+ * after `between` ran. */
+static void handoff(uintptr_t producer, uintptr_t consumer, void (*between)(void))
+{
+    static uintptr_t tensor = 0x9000;
+    tensor += 0x100; /* a new tensor each time */
+    ds_sync_op(api, producer, false, &data_write, 1, NULL);
+    ds_sync_import(tensor, DATA, BYTES, "producer", "consumer");
+    if (between)
+        between();
+    ds_sync_op(api, consumer, false, &data_read, 1, NULL);
+}
+
+static int races(void)
+{
+    char *log = harness_read_log();
+    int n = harness_count(log, "\"kind\":\"unsynchronized_handoff\"");
+    free(log);
+    return n;
+}
+
+static void test_unsynchronized_handoff_is_reported(void **state)
+{
+    (void)state;
+    start("check");
+    ds_sync_stream_created(api, A, false);
+    ds_sync_stream_created(api, B, false);
+    handoff(A, B, NULL);
+    assert_int_equal(races(), 1);
+    char *log = harness_read_log();
+    assert_non_null(strstr(log, "\"producer_stream\":\"stream 0x1000\""));
+    assert_non_null(strstr(log, "\"consumer_stream\":\"stream 0x2000\""));
+    free(log);
+}
+
+static void record_on_a_and_wait_on_b(void)
+{
+    ds_sync_event_recorded(api, EV, A, false);
+    ds_sync_stream_waits(api, B, EV, false);
+}
+
+static void host_waits_for_a(void)
+{
+    ds_sync_host_waits_stream(api, A, false);
+}
+
+static void test_synchronized_handoffs_are_silent(void **state)
+{
+    (void)state;
+    start("check");
+    ds_sync_stream_created(api, A, false);
+    ds_sync_stream_created(api, B, false);
+    handoff(A, B, record_on_a_and_wait_on_b); /* event record + stream wait */
+    handoff(A, B, host_waits_for_a);          /* a host synchronize in between */
+    handoff(A, A, NULL);                      /* the same stream */
+    handoff(A, 0, NULL);      /* the legacy stream waits for blocking streams */
+    handoff(A, LEGACY, NULL); /* the API's own name for it */
+    assert_int_equal(races(), 0);
+}
+
+static void test_a_non_blocking_stream_escapes_the_legacy_ordering(void **state)
+{
+    (void)state;
+    start("check");
+    ds_sync_stream_created(api, NB, true);
+    handoff(NB, 0, NULL);
+    assert_int_equal(races(), 1);
+}
+
+static void test_an_event_recorded_before_the_write_covers_nothing(void **state)
+{
+    (void)state;
+    start("check");
+    ds_sync_stream_created(api, A, false);
+    ds_sync_stream_created(api, B, false);
+    ds_sync_event_recorded(api, EV, A, false);
+    ds_sync_stream_waits(api, B, EV, false);
+    handoff(A, B, NULL);
+    assert_int_equal(races(), 1);
+}
+
+static void test_enforce_asks_the_api_for_a_barrier(void **state)
+{
+    (void)state;
+    start("enforce");
+    ds_sync_stream_created(api, A, false);
+    ds_sync_stream_created(api, B, false);
+    handoff(A, B, NULL);
+    assert_int_equal(barriers, 1);
+    assert_true(barrier_from == A && barrier_to == B);
+    assert_int_equal(races(), 0);
+    assert_int_equal(ds_sync_barriers(), 1);
+    char *log = harness_read_log();
+    assert_int_equal(harness_count(log, "\"event\":\"sync\""), 1);
+    free(log);
+}
+
+/* A per-thread default stream is one per thread: the producer's, written on
+ * another thread, cannot be named here, so no barrier is asked for (the
+ * API's would record on this thread's own) and the race is reported. */
+static void *produce_on_per_thread_stream(void *arg)
+{
+    (void)arg;
+    ds_sync_op(api, PER_THREAD, false, &data_write, 1, NULL);
+    return NULL;
+}
+
+static void test_enforce_never_names_another_threads_default_stream(void **state)
+{
+    (void)state;
+    start("enforce");
+    ds_sync_stream_created(api, B, false);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, produce_on_per_thread_stream, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    ds_sync_import(0x7000, DATA, BYTES, "producer", "consumer");
+    ds_sync_op(api, B, false, &data_read, 1, NULL);
+    assert_int_equal(barriers, 0);
+    assert_int_equal(races(), 1);
+    char *log = harness_read_log();
+    assert_non_null(strstr(log, "\"producer_stream\":\"per-thread default stream of thread"));
+    free(log);
+    /* This thread's own per-thread stream it can name. */
+    start("enforce");
+    ds_sync_stream_created(api, B, false);
+    handoff(PER_THREAD, B, NULL);
+    assert_int_equal(barriers, 1);
+    assert_true(barrier_from == PER_THREAD && barrier_to == B);
+}
+
+static void test_off_models_nothing(void **state)
+{
+    (void)state;
+    start("off");
+    handoff(A, B, NULL);
+    assert_int_equal(races(), 0);
+    assert_int_equal(barriers, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unsynchronized_handoff_is_reported),
+        cmocka_unit_test(test_synchronized_handoffs_are_silent),
+        cmocka_unit_test(test_a_non_blocking_stream_escapes_the_legacy_ordering),
+        cmocka_unit_test(test_an_event_recorded_before_the_write_covers_nothing),
+        cmocka_unit_test(test_enforce_asks_the_api_for_a_barrier),
+        cmocka_unit_test(test_enforce_never_names_another_threads_default_stream),
+        cmocka_unit_test(test_off_models_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, harness_teardown);
+}
