@@ -17,12 +17,19 @@ $(BENCH_BIN)/registry: bench/registry.c $(CORE_OBJS)
 	$(CC) $(BASE_CFLAGS) $(DEVICE_INCLUDES) -DDLSHIM_BUILDING $(CFLAGS) $(VARIANT_CFLAGS) -o $@ $< \
 	    $(CORE_OBJS) -ldl -pthread $(VARIANT_LDFLAGS)
 
-.PHONY: bench bench-programs
+.PHONY: bench bench-quick bench-programs
 bench-programs: $(LIB) $(SIMDEV_LIBS) $(BENCH_PROGS)
 
 # Timings are reported, never judged: this target fails only if a program does.
 bench: deps venv bench-programs
 	$(PYTHON) bench/run --build $(abspath $(BUILD))
+
+# About a minute, for day-to-day work: small sizes, three runs per row, no
+# callgrind rows, Debian's loop only; its rows go beside the build, not over
+# bench/results.json.
+bench-quick: deps bench-programs
+	$(PYTHON) bench/run --build $(abspath $(BUILD)) --quick --repeat 3 --no-instructions \
+	    --no-venv --out $(abspath $(BUILD))/bench/results-quick.json
 
 # The test suite runs each program once (tests/integration/test_bench.py).
 test-programs: $(BENCH_PROGS)

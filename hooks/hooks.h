@@ -40,12 +40,13 @@ void ds_python_package_name(const char *file, char *out, size_t cap);
 void ds_py_bind(const void *python_function);
 /* Where this thread's Python code is: its innermost frame and instruction;
  * false where that cannot be read now (no Python, the GIL not held here, no
- * frame, an exception pending, a CPython before 3.11). */
+ * frame, a CPython before 3.11).  `in_python`: called from inside a Python
+ * C API call (a capsule function), so the thread holds the GIL. */
 typedef struct ds_py_mark {
     const void *frame;
-    int lasti;
+    uintptr_t at; /* the instruction */
 } ds_py_mark;
-bool ds_py_mark_here(ds_py_mark *out);
+bool ds_py_mark_here(ds_py_mark *out, bool in_python);
 /* The package of the innermost frame's file (ds_python_package_name). */
 bool ds_py_package_here(char *out, size_t cap);
 

@@ -81,21 +81,32 @@ static uint16_t capsule_api(void)
 
 /* ---- who made the call ---------------------------------------------------- */
 
-/* Interned names of the modules that only pass calls on (ds_call_bridges). */
+/* Interned names of the modules that only pass calls on (ds_call_bridges),
+ * and the same as a bit per name id below 64 (interned at install, they are
+ * among the first): the common caller, not a bridge, costs one test. */
 #define DS_BRIDGES_MAX 4
 static uint16_t bridges[DS_BRIDGES_MAX];
+static uint64_t bridge_bits;
+
+static bool is_bridge(uint16_t id)
+{
+    if (id < 64)
+        return (bridge_bits >> id) & 1;
+    for (int i = 0; i < DS_BRIDGES_MAX && bridges[i]; i++)
+        if (id == bridges[i])
+            return true;
+    return false;
+}
 
 /* The producer or consumer behind a capsule call from `caller`: its module,
  * or, for a call through ctypes, the Python package that made it. */
 static uint16_t caller_id(const void *caller)
 {
     uint16_t id = ds_module_id_at(caller);
-    for (int i = 0; i < DS_BRIDGES_MAX && bridges[i]; i++)
-        if (id == bridges[i]) {
-            char package[DS_NAME_MAX];
-            return ds_py_package_here(package, sizeof(package)) ? ds_name_intern(package) : id;
-        }
-    return id;
+    if (__builtin_expect(!is_bridge(id), 1))
+        return id;
+    char package[DS_NAME_MAX];
+    return ds_py_package_here(package, sizeof(package)) ? ds_name_intern(package) : id;
 }
 
 static void *wrap_GetPointer(PyObject *capsule, const char *name);
@@ -144,12 +155,12 @@ typedef struct {
     PyObject *capsule;
     void *tensor;
     int kind;
-    uint16_t opener;
+    const void *opener; /* the call site: named only when needed (rare) */
     bool released;
 } opened_capsule;
 static DS_TLS opened_capsule opened;
 
-static void remember_opened(PyObject *capsule, void *tensor, int kind, uint16_t opener)
+static void remember_opened(PyObject *capsule, void *tensor, int kind, const void *opener)
 {
     opened.capsule = NULL;
     atomic_signal_fence(memory_order_seq_cst);
@@ -195,7 +206,7 @@ static void import_by(void *tensor, int kind, uint16_t consumer)
     ds_tensor_import_by(tensor, kind == VERSIONED, consumer, capsule_api());
     ds_py_mark mark;
     last_import.tensor = 0;
-    if (ds_py_mark_here(&mark)) {
+    if (ds_py_mark_here(&mark, true)) {
         last_import.mark = mark;
         last_import.tensor = (uintptr_t)tensor;
     }
@@ -207,15 +218,15 @@ static void observe_release(uintptr_t tensor, ds_release_context *ctx)
     if (opened.capsule && (uintptr_t)opened.tensor == tensor) {
         opened.released = true;
         if (opened.capsule != destroying) { /* the opener, not the destructor, lets it go */
-            ctx->taker = opened.opener;
+            ctx->taker = caller_id(opened.opener);
             ctx->taker_api = capsule_api();
         }
     }
     if (last_import.tensor == tensor) {
         last_import.tensor = 0;
         ds_py_mark now;
-        ctx->copy_on_import = ds_py_mark_here(&now) && now.frame == last_import.mark.frame &&
-                              now.lasti == last_import.mark.lasti;
+        ctx->copy_on_import = ds_py_mark_here(&now, false) && now.frame == last_import.mark.frame &&
+                              now.at == last_import.mark.at;
     }
 }
 
@@ -232,11 +243,31 @@ static void observe_release(uintptr_t tensor, ds_release_context *ctx)
 static _Atomic(capsule_destructor) dtor_orig[DS_DTOR_SLOTS];
 static atomic_int dtor_claimed;
 
+/* The tensor of a capsule being destroyed, if it is an unconsumed DLPack
+ * capsule.  Its name says (a capsule given to its own destructor is valid,
+ * so PyCapsule_GetName raises nothing): most die consumed, renamed, and cost
+ * a compare, where asking IsValid for both names cost ~150 instructions. */
+static void *dying_tensor(PyObject *capsule)
+{
+    static const char *(*real_GetName)(PyObject *);
+    const char *(*get_name)(PyObject *) =
+        DS_LAZY(real_GetName, ds_resolve_real("PyCapsule_GetName", NULL));
+    int kind;
+    if (!get_name)
+        return unconsumed_tensor_any(capsule, &kind, NULL);
+    const char *name = get_name(capsule);
+    if (KIND_OF(name, "dltensor") == NOT_DLPACK)
+        return NULL;
+    void *(*get)(PyObject *, const char *) = (void *(*)(PyObject *, const char *))ds_got_original(
+        (void *)wrap_GetPointer, (void **)&real_GetPointer, "PyCapsule_GetPointer", NULL);
+    return get ? get(capsule, name) : NULL;
+}
+
 static void capsule_destroyed(int i, PyObject *capsule)
 {
     capsule_destructor orig = atomic_load_explicit(&dtor_orig[i], memory_order_acquire);
-    int saved = errno, kind;
-    void *tensor = ds_active() ? unconsumed_tensor_any(capsule, &kind, NULL) : NULL;
+    int saved = errno;
+    void *tensor = ds_active() ? dying_tensor(capsule) : NULL;
     PyObject *outer = destroying;
     destroying = capsule;
     errno = saved;
@@ -281,18 +312,18 @@ static capsule_destructor wrapped_destructor(capsule_destructor d)
 
 /* ---- the capsule wrappers ----------------------------------------------- */
 
-static PyObject *wrap_New(void *pointer, const char *name, capsule_destructor destructor)
+/* A capsule named "dltensor[_versioned]" made: the export. */
+__attribute__((noinline)) static PyObject *
+new_dlpack(void *pointer, const char *name, capsule_destructor destructor, int kind,
+           const void *caller, PyObject *(*real)(void *, const char *, capsule_destructor))
 {
-    const void *caller = __builtin_return_address(0);
-    int kind = KIND_OF(name, "dltensor"), saved = errno;
-    bool track = kind != NOT_DLPACK && ds_active();
+    int saved = errno;
+    bool track = ds_active();
     if (track) {
         destructor = wrapped_destructor(destructor);
         last_import.tensor = 0;
     }
     errno = saved;
-    PyObject *(*real)(void *, const char *, capsule_destructor) =
-        DS_REAL(wrap_New, real_New, "PyCapsule_New");
     PyObject *capsule = real(pointer, name, destructor);
     if (capsule == opened.capsule)
         opened.capsule = NULL; /* made where the opened one was: that one is gone */
@@ -302,6 +333,21 @@ static PyObject *wrap_New(void *pointer, const char *name, capsule_destructor de
         ds_tensor_export_by(pointer, kind == VERSIONED, caller_id(caller), capsule_api());
         errno = saved;
     }
+    return capsule;
+}
+
+/* Most capsules a Python program makes are no DLPack's: those pass at a
+ * compare, with nothing else done. */
+static PyObject *wrap_New(void *pointer, const char *name, capsule_destructor destructor)
+{
+    PyObject *(*real)(void *, const char *, capsule_destructor) =
+        DS_REAL(wrap_New, real_New, "PyCapsule_New");
+    int kind = KIND_OF(name, "dltensor");
+    if (__builtin_expect(kind != NOT_DLPACK, 0))
+        return new_dlpack(pointer, name, destructor, kind, __builtin_return_address(0), real);
+    PyObject *capsule = real(pointer, name, destructor);
+    if (capsule == opened.capsule)
+        opened.capsule = NULL;
     return capsule;
 }
 
@@ -326,16 +372,14 @@ static void *imported_tensor(PyObject *capsule, int *kind, const void *caller)
     return unconsumed_tensor_any(capsule, kind, caller);
 }
 
-static int wrap_SetName(PyObject *capsule, const char *name)
+/* A rename to "used_dltensor[_versioned]": the import. */
+__attribute__((noinline)) static int rename_dlpack(PyObject *capsule, const char *name, int kind,
+                                                  const void *caller,
+                                                  int (*real)(PyObject *, const char *))
 {
-    const void *caller = __builtin_return_address(0);
     int saved = errno;
-    int kind = KIND_OF(name, "used_dltensor");
-    void *tensor = NULL;
-    if (kind != NOT_DLPACK && ds_active())
-        tensor = imported_tensor(capsule, &kind, caller);
+    void *tensor = ds_active() ? imported_tensor(capsule, &kind, caller) : NULL;
     errno = saved;
-    int (*real)(PyObject *, const char *) = DS_REAL(wrap_SetName, real_SetName, "PyCapsule_SetName");
     int result = real(capsule, name);
     saved = errno;
     if (result == 0 && tensor) {
@@ -344,6 +388,15 @@ static int wrap_SetName(PyObject *capsule, const char *name)
     }
     errno = saved;
     return result;
+}
+
+static int wrap_SetName(PyObject *capsule, const char *name)
+{
+    int (*real)(PyObject *, const char *) = DS_REAL(wrap_SetName, real_SetName, "PyCapsule_SetName");
+    int kind = KIND_OF(name, "used_dltensor");
+    if (__builtin_expect(kind != NOT_DLPACK, 0))
+        return rename_dlpack(capsule, name, kind, __builtin_return_address(0), real);
+    return real(capsule, name);
 }
 
 static int wrap_SetDestructor(PyObject *capsule, capsule_destructor destructor)
@@ -373,30 +426,39 @@ static int wrap_SetDestructor(PyObject *capsule, capsule_destructor destructor)
 
 static void *wrapped_exchange_api(void *table);
 
+/* A capsule opened by a name that starts with 'd': a DLPack capsule to
+ * remember, or the exchange table to wrap.  Out of line: most capsules
+ * opened in a Python program are no DLPack's, and pass at a compare. */
+__attribute__((noinline)) static void *opened_d(PyObject *capsule, const char *name, void *pointer,
+                                               const void *caller, const void *real)
+{
+    int kind = KIND_OF(name, "dltensor");
+    if (kind != NOT_DLPACK) {
+        if (ds_active()) {
+            int saved = errno;
+            ds_py_bind(real);
+            last_import.tensor = 0;
+            remember_opened(capsule, pointer, kind, caller);
+            errno = saved;
+        }
+    } else if (!strcmp(name, "dlpack_exchange_api") && ds_active()) {
+        int saved = errno;
+        ds_py_bind(real);
+        pointer = wrapped_exchange_api(pointer);
+        errno = saved;
+    }
+    return pointer;
+}
+
 static void *wrap_GetPointer(PyObject *capsule, const char *name)
 {
     const void *caller = __builtin_return_address(0);
     void *(*real)(PyObject *, const char *) =
         DS_REAL(wrap_GetPointer, real_GetPointer, "PyCapsule_GetPointer");
     void *pointer = real(capsule, name);
-    if (!pointer || !name || name[0] != 'd') /* neither name below */
+    if (__builtin_expect(!pointer || !name || name[0] != 'd', 1)) /* neither name above */
         return pointer;
-    int kind = KIND_OF(name, "dltensor");
-    if (kind != NOT_DLPACK) {
-        if (ds_active()) {
-            int saved = errno;
-            ds_py_bind((const void *)real);
-            last_import.tensor = 0;
-            remember_opened(capsule, pointer, kind, caller_id(caller));
-            errno = saved;
-        }
-    } else if (!strcmp(name, "dlpack_exchange_api") && ds_active()) {
-        int saved = errno;
-        ds_py_bind((const void *)real);
-        pointer = wrapped_exchange_api(pointer);
-        errno = saved;
-    }
-    return pointer;
+    return opened_d(capsule, name, pointer, caller, (const void *)real);
 }
 
 /* ---- the DLPack 1.3 exchange table -------------------------------------- */
@@ -553,8 +615,11 @@ static const ds_got_hook capsule_hooks[] = {
 
 static void install(void)
 {
-    for (int i = 0; i < DS_BRIDGES_MAX && ds_call_bridges[i]; i++)
+    for (int i = 0; i < DS_BRIDGES_MAX && ds_call_bridges[i]; i++) {
         bridges[i] = ds_name_intern(ds_call_bridges[i]);
+        if (bridges[i] < 64)
+            bridge_bits |= 1ull << bridges[i];
+    }
     ds_tensor_set_release_observer(observe_release);
     ds_got_hooks_add(capsule_hooks, DS_ARRAY_LEN(capsule_hooks));
 }

@@ -1,14 +1,30 @@
 /*
- * python_frames.c — the Python code behind a call, read through CPython's C
- * API (no Python header: the few prototypes are declared below).
+ * python_frames.c — the Python code behind a call.
  *
  * Used by the capsule hooks, which run inside a Python C API call and so on
  * a thread that holds the GIL; asked again (a release) only after
- * PyGILState_Check says this thread holds it.  Never runs Python code, never
- * leaves an exception behind, and does nothing while one is pending.
- * Needs CPython 3.11 or later (PyFrame_GetLasti); earlier ones answer false.
+ * PyGILState_Check says this thread holds it.  Never runs Python code,
+ * never allocates a Python object after the first call, never leaves an
+ * exception behind, and does nothing while one is pending.
+ *
+ * Two ways to find the innermost frame:
+ *   - CPython's C API (PyEval_GetFrame, PyFrame_GetLasti; 3.11 and later).
+ *     PyEval_GetFrame makes a frame object for the frame when it has none
+ *     (an allocation, ~150 instructions, for every new Python call that
+ *     hands a tensor over).
+ *   - Reading the interpreter's own frame list, as debuggers and profilers
+ *     do (py-spy, austin): thread state → C frame → interpreter frame, whose
+ *     code and instruction pointer are plain loads.  The layout differs
+ *     between CPython versions, so it is only used for the versions below
+ *     (3.11, 3.12), and only after it has been checked once against the C
+ *     API in this very process (the frame the API returns must be the one
+ *     the layout leads to, with the same code object, and its instruction
+ *     must fall inside that code).  Any mismatch, and the API stays.
+ * No Python header: the few prototypes and offsets are declared below, so
+ * the shim builds and loads without Python.
  */
 #include <stdatomic.h>
+#include <stddef.h>
 
 #include "hooks.h"
 
@@ -25,10 +41,35 @@ static struct {
     PyObject *(*getattr)(PyObject *, const char *);
     const char *(*as_utf8)(PyObject *);
     void (*decref)(PyObject *);           /* Py_DecRef */
+    void *(*thread_state)(void);          /* _PyThreadState_UncheckedGet */
+    const unsigned long *version;         /* Py_Version */
 } py;
+
+/* Where the current interpreter frame and its fields are (offsets in
+ * bytes), per CPython version: Include/cpython/pystate.h (PyThreadState,
+ * _PyCFrame) and Include/internal/pycore_frame.h (_PyInterpreterFrame,
+ * PyFrameObject) of each release. */
+typedef struct {
+    unsigned long version; /* PY_VERSION_HEX, major and minor */
+    int tstate_cframe;     /* PyThreadState.cframe */
+    int cframe_frame;      /* _PyCFrame.current_frame */
+    int frame_code;        /* _PyInterpreterFrame.f_code */
+    int frame_obj;         /* _PyInterpreterFrame.frame_obj */
+    int frame_instr;       /* _PyInterpreterFrame.prev_instr */
+} frame_layout;
+static const frame_layout layouts[] = {
+    {0x030b0000, 56, 8, 32, 40, 56}, /* 3.11 */
+    {0x030c0000, 56, 0, 0, 40, 56},  /* 3.12 */
+};
+#define PYFRAMEOBJECT_F_FRAME 24 /* PyFrameObject.f_frame, 3.11 and 3.12 */
+static const frame_layout *layout; /* set once checked */
 
 enum { UNBOUND, BINDING, BOUND, ABSENT };
 static atomic_int state = UNBOUND;
+/* BOUND: whether the layout was checked yet (once, by the first thread that
+ * reads a frame; another thread reading meanwhile uses the API). */
+enum { UNCHECKED, CHECKING, CHECKED };
+static atomic_int layout_state = UNCHECKED;
 
 /* `name` from the Python that defines `beside`: the global one where
  * libpython is linked into the executable, else that library's. */
@@ -55,35 +96,123 @@ void ds_py_bind(const void *python_function)
                                                                   python_function);
     py.as_utf8 = (const char *(*)(PyObject *))find("PyUnicode_AsUTF8", python_function);
     py.decref = (void (*)(PyObject *))find("Py_DecRef", python_function);
+    py.thread_state = (void *(*)(void))find("_PyThreadState_UncheckedGet", python_function);
+    py.version = (const unsigned long *)find("Py_Version", python_function);
     bool all = py.is_initialized && py.gil_check && py.err_occurred && py.err_clear &&
                py.get_frame && py.get_lasti && py.get_code && py.getattr && py.as_utf8 &&
                py.decref;
     atomic_store_explicit(&state, all ? BOUND : ABSENT, memory_order_release);
 }
 
-/* The innermost Python frame of this thread, when it may be read now. */
-static PyObject *current_frame(void)
+/* Whether Python's frames may be read on this thread now.  `in_python`:
+ * the caller runs inside a Python C API call (a capsule function), which
+ * the program may only make holding the GIL, so that need not be asked. */
+static bool readable(bool in_python)
 {
     if (atomic_load_explicit(&state, memory_order_acquire) != BOUND)
-        return NULL;
-    if (!py.is_initialized() || !py.gil_check() || py.err_occurred())
-        return NULL;
-    return py.get_frame(); /* clears only an error of its own making */
+        return false;
+    return in_python || (py.is_initialized() && py.gil_check());
 }
 
-bool ds_py_mark_here(ds_py_mark *out)
+static bool read_ptr(uintptr_t at, uintptr_t *out)
 {
-    PyObject *frame = current_frame();
+    return ds_safe_read(out, (const void *)at, sizeof(*out)) == sizeof(*out);
+}
+
+/* The current interpreter frame through `l`, read without checks (the layout
+ * was checked, and the thread holds the GIL: its frames stay put): 0 when
+ * there is none. */
+static uintptr_t layout_frame(const frame_layout *l)
+{
+    uintptr_t tstate = (uintptr_t)py.thread_state();
+    if (!tstate)
+        return 0;
+    uintptr_t cframe = *(const uintptr_t *)(tstate + (uintptr_t)l->tstate_cframe);
+    return cframe ? *(const uintptr_t *)(cframe + (uintptr_t)l->cframe_frame) : 0;
+}
+
+/* The same through checked reads, for the check below. */
+static uintptr_t layout_frame_checked(const frame_layout *l)
+{
+    uintptr_t tstate = (uintptr_t)py.thread_state(), cframe, frame;
+    if (!tstate || !read_ptr(tstate + (uintptr_t)l->tstate_cframe, &cframe) || !cframe ||
+        !read_ptr(cframe + (uintptr_t)l->cframe_frame, &frame))
+        return 0;
+    return frame;
+}
+
+/* Checks the layout of this Python against the C API, once (GIL held, no
+ * exception pending): the frame object PyEval_GetFrame returns must point at
+ * the interpreter frame the layout leads to, which must point back at it and
+ * at the same code object, with its instruction inside that code. */
+static void check_layout(void)
+{
+    int expected = UNCHECKED;
+    if (!atomic_compare_exchange_strong(&layout_state, &expected, CHECKING))
+        return;
+    const frame_layout *found = NULL;
+    unsigned long version = py.version ? *py.version & 0xffff0000ul : 0;
+    for (size_t i = 0; py.thread_state && i < DS_ARRAY_LEN(layouts); i++)
+        if (layouts[i].version == version)
+            found = &layouts[i];
+    PyObject *f = found ? py.get_frame() : NULL;
+    PyObject *code = f ? py.get_code(f) : NULL;
+    uintptr_t frame = 0, frame_of_f = 0, back = 0, code_of_frame = 0, instr = 0;
+    bool same = code && read_ptr((uintptr_t)f + PYFRAMEOBJECT_F_FRAME, &frame_of_f) &&
+                (frame = layout_frame_checked(found)) != 0 && frame == frame_of_f &&
+                read_ptr(frame + (uintptr_t)found->frame_obj, &back) && back == (uintptr_t)f &&
+                read_ptr(frame + (uintptr_t)found->frame_code, &code_of_frame) &&
+                code_of_frame == (uintptr_t)code &&
+                read_ptr(frame + (uintptr_t)found->frame_instr, &instr);
+    if (same) { /* the instruction: 2-byte code units after the code object's header */
+        int lasti = py.get_lasti(f);
+        uintptr_t start = instr - 2 * (uintptr_t)(lasti > 0 ? lasti : 0);
+        same = lasti >= 0 && start > (uintptr_t)code && start - (uintptr_t)code < 1024;
+    }
+    if (code)
+        py.decref(code);
+    if (same)
+        layout = found;
+    atomic_store_explicit(&layout_state, CHECKED, memory_order_release);
+}
+
+bool ds_py_mark_here(ds_py_mark *out, bool in_python)
+{
+    if (!readable(in_python))
+        return false;
+    int checked = atomic_load_explicit(&layout_state, memory_order_acquire);
+    if (checked == UNCHECKED) {
+        if (py.err_occurred())
+            return false;
+        check_layout();
+        checked = atomic_load_explicit(&layout_state, memory_order_acquire);
+    }
+    if (checked != CHECKED)
+        return false; /* another thread checks it: marks of one kind only */
+    if (layout) {
+        /* The thread holds the GIL: its frames stay put while it reads. */
+        uintptr_t frame = layout_frame(layout);
+        if (!frame)
+            return false;
+        out->frame = (const void *)frame;
+        out->at = *(const uintptr_t *)(frame + (uintptr_t)layout->frame_instr);
+        return true;
+    }
+    if (py.err_occurred())
+        return false;
+    PyObject *frame = py.get_frame(); /* clears only an error of its own making */
     if (!frame)
         return false;
     out->frame = frame;
-    out->lasti = py.get_lasti(frame);
+    out->at = (uintptr_t)py.get_lasti(frame);
     return true;
 }
 
 bool ds_py_package_here(char *out, size_t cap)
 {
-    PyObject *frame = current_frame();
+    if (!readable(false) || py.err_occurred())
+        return false;
+    PyObject *frame = py.get_frame();
     if (!frame)
         return false;
     PyObject *code = py.get_code(frame);

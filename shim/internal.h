@@ -191,7 +191,7 @@ uint64_t ds_log_dropped(void);
  * diagnostic naming `option`. */
 int ds_output_open(const char *spec, const char *option, bool truncate);
 
-/* ---- text.c: the text rendering of an event ----------------------------- */
+/* ---- text.c: an event's JSON as its text line (a text log beside a trace) - */
 /* Rewrites an event's JSON (len bytes, no newline, room for one more byte)
  * in place as its text line, newline included.  Returns the new length, or
  * 0 if the line is not the writer's JSON. */
@@ -223,14 +223,50 @@ static inline bool ds_event_wanted(int id)
 void ds_ev_begin(ds_ev *e, int id);
 /* The same, building into a caller's buffer (the summary is large). */
 void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap);
-void ds_ev_str(ds_ev *e, const char *key, const char *val); /* NULL: null */
-void ds_ev_int(ds_ev *e, const char *key, int64_t v);
-void ds_ev_uint(ds_ev *e, const char *key, uint64_t v);
-void ds_ev_hex(ds_ev *e, const char *key, uintptr_t v);
-void ds_ev_double(ds_ev *e, const char *key, double v); /* NaN/inf: null */
-void ds_ev_bool(ds_ev *e, const char *key, bool v);
-void ds_ev_int_array(ds_ev *e, const char *key, const int64_t *v, int n); /* NULL: null */
-void ds_ev_open(ds_ev *e, const char *key, char bracket); /* '{' or '[' */
+/* Each field is written by a function taking the key's length, which the
+ * inline wrappers below compute at compile time for a literal key (every
+ * event's keys are literals; NULL is an array element). */
+#define DS_KEY_LEN(k) ((k) ? __builtin_strlen(k) : 0)
+void ds_ev_str_k(ds_ev *e, const char *key, size_t klen, const char *val);
+void ds_ev_int_k(ds_ev *e, const char *key, size_t klen, int64_t v);
+void ds_ev_uint_k(ds_ev *e, const char *key, size_t klen, uint64_t v);
+void ds_ev_hex_k(ds_ev *e, const char *key, size_t klen, uintptr_t v);
+void ds_ev_double_k(ds_ev *e, const char *key, size_t klen, double v);
+void ds_ev_bool_k(ds_ev *e, const char *key, size_t klen, bool v);
+void ds_ev_int_array_k(ds_ev *e, const char *key, size_t klen, const int64_t *v, int n);
+void ds_ev_open_k(ds_ev *e, const char *key, size_t klen, char bracket);
+static inline void ds_ev_str(ds_ev *e, const char *key, const char *val) /* NULL: null */
+{
+    ds_ev_str_k(e, key, DS_KEY_LEN(key), val);
+}
+static inline void ds_ev_int(ds_ev *e, const char *key, int64_t v)
+{
+    ds_ev_int_k(e, key, DS_KEY_LEN(key), v);
+}
+static inline void ds_ev_uint(ds_ev *e, const char *key, uint64_t v)
+{
+    ds_ev_uint_k(e, key, DS_KEY_LEN(key), v);
+}
+static inline void ds_ev_hex(ds_ev *e, const char *key, uintptr_t v)
+{
+    ds_ev_hex_k(e, key, DS_KEY_LEN(key), v);
+}
+static inline void ds_ev_double(ds_ev *e, const char *key, double v) /* NaN/inf: null */
+{
+    ds_ev_double_k(e, key, DS_KEY_LEN(key), v);
+}
+static inline void ds_ev_bool(ds_ev *e, const char *key, bool v)
+{
+    ds_ev_bool_k(e, key, DS_KEY_LEN(key), v);
+}
+static inline void ds_ev_int_array(ds_ev *e, const char *key, const int64_t *v, int n) /* NULL: null */
+{
+    ds_ev_int_array_k(e, key, DS_KEY_LEN(key), v, n);
+}
+static inline void ds_ev_open(ds_ev *e, const char *key, char bracket) /* '{' or '[' */
+{
+    ds_ev_open_k(e, key, DS_KEY_LEN(key), bracket);
+}
 void ds_ev_close(ds_ev *e);
 /* Terminates and writes the line; an overflowed event is dropped, counted. */
 void ds_ev_end(ds_ev *e);

@@ -69,6 +69,7 @@ typedef struct ds_ev {
     size_t cap;
     size_t len;
     bool overflow;     /* the line did not fit: it is dropped, not cut */
+    bool text;         /* built as the text line, not as JSON */
     int id;            /* ds_event_id */
     int depth;         /* open objects/arrays below the top level */
     bool first[DS_EV_DEPTH + 1];   /* no value yet at this level */

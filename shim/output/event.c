@@ -1,9 +1,18 @@
 /*
  * event.c — the one event writer.  Every event is built field by field into
- * a stack buffer as a JSON object, handed whole to the trace (trace.c) and
- * then to the log, as it is (DLSHIM_FORMAT=jsonl) or rendered as one text
- * line (text.c).  Nothing allocates; an event that does not fit DS_LINE_MAX
- * is dropped and counted, never written cut, so every jsonl line parses.
+ * a stack buffer, in the rendering the log asks for: a JSON object
+ * (DLSHIM_FORMAT=jsonl, and whenever DLSHIM_TRACE is on, since the trace
+ * reads JSON) or directly as the text line (DLSHIM_FORMAT=text).  A text log
+ * beside a trace is rendered from the JSON by text.c; a unit test and the
+ * fuzzer build every kind of field both ways and require the same line, so
+ * the two renderings cannot drift apart.
+ *
+ * Speed (issue 28): a field costs one room check, its separator and key in
+ * one copy, numbers two digits per step, and strings a table scan that copies
+ * runs of plain bytes whole; only a string holding a quote, a backslash, a
+ * control byte or non-ASCII bytes takes the byte-by-byte path.  Nothing
+ * allocates; an event that does not fit DS_LINE_MAX is dropped and counted,
+ * never written cut, so every jsonl line parses.
  */
 #include <string.h>
 #include <unistd.h>
@@ -23,101 +32,145 @@ void ds_outputs_set(unsigned which, bool open)
 /* Room kept for the closing brackets, "}" and "\n". */
 #define DS_EV_RESERVE (DS_EV_DEPTH + 2)
 
-static void append(ds_ev *e, const char *s, size_t n)
+/* Reserves n bytes and returns where they go, or NULL (the event overflows
+ * and will be dropped whole). */
+static char *reserve(ds_ev *e, size_t n)
 {
     if (e->overflow || e->len + n + DS_EV_RESERVE > e->cap) {
         e->overflow = true;
-        return;
+        return NULL;
     }
-    memcpy(e->buf + e->len, s, n);
+    char *p = e->buf + e->len;
     e->len += n;
+    return p;
 }
 
-static void appends(ds_ev *e, const char *s)
+static void append(ds_ev *e, const char *s, size_t n)
 {
-    append(e, s, strlen(s));
+    char *p = reserve(e, n);
+    if (p)
+        memcpy(p, s, n);
 }
 
-/* Numbers are converted here rather than through ds_fmt: events are the
- * hot path of a traced program, and the formatter's generality cost more
- * than the rest of an event together (perf, issue 9). */
+/* ---- numbers ------------------------------------------------------------ */
+static const char two_digits[201] = "00010203040506070809101112131415161718192021222324"
+                                    "25262728293031323334353637383940414243444546474849"
+                                    "50515253545556575859606162636465666768697071727374"
+                                    "75767778798081828384858687888990919293949596979899";
+
+/* v in decimal, written backwards so that it ends at `end`; returns its
+ * first byte.  Two digits per step, by multiplication (the compiler turns
+ * the constant divisions into it). */
+static char *udec_backwards(char *end, unsigned long long v)
+{
+    char *p = end;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        p -= 2;
+        memcpy(p, two_digits + 2 * r, 2);
+    }
+    if (v >= 10) {
+        p -= 2;
+        memcpy(p, two_digits + 2 * v, 2);
+    } else {
+        *--p = (char)('0' + v);
+    }
+    return p;
+}
+
 static void append_udec(ds_ev *e, unsigned long long v)
 {
     char t[20];
-    int i = (int)sizeof(t);
-    do {
-        t[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    append(e, t + i, sizeof(t) - (size_t)i);
+    char *s = udec_backwards(t + sizeof(t), v);
+    append(e, s, (size_t)(t + sizeof(t) - s));
 }
 
 static void append_sdec(ds_ev *e, long long v)
 {
-    if (v < 0) {
-        append(e, "-", 1);
-        append_udec(e, 0ull - (unsigned long long)v);
-    } else {
-        append_udec(e, (unsigned long long)v);
-    }
+    char t[21];
+    bool negative = v < 0;
+    char *s = udec_backwards(t + sizeof(t), negative ? 0ull - (unsigned long long)v : (unsigned long long)v);
+    if (negative)
+        *--s = '-';
+    append(e, s, (size_t)(t + sizeof(t) - s));
 }
 
-/* "0x..." in lower case, quoted, as %p-like addresses appear everywhere. */
-static void append_hex_string(ds_ev *e, uintptr_t v)
-{
-    char t[2 + 2 * sizeof(v) + 2];
-    int i = (int)sizeof(t);
-    t[--i] = '"';
-    do {
-        t[--i] = "0123456789abcdef"[v & 15];
-        v >>= 4;
-    } while (v);
-    t[--i] = 'x';
-    t[--i] = '0';
-    t[--i] = '"';
-    append(e, t + i, sizeof(t) - (size_t)i);
-}
+/* Two hexadecimal digits per byte value. */
+static const char hex_pairs[513] =
+    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+    "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+    "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+    "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+    "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+    "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+    "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+    "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
 
-/* Separator and key before a value. */
-static void key(ds_ev *e, const char *k)
+/* "0x..." in lower case, as %p-like addresses appear everywhere: quoted in
+ * JSON, bare in text.  The digit count comes from the highest set bit; the
+ * digits are written a byte (two of them) per step from the right. */
+static void append_hex(ds_ev *e, uintptr_t v)
 {
-    if (!e->first[e->depth])
-        appends(e, ",");
-    e->first[e->depth] = false;
-    if (!k)
+    int digits = v ? (67 - __builtin_clzll((unsigned long long)v)) / 4 : 1;
+    bool quoted = !e->text;
+    char *p = reserve(e, (size_t)digits + 2 + 2 * quoted);
+    if (!p)
         return;
-    appends(e, "\"");
-    appends(e, k);
-    appends(e, "\":");
+    if (quoted)
+        *p++ = '"';
+    *p++ = '0';
+    *p++ = 'x';
+    int i = digits;
+    for (; i >= 2; i -= 2, v >>= 8)
+        memcpy(p + i - 2, hex_pairs + 2 * (v & 0xff), 2);
+    if (i)
+        p[0] = "0123456789abcdef"[v & 15];
+    if (quoted)
+        p[digits] = '"';
 }
 
-void ds_ev_begin(ds_ev *e, int id)
+/* ---- strings ------------------------------------------------------------ */
+/* Bytes that go into either rendering as they are: printable ASCII other
+ * than the quote and the backslash, and the space. */
+#define PLAIN_ROW(b) (b) >= 0x20 && (b) != '"' && (b) != '\\' && (b) < 0x80
+static const bool plain[256] = {
+#define P4(b) PLAIN_ROW(b), PLAIN_ROW((b) + 1), PLAIN_ROW((b) + 2), PLAIN_ROW((b) + 3)
+#define P16(b) P4(b), P4((b) + 4), P4((b) + 8), P4((b) + 12)
+#define P64(b) P16(b), P16((b) + 16), P16((b) + 32), P16((b) + 48)
+    P64(0), P64(64), P64(128), P64(192)
+#undef P64
+#undef P16
+#undef P4
+};
+#undef PLAIN_ROW
+
+/* Length of the well-formed UTF-8 sequence starting at s[i] (1 to 4), or 0
+ * (stray continuation, overlong, surrogate, > U+10FFFF, truncated). */
+static size_t utf8_length(const char *s, size_t i, size_t n)
 {
-    ds_ev_begin_buf(e, id, e->line, sizeof(e->line));
+    unsigned char c = (unsigned char)s[i];
+    size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+    if (len == 0 || c > 0xf4 || i + len > n)
+        return 0;
+    unsigned cp = len == 4 ? c & 0x07u : len == 3 ? c & 0x0fu : c & 0x1fu;
+    for (size_t k = 1; k < len; k++) {
+        unsigned char cc = (unsigned char)s[i + k];
+        if ((cc & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (cc & 0x3fu);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
 }
 
-void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
-{
-    e->buf = buf;
-    e->cap = cap;
-    e->len = 0;
-    e->overflow = false;
-    e->id = id;
-    e->depth = 0;
-    for (int i = 0; i <= DS_EV_DEPTH; i++)
-        e->first[i] = true;
-    appends(e, "{\"event\":\"");
-    appends(e, ds_event_name(id));
-    appends(e, "\",\"pid\":");
-    append_sdec(e, ds_pid());
-    appends(e, ",\"tid\":");
-    append_sdec(e, ds_tid());
-    appends(e, ",\"t_ns\":");
-    append_udec(e, ds_now_ns());
-    e->first[0] = false;
-}
-
-size_t ds_json_escape(char *out, size_t cap, const char *s, size_t n)
+/* The body of a string value: JSON escapes, or the text rendering's
+ * replacements (a quote or a control byte becomes '?', a backslash stays);
+ * invalid UTF-8 becomes U+FFFD in both.  Returns the bytes written, or
+ * (size_t)-1 if they do not fit in cap. */
+static size_t escape_into(char *out, size_t cap, const char *s, size_t n, bool text)
 {
     size_t o = 0;
 #define EMIT(str, len)                      \
@@ -128,39 +181,37 @@ size_t ds_json_escape(char *out, size_t cap, const char *s, size_t n)
         o += (len);                         \
     } while (0)
     for (size_t i = 0; i < n;) {
+        size_t run = i;
+        while (run < n && plain[(unsigned char)s[run]])
+            run++;
+        EMIT(s + i, run - i);
+        if ((i = run) == n)
+            break;
         unsigned char c = (unsigned char)s[i];
         if (c == '"' || c == '\\') {
             char esc[2] = {'\\', (char)c};
-            EMIT(esc, 2);
+            if (text)
+                EMIT(c == '"' ? "?" : "\\", 1);
+            else
+                EMIT(esc, 2);
             i++;
         } else if (c < 0x20) {
-            char esc[8];
-            size_t len = ds_fmt(esc, sizeof(esc), "\\u%04x", c);
-            EMIT(esc, len);
-            i++;
-        } else if (c < 0x80) {
-            EMIT(&s[i], 1);
+            char esc[6] = {'\\', 'u', '0', '0', "0123456789abcdef"[c >> 4], "0123456789abcdef"[c & 15]};
+            if (text)
+                EMIT("?", 1);
+            else
+                EMIT(esc, 6);
             i++;
         } else {
-            /* A well-formed UTF-8 sequence passes through; anything else
-             * (stray continuation, overlong, surrogate, > U+10FFFF,
-             * truncated) becomes U+FFFD for this one byte. */
-            size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
-            unsigned cp = len == 4 ? c & 0x07u : len == 3 ? c & 0x0fu : c & 0x1fu;
-            bool ok = len != 0 && len <= 4 && c <= 0xf4 && i + len <= n;
-            for (size_t k = 1; ok && k < len; k++) {
-                unsigned char cc = (unsigned char)s[i + k];
-                ok = (cc & 0xc0) == 0x80;
-                cp = (cp << 6) | (cc & 0x3fu);
-            }
-            if (ok)
-                ok = !(len == 3 && cp < 0x800) && !(len == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
-                     !(cp >= 0xd800 && cp <= 0xdfff);
-            if (ok) {
+            size_t len = utf8_length(s, i, n);
+            if (len) {
                 EMIT(&s[i], len);
                 i += len;
             } else {
-                EMIT("\\ufffd", 6);
+                if (text)
+                    EMIT("\xef\xbf\xbd", 3);
+                else
+                    EMIT("\\ufffd", 6);
                 i++;
             }
         }
@@ -169,40 +220,180 @@ size_t ds_json_escape(char *out, size_t cap, const char *s, size_t n)
     return o;
 }
 
-void ds_ev_str(ds_ev *e, const char *k, const char *val)
+size_t ds_json_escape(char *out, size_t cap, const char *s, size_t n)
 {
-    key(e, k);
-    if (!val) {
-        appends(e, "null");
+    return escape_into(out, cap, s, n, false);
+}
+
+/* ---- keys and containers ------------------------------------------------ */
+/* The separator and the key before a value: `,"key":` in JSON; in text
+ * ` key=` at the top level (nothing before the first field, which follows
+ * the padded event name), `,key=` inside brackets. */
+static void key(ds_ev *e, const char *k, size_t klen)
+{
+    bool first = e->first[e->depth];
+    e->first[e->depth] = false;
+    char *p = reserve(e, !first + (k ? klen + (e->text ? 1 : 3) : 0));
+    if (!p)
+        return;
+    if (!first)
+        *p++ = e->text && e->depth == 0 ? ' ' : ',';
+    if (!k)
+        return;
+    if (e->text) {
+        memcpy(p, k, klen);
+        p[klen] = '=';
+    } else {
+        *p++ = '"';
+        memcpy(p, k, klen);
+        p[klen] = '"';
+        p[klen + 1] = ':';
+    }
+}
+
+static void append_null(ds_ev *e)
+{
+    if (e->text)
+        append(e, "-", 1);
+    else
+        append(e, "null", 4);
+}
+
+/* ---- the event ---------------------------------------------------------- */
+void ds_ev_begin(ds_ev *e, int id)
+{
+    ds_ev_begin_buf(e, id, e->line, sizeof(e->line));
+}
+
+/* What starts each event's line, from events.def: in JSON the name and
+ * the pid's key; in text the name padded to 10 columns. */
+#define JSON_HEAD(name) "{\"event\":\"" name "\",\"pid\":"
+static const struct {
+    const char *json, *text;
+    uint8_t json_len, text_len;
+} heads[] = {
+#define DS_EVENT(ID, name, frequent) \
+    {JSON_HEAD(name), name "          ", sizeof(JSON_HEAD(name)) - 1, \
+     sizeof(name) - 1 < 10 ? 10 : sizeof(name) - 1},
+#include "events.def"
+#undef DS_EVENT
+};
+#undef JSON_HEAD
+
+/* This thread's pid and tid, formatted once: `7,"tid":8,"t_ns":` and
+ * ` 7/8 `; redone when either changes (a fork). */
+static DS_TLS struct {
+    int pid;
+    long tid;
+    uint8_t json_len, text_len;
+    char json[64], text[48];
+} ids;
+
+static void format_ids(int pid, long tid)
+{
+    char t[24];
+    char *s = udec_backwards(t + sizeof(t), (unsigned long long)pid);
+    size_t n = (size_t)(t + sizeof(t) - s), j = n, x = 1;
+    memcpy(ids.json, s, n);
+    memcpy(ids.json + j, ",\"tid\":", 7), j += 7;
+    ids.text[0] = ' ';
+    memcpy(ids.text + x, s, n), x += n;
+    ids.text[x++] = '/';
+    s = udec_backwards(t + sizeof(t), (unsigned long long)tid);
+    n = (size_t)(t + sizeof(t) - s);
+    memcpy(ids.json + j, s, n), j += n;
+    memcpy(ids.json + j, ",\"t_ns\":", 8), j += 8;
+    memcpy(ids.text + x, s, n), x += n;
+    ids.text[x++] = ' ';
+    ids.json_len = (uint8_t)j;
+    ids.text_len = (uint8_t)x;
+    ids.pid = pid;
+    ids.tid = tid;
+}
+
+void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
+{
+    e->buf = buf;
+    e->cap = cap;
+    e->len = 0;
+    e->overflow = false;
+    e->id = id;
+    e->depth = 0;
+    e->text = ds_cfg.format == DS_FORMAT_TEXT && !ds_trace_enabled();
+    for (int i = 0; i <= DS_EV_DEPTH; i++)
+        e->first[i] = true;
+    if (id < 0 || id >= DS_EV_COUNT) {
+        e->overflow = true; /* not an event: dropped and counted */
         return;
     }
-    appends(e, "\"");
+    int pid = ds_pid();
+    long tid = ds_tid();
+    if (ids.pid != pid || ids.tid != tid)
+        format_ids(pid, tid);
+    uint64_t ns = ds_now_ns();
+    if (!e->text) {
+        append(e, heads[id].json, heads[id].json_len);
+        append(e, ids.json, ids.json_len);
+        append_udec(e, ns);
+        e->first[0] = false;
+        return;
+    }
+    /* "dlshim: " seconds (4 wide) "." microseconds " pid/tid " name: what
+     * text.c makes of the four common fields.  The first field follows the
+     * padded name without a separator. */
+    append(e, "dlshim: ", 8);
+    char t[20];
+    char *s = udec_backwards(t + sizeof(t), ns / 1000000000u);
+    for (ptrdiff_t w = t + sizeof(t) - s; w < 4; w++)
+        *--s = ' ';
+    append(e, s, (size_t)(t + sizeof(t) - s));
+    char micro[8];
+    udec_backwards(micro + 8, 1000000u + ns % 1000000000u / 1000u); /* "1" and six digits */
+    micro[1] = '.';
+    append(e, micro + 1, 7);
+    append(e, ids.text, ids.text_len);
+    append(e, heads[id].text, heads[id].text_len);
+}
+
+void ds_ev_str_k(ds_ev *e, const char *k, size_t klen, const char *val)
+{
+    key(e, k, klen);
+    if (!val) {
+        append_null(e);
+        return;
+    }
+    size_t n = strlen(val);
+    /* Text quotes a string only when it is empty or holds a space. */
+    bool quote = !e->text || n == 0 || memchr(val, ' ', n);
+    if (quote)
+        append(e, "\"", 1);
     size_t room = e->overflow ? 0 : e->cap - e->len - DS_EV_RESERVE;
-    size_t w = ds_json_escape(e->buf + e->len, room, val, strlen(val));
+    size_t w = escape_into(e->buf + e->len, room, val, n, e->text);
     if (w == (size_t)-1)
         e->overflow = true;
     else
         e->len += w;
-    appends(e, "\"");
+    if (quote)
+        append(e, "\"", 1);
 }
 
-void ds_ev_int(ds_ev *e, const char *k, int64_t v)
+void ds_ev_int_k(ds_ev *e, const char *k, size_t klen, int64_t v)
 {
-    key(e, k);
+    key(e, k, klen);
     append_sdec(e, v);
 }
 
-void ds_ev_uint(ds_ev *e, const char *k, uint64_t v)
+void ds_ev_uint_k(ds_ev *e, const char *k, size_t klen, uint64_t v)
 {
-    key(e, k);
+    key(e, k, klen);
     append_udec(e, v);
 }
 
-void ds_ev_double(ds_ev *e, const char *k, double v)
+void ds_ev_double_k(ds_ev *e, const char *k, size_t klen, double v)
 {
-    key(e, k);
+    key(e, k, klen);
     if (v != v || v > 1e300 || v < -1e300) { /* NaN and infinities are not JSON */
-        appends(e, "null");
+        append_null(e);
         return;
     }
     /* Six decimals; beyond 2^63 an exponent (no libm, no printf). */
@@ -222,44 +413,47 @@ void ds_ev_double(ds_ev *e, const char *k, double v)
     if (negative)
         append(e, "-", 1);
     append_udec(e, whole);
-    char digits[7] = {'.'};
-    for (int i = 6; i >= 1; i--, frac /= 10)
-        digits[i] = (char)('0' + frac % 10);
-    append(e, digits, sizeof(digits));
+    char digits[8];
+    udec_backwards(digits + 8, 1000000u + frac); /* "1" and six digits */
+    digits[1] = '.';
+    append(e, digits + 1, 7);
     if (exponent) {
         append(e, "e", 1);
         append_sdec(e, exponent);
     }
 }
 
-void ds_ev_hex(ds_ev *e, const char *k, uintptr_t v)
+void ds_ev_hex_k(ds_ev *e, const char *k, size_t klen, uintptr_t v)
 {
-    key(e, k);
-    append_hex_string(e, v);
+    key(e, k, klen);
+    append_hex(e, v);
 }
 
-void ds_ev_bool(ds_ev *e, const char *k, bool v)
+void ds_ev_bool_k(ds_ev *e, const char *k, size_t klen, bool v)
 {
-    key(e, k);
-    appends(e, v ? "true" : "false");
+    key(e, k, klen);
+    if (v)
+        append(e, "true", 4);
+    else
+        append(e, "false", 5);
 }
 
-void ds_ev_int_array(ds_ev *e, const char *k, const int64_t *v, int n)
+void ds_ev_int_array_k(ds_ev *e, const char *k, size_t klen, const int64_t *v, int n)
 {
     if (!v) {
-        key(e, k);
-        appends(e, "null");
+        key(e, k, klen);
+        append_null(e);
         return;
     }
-    ds_ev_open(e, k, '[');
+    ds_ev_open_k(e, k, klen, '[');
     for (int i = 0; i < n; i++)
-        ds_ev_int(e, NULL, v[i]);
+        ds_ev_int_k(e, NULL, 0, v[i]);
     ds_ev_close(e);
 }
 
-void ds_ev_open(ds_ev *e, const char *k, char bracket)
+void ds_ev_open_k(ds_ev *e, const char *k, size_t klen, char bracket)
 {
-    key(e, k);
+    key(e, k, klen);
     if (e->depth >= DS_EV_DEPTH) {
         e->overflow = true;
         return;
@@ -287,18 +481,20 @@ void ds_ev_end(ds_ev *e)
         ds_log_count_drop();
         return;
     }
-    e->buf[e->len++] = '}';
-    if (ds_trace_enabled())
-        ds_trace_event(e->id, e->buf, e->len);
+    if (!e->text) {
+        e->buf[e->len++] = '}';
+        if (ds_trace_enabled())
+            ds_trace_event(e->id, e->buf, e->len);
+    }
     if (!ds_log_enabled())
         return;
     size_t len = e->len;
-    if (ds_cfg.format == DS_FORMAT_TEXT && (len = ds_text_from_json(e->buf, len)) == 0) {
+    if (e->text || ds_cfg.format != DS_FORMAT_TEXT)
+        e->buf[len++] = '\n';
+    else if ((len = ds_text_from_json(e->buf, len)) == 0) {
         ds_log_count_drop(); /* cannot happen with the writer above; never cut */
         return;
     }
-    if (ds_cfg.format != DS_FORMAT_TEXT)
-        e->buf[len++] = '\n';
     bool ok = ds_log_write(e->buf, len);
     if (e->id == DS_EV_SUMMARY || e->id == DS_EV_VIOLATION)
         ok = ds_log_flush() && ok; /* what explains a crash must not wait in a buffer */

@@ -1,8 +1,12 @@
 /*
- * text.c — the DLSHIM_FORMAT=text rendering of an event.
+ * text.c — an event's JSON rewritten as its DLSHIM_FORMAT=text line.
  *
- * Every event is built as JSON (event.c); the text line is derived from it so
- * the two formats can never disagree.  The conversion runs in place: each
+ * The writer (event.c) builds the text line directly, except when a trace
+ * is on too: then the event is built as JSON, for the trace, and the log's
+ * line comes from here.  The two must agree byte for byte, which the unit
+ * test and the fuzzer check by building every kind of field both ways.
+ * This is also the definition of the text format.  The conversion runs in
+ * place: each
  * piece of text is no longer than the JSON it comes from (`"k":` becomes
  * `k=`, an escape becomes one byte, the prefix is shorter than the four
  * common fields it replaces), so the write position never passes the read

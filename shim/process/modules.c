@@ -105,14 +105,16 @@ typedef struct {
     unsigned generation;
     uint16_t id;
 } site_memo;
-#define DS_SITE_MEMOS 8 /* a power of two; 128 bytes of TLS */
+/* 32, not fewer: a Python round trip asks from about six call sites, which
+ * 8 direct-mapped slots made collide on most runs. */
+#define DS_SITE_MEMOS 32 /* a power of two; 512 bytes of TLS */
 static DS_TLS site_memo site_memos[DS_SITE_MEMOS];
 
 static site_memo *site_slot(uintptr_t a)
 {
-    return &site_memos[(a * 0x9E3779B97F4A7C15ull) >> 61];
+    return &site_memos[(a * 0x9E3779B97F4A7C15ull) >> 59];
 }
-_Static_assert(DS_SITE_MEMOS == 8, "site_slot takes the hash's top 3 bits");
+_Static_assert(DS_SITE_MEMOS == 32, "site_slot takes the hash's top 5 bits");
 
 static void bump_generation(void)
 {

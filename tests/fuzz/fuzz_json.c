@@ -1,8 +1,9 @@
 /* libFuzzer target: the JSON writer.  Input bytes become string values, keys
  * and numbers of an event (strings of any bytes: invalid UTF-8, controls,
  * quotes); the finished line must be exactly one valid JSON object, or
- * dropped whole when it does not fit.  The text rendering of that line must
- * stay within it. */
+ * dropped whole when it does not fit.  The text rendered from that line must
+ * stay within it and equal the text line built directly. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,31 +24,50 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     double real;
     memcpy(&real, &num, sizeof(real));
 
-    ds_ev e;
-    ds_ev_begin(&e, DS_EV_VIOLATION);
-    ds_ev_str(&e, "detail", s);
-    ds_ev_int(&e, "n", num);
-    ds_ev_double(&e, "x", real);
-    ds_ev_open(&e, "nested", '{');
-    ds_ev_str(&e, "k", s + size / 2);
-    ds_ev_open(&e, "list", '[');
-    ds_ev_str(&e, NULL, s + size / 3);
-    ds_ev_hex(&e, NULL, (uintptr_t)num);
-    /* What ds_ev_end does before writing, without a log. */
-    while (e.depth > 0)
-        ds_ev_close(&e);
-    if (!e.overflow) {
-        e.buf[e.len++] = '}';
-        if (!json_is_object(e.buf, e.len)) {
-            fprintf(stderr, "not one JSON object: %.*s\n", (int)e.len, e.buf);
-            abort();
+    /* Built as JSON, then directly as text (event.c picks the rendering
+     * from the format): the text converted from the one must be the other. */
+    char json_line[DS_LINE_MAX + 1];
+    size_t json_len = 0;
+    bool json_ok = false;
+    for (int format = 0; format < 2; format++) {
+        ds_cfg.format = format ? DS_FORMAT_TEXT : DS_FORMAT_JSONL;
+        ds_ev e;
+        ds_ev_begin(&e, DS_EV_VIOLATION);
+        ds_ev_str(&e, "detail", s);
+        ds_ev_int(&e, "n", num);
+        ds_ev_double(&e, "x", real);
+        ds_ev_open(&e, "nested", '{');
+        ds_ev_str(&e, "k", s + size / 2);
+        ds_ev_open(&e, "list", '[');
+        ds_ev_str(&e, NULL, s + size / 3);
+        ds_ev_hex(&e, NULL, (uintptr_t)num);
+        /* What ds_ev_end does before writing, without a log. */
+        while (e.depth > 0)
+            ds_ev_close(&e);
+        if (e.overflow)
+            continue;
+        if (!e.text) {
+            e.buf[e.len++] = '}';
+            if (!json_is_object(e.buf, e.len)) {
+                fprintf(stderr, "not one JSON object: %.*s\n", (int)e.len, e.buf);
+                abort();
+            }
+            memcpy(json_line, e.buf, e.len);
+            json_len = ds_text_from_json(json_line, e.len);
+            if (json_len == 0 || json_len > e.len + 1)
+                abort();
+            json_ok = true;
+        } else if (json_ok) {
+            /* Equal after the timestamp, which differs between the two. */
+            e.buf[e.len++] = '\n';
+            const char *a = strchr(e.buf + 8 + strspn(e.buf + 8, " "), ' ');
+            const char *b = strchr(json_line + 8 + strspn(json_line + 8, " "), ' ');
+            size_t na = e.len - (size_t)(a - e.buf), nb = json_len - (size_t)(b - json_line);
+            if (na != nb || memcmp(a, b, na) != 0) {
+                fprintf(stderr, "text differs:\n%.*s%.*s", (int)e.len, e.buf, (int)json_len, json_line);
+                abort();
+            }
         }
-        char *text = malloc(e.len + 1);
-        memcpy(text, e.buf, e.len);
-        size_t n = ds_text_from_json(text, e.len);
-        if (n > e.len + 1)
-            abort();
-        free(text);
     }
     free(s);
     return 0;

@@ -151,6 +151,92 @@ static void test_text_rendering(void **state)
     check_text("{\"event\":\"x\",\"pid\":1,\"tid\":2,\"t_ns\":3,\"a\":\"open", NULL);
 }
 
+/* The text log is built directly (event.c) and, beside a trace, rendered
+ * from the JSON (text.c): every kind of field, built both ways, must give
+ * the same line after the timestamp, for every event name. */
+static void fill(ds_ev *e, const char *s)
+{
+    ds_ev_str(e, "s", s);
+    ds_ev_str(e, "null", NULL);
+    ds_ev_str(e, "empty", "");
+    ds_ev_int(e, "neg", INT64_MIN);
+    ds_ev_uint(e, "big", UINT64_MAX);
+    ds_ev_uint(e, "zero", 0);
+    ds_ev_hex(e, "p0", 0);
+    ds_ev_hex(e, "p1", 0xabc);
+    ds_ev_hex(e, "pmax", UINTPTR_MAX);
+    ds_ev_double(e, "x", -1234.5678905);
+    ds_ev_double(e, "nan", 0.0 / 0.0);
+    ds_ev_double(e, "huge", 1e30);
+    ds_ev_bool(e, "t", true);
+    ds_ev_bool(e, "f", false);
+    int64_t arr[3] = {-1, 0, 99};
+    ds_ev_int_array(e, "arr", arr, 3);
+    ds_ev_int_array(e, "none", NULL, 0);
+    ds_ev_open(e, "obj", '{');
+    ds_ev_str(e, "k", s);
+    ds_ev_open(e, "list", '[');
+    ds_ev_str(e, NULL, s);
+    ds_ev_hex(e, NULL, 16);
+    ds_ev_close(e);
+    ds_ev_close(e);
+}
+
+/* The line as ds_ev_end would write it, without the log. */
+static size_t finish(ds_ev *e)
+{
+    while (e->depth > 0)
+        ds_ev_close(e);
+    assert_false(e->overflow);
+    if (!e->text)
+        e->buf[e->len++] = '}';
+    return e->len;
+}
+
+/* The line after "dlshim:", its spaces and the time. */
+static const char *after_time(const char *line)
+{
+    const char *p = line + strlen("dlshim:");
+    while (*p == ' ')
+        p++;
+    return strchr(p, ' ');
+}
+
+static void test_direct_text_matches_the_json_rendering(void **state)
+{
+    (void)state;
+    static const char *const strings[] = {
+        "plain", "", "with space", "\"q\"", "back\\slash", "\x01ctl\x1f", "\xff\xfe bad",
+        "caf\xc3\xa9 \xf0\x9f\x98\x80", "\xe2\x82", "\x7f"};
+    const char *jsonl[] = {"DLSHIM_FORMAT=jsonl", NULL};
+    const char *text[] = {"DLSHIM_FORMAT=text", NULL};
+    for (int id = 0; id < DS_EV_COUNT; id++) {
+        for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++) {
+            ds_ev j, t;
+            harness_init(jsonl);
+            ds_ev_begin(&j, id);
+            if (i > 0) /* the first: the common fields alone */
+                fill(&j, strings[i]);
+            size_t n = finish(&j);
+            assert_false(j.text);
+            char converted[DS_LINE_MAX + 1];
+            memcpy(converted, j.buf, n);
+            n = ds_text_from_json(converted, n);
+            assert_int_not_equal(n, 0);
+            converted[n] = '\0';
+            harness_init(text);
+            ds_ev_begin(&t, id);
+            if (i > 0)
+                fill(&t, strings[i]);
+            n = finish(&t);
+            assert_true(t.text);
+            t.buf[n++] = '\n';
+            t.buf[n] = '\0';
+            assert_string_equal(after_time(t.buf), after_time(converted));
+        }
+    }
+}
+
 static void test_formatter(void **state)
 {
     (void)state;
@@ -177,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_overflow_is_dropped_and_counted),
         cmocka_unit_test(test_filtered_events_are_not_wanted),
         cmocka_unit_test(test_text_rendering),
+        cmocka_unit_test(test_direct_text_matches_the_json_rendering),
         cmocka_unit_test(test_formatter),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
