@@ -104,14 +104,12 @@ void ds_py_bind(const void *python_function)
     atomic_store_explicit(&state, all ? BOUND : ABSENT, memory_order_release);
 }
 
-/* Whether Python's frames may be read on this thread now.  `in_python`:
- * the caller runs inside a Python C API call (a capsule function), which
- * the program may only make holding the GIL, so that need not be asked. */
-static bool readable(bool in_python)
+/* Whether Python may be asked about this thread's frames now: bound, and
+ * the thread holds the GIL. */
+static bool readable(void)
 {
-    if (atomic_load_explicit(&state, memory_order_acquire) != BOUND)
-        return false;
-    return in_python || (py.is_initialized() && py.gil_check());
+    return atomic_load_explicit(&state, memory_order_acquire) == BOUND && py.is_initialized() &&
+           py.gil_check();
 }
 
 static bool read_ptr(uintptr_t at, uintptr_t *out)
@@ -178,19 +176,23 @@ static void check_layout(void)
 
 bool ds_py_mark_here(ds_py_mark *out, bool in_python)
 {
-    if (!readable(in_python))
+    if (atomic_load_explicit(&state, memory_order_acquire) != BOUND)
         return false;
     int checked = atomic_load_explicit(&layout_state, memory_order_acquire);
-    if (checked == UNCHECKED) {
-        if (py.err_occurred())
+    /* The fast way reads only this thread's own frame list: inside a Python
+     * C API call, no question to Python is needed. */
+    if (!(in_python && checked == CHECKED && layout)) {
+        /* Everything else calls into Python: only with the GIL verified. */
+        if (!readable() || py.err_occurred())
             return false;
-        check_layout();
-        checked = atomic_load_explicit(&layout_state, memory_order_acquire);
+        if (checked == UNCHECKED) {
+            check_layout();
+            checked = atomic_load_explicit(&layout_state, memory_order_acquire);
+        }
+        if (checked != CHECKED)
+            return false; /* another thread checks it: marks of one kind only */
     }
-    if (checked != CHECKED)
-        return false; /* another thread checks it: marks of one kind only */
     if (layout) {
-        /* The thread holds the GIL: its frames stay put while it reads. */
         uintptr_t frame = layout_frame(layout);
         if (!frame)
             return false;
@@ -198,8 +200,6 @@ bool ds_py_mark_here(ds_py_mark *out, bool in_python)
         out->at = *(const uintptr_t *)(frame + (uintptr_t)layout->frame_instr);
         return true;
     }
-    if (py.err_occurred())
-        return false;
     PyObject *frame = py.get_frame(); /* clears only an error of its own making */
     if (!frame)
         return false;
@@ -210,7 +210,7 @@ bool ds_py_mark_here(ds_py_mark *out, bool in_python)
 
 bool ds_py_package_here(char *out, size_t cap)
 {
-    if (!readable(false) || py.err_occurred())
+    if (!readable() || py.err_occurred())
         return false;
     PyObject *frame = py.get_frame();
     if (!frame)
