@@ -68,7 +68,7 @@ static char *udec_backwards(char *end, unsigned long long v)
         unsigned r = (unsigned)(v % 100);
         v /= 100;
         p -= 2;
-        memcpy(p, two_digits + 2 * r, 2);
+        memcpy(p, two_digits + 2 * (size_t)r, 2);
     }
     if (v >= 10) {
         p -= 2;
@@ -114,7 +114,7 @@ static void append_hex(ds_ev *e, uintptr_t v)
 {
     int digits = v ? (67 - __builtin_clzll((unsigned long long)v)) / 4 : 1;
     bool quoted = !e->text;
-    char *p = reserve(e, (size_t)digits + 2 + 2 * quoted);
+    char *p = reserve(e, (size_t)digits + 2 + 2 * (size_t)quoted);
     if (!p)
         return;
     if (quoted)
