@@ -43,13 +43,15 @@ static size_t name_and_number(char *out, size_t cap, const char *name, char sep,
 {
     char digits[12];
     size_t d = sizeof(digits);
-    do {
-        digits[--d] = (char)('0' + number % 10);
-        number /= 10;
-    } while (number);
+    for (unsigned v = number;; v /= 10) {
+        digits[--d] = (char)('0' + v % 10);
+        if (v < 10)
+            break;
+    }
     size_t n = strlen(name), len = n + with_sep + sizeof(digits) - d;
-    if (cap == 0 || len >= cap)
-        return cap ? ds_fmt(out, cap, "%s", "?") : 0; /* the callers' buffers always fit */
+    if (len >= cap) /* cut as the formatter cuts (the callers' buffers always fit) */
+        return with_sep ? ds_fmt(out, cap, "%s%c%u", name, sep, number)
+                        : ds_fmt(out, cap, "%s%u", name, number);
     memcpy(out, name, n);
     if (with_sep)
         out[n++] = sep;
