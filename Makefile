@@ -344,11 +344,13 @@ check-layers: $(LIB)
 
 # Current frameworks from the venv (tests/frameworks): the producer x consumer
 # matrix, every consumption style, DLPack 1.x flags and dtypes, the C exchange
-# table, ctypes capsules, and the frameworks' own DLPack suites under the
-# shim; then docs/frameworks.md must match the matrix this run saw.
+# table, ctypes capsules, Python lines and ranks (torchrun), the frameworks'
+# own DLPack suites under the shim; the pytest plugin and `pip install .` in
+# a clean venv (tests/package); then docs/frameworks.md must match the
+# matrix this run saw.
 check-frameworks: venv $(LIB)
 	DLSHIM_TEST_BUILD=$(abspath $(BUILD)) $(VENV) -m pytest -q -p no:cacheprovider --rootdir=tests \
-	    tests/frameworks
+	    tests/frameworks tests/package
 	$(PYTHON) scripts/frameworks-md --check $(FRAMEWORK_MATRIX) docs/frameworks.md
 
 # ---- static analysis: cppcheck and clang-tidy (configuration: .clang-tidy) --
@@ -421,4 +423,4 @@ include bench/bench.mk
 include tests/fuzz/fuzz.mk
 
 clean:
-	rm -rf build
+	rm -rf build python/*.egg-info

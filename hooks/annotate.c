@@ -1,10 +1,11 @@
 /*
- * annotate.c — the annotation API of include/dlshim.h, for C and C++ code
- * that exchanges DLPack tensors without Python.
+ * annotate.c — the public API of include/dlshim.h: the annotations, for C
+ * and C++ code that exchanges DLPack tensors without Python, and the calls
+ * of test runners and tools.
  *
  * Wraps (defines, rather: these are the shim's own entry points):
  *   dlshim_export, dlshim_export_versioned, dlshim_import,
- *   dlshim_import_versioned.
+ *   dlshim_import_versioned, dlshim_set_test, dlshim_get_status.
  * Leaves out: nothing.  A program that calls them without the shim
  * preloaded reaches no code at all (the header resolves them at run time).
  *
@@ -12,6 +13,8 @@
  * is active, hand the call to the ledger (shim/ledger/tensor.c).
  */
 #include <errno.h>
+#include <stddef.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -45,4 +48,34 @@ DS_PUBLIC void dlshim_import_versioned(DLManagedTensorVersioned *t, const char *
     if (ds_active())
         ds_tensor_import(t, true, consumer, DS_NAME_ONCE("annotation"));
     errno = saved;
+}
+
+DS_PUBLIC void dlshim_set_test(const char *test)
+{
+    int saved = errno;
+    if (ds_active())
+        ds_context_set_test(test);
+    errno = saved;
+}
+
+DS_PUBLIC int dlshim_get_status(dlshim_status *s)
+{
+    int saved = errno;
+    if (!s || s->size < offsetof(dlshim_status, last_violation) || !ds_active()) {
+        errno = saved;
+        return -1;
+    }
+    /* Filled in a copy, then the caller's `size` bytes of it. */
+    dlshim_status now = {.size = s->size < sizeof(now) ? s->size : (uint32_t)sizeof(now)};
+    now.violations = ds_stats_violations();
+    now.outstanding = ds_stats_outstanding();
+    int kind;
+    char where[DS_WHERE_MAX];
+    if (ds_stats_latest_violation(&kind, where)) {
+        ds_fmt(now.last_violation, sizeof(now.last_violation), "%s", ds_violation_name(kind));
+        ds_fmt(now.last_violation_py, sizeof(now.last_violation_py), "%s", where);
+    }
+    memcpy(s, &now, now.size);
+    errno = saved;
+    return 0;
 }

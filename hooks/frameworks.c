@@ -83,6 +83,26 @@ void ds_python_package_name(const char *file, char *out, size_t cap)
     ds_printable(out, len + 1 < cap ? len + 1 : cap, base, len);
 }
 
+/* Whether a Python source file belongs to a framework's own package (or to
+ * dlshim's): installed (under site-packages or dist-packages) in one of the
+ * directories above.  A user's file is what a source location should name. */
+bool ds_python_framework_file(const char *file)
+{
+    static const char *const roots[] = {"/site-packages/", "/dist-packages/"};
+    for (size_t r = 0; r < DS_ARRAY_LEN(roots); r++) {
+        const char *at = strstr(file, roots[r]);
+        if (!at)
+            continue;
+        at += strlen(roots[r]) - 1; /* from the '/' before the package */
+        if (!strncmp(at, "/dlshim/", 8))
+            return true;
+        for (size_t i = 0; i < DS_ARRAY_LEN(dirs); i++)
+            if (!strncmp(at, dirs[i].fragment, strlen(dirs[i].fragment)))
+                return true;
+    }
+    return false;
+}
+
 /* Before any family: producers, consumers and owners are named from here. */
 static void install(void)
 {

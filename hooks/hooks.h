@@ -34,6 +34,8 @@ void ds_framework_name(const char *path, char *out, size_t cap);
 extern const char *const ds_call_bridges[];
 /* A Python source file's package ("warp"), or a script's stem. */
 void ds_python_package_name(const char *file, char *out, size_t cap);
+/* Whether the file is part of an installed framework's package (or dlshim's). */
+bool ds_python_framework_file(const char *file);
 
 /* ---- python_frames.c: the Python code behind a call ---------------------- */
 /* Finds CPython's C API beside one of its functions (once). */
@@ -49,6 +51,8 @@ typedef struct ds_py_mark {
 bool ds_py_mark_here(ds_py_mark *out, bool in_python);
 /* The package of the innermost frame's file (ds_python_package_name). */
 bool ds_py_package_here(char *out, size_t cap);
+/* Source locations for the core's events (ds_locator, shim/types.h). */
+extern const ds_locator ds_python_locator;
 
 /* ---- entry.c: DLSHIM_ENTRY specs ----------------------------------------- */
 /* Specs whose function was not loaded yet: looked up again (after dlopen). */

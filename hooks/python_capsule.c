@@ -621,6 +621,7 @@ static void install(void)
             bridge_bits |= 1ull << bridges[i];
     }
     ds_tensor_set_release_observer(observe_release);
+    ds_context_set_locator(&ds_python_locator);
     ds_got_hooks_add(capsule_hooks, DS_ARRAY_LEN(capsule_hooks));
 }
 

@@ -22,9 +22,21 @@
  *     must fall inside that code).  Any mismatch, and the API stays.
  * No Python header: the few prototypes and offsets are declared below, so
  * the shim builds and loads without Python.
+ *
+ * Source locations (`py` in events, `py_stack`): the frame list is walked
+ * from the innermost frame out, and each (code object, instruction) pair is
+ * turned into "file.py:LINE in function" once: the code object's file name
+ * and qualified name are read at offsets found by the same check (the code
+ * object's own attributes, looked for in its first bytes), the line by
+ * PyCode_Addr2Line, which allocates nothing; the text is kept in a table
+ * that only a thread holding the GIL touches (the layout path serves only
+ * CPython 3.11 and 3.12, which always have one).  Without a checked layout
+ * the C API gives the same answer, making frame objects on the way, so only
+ * while no shim lock is held.
  */
 #include <stdatomic.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "hooks.h"
 
@@ -43,6 +55,9 @@ static struct {
     void (*decref)(PyObject *);           /* Py_DecRef */
     void *(*thread_state)(void);          /* _PyThreadState_UncheckedGet */
     const unsigned long *version;         /* Py_Version */
+    int (*addr2line)(PyObject *, int);    /* PyCode_Addr2Line: bytes into the code */
+    PyObject *(*get_back)(PyObject *);    /* PyFrame_GetBack: a new reference */
+    int (*get_lineno)(PyObject *);        /* PyFrame_GetLineNumber */
 } py;
 
 /* Where the current interpreter frame and its fields are (offsets in
@@ -56,11 +71,19 @@ typedef struct {
     int frame_code;        /* _PyInterpreterFrame.f_code */
     int frame_obj;         /* _PyInterpreterFrame.frame_obj */
     int frame_instr;       /* _PyInterpreterFrame.prev_instr */
+    int frame_previous;    /* _PyInterpreterFrame.previous */
+    int frame_owner;       /* _PyInterpreterFrame.owner (a char) */
+    int owner_cstack;      /* FRAME_OWNED_BY_CSTACK (a shim frame, no code); -1: none */
 } frame_layout;
 static const frame_layout layouts[] = {
-    {0x030b0000, 56, 8, 32, 40, 56}, /* 3.11 */
-    {0x030c0000, 56, 0, 0, 40, 56},  /* 3.12 */
+    {0x030b0000, 56, 8, 32, 40, 56, 48, 69, -1}, /* 3.11 */
+    {0x030c0000, 56, 0, 0, 48, 56, 8, 70, 3},    /* 3.12 */
 };
+/* Where a code object keeps co_filename, co_qualname and its instructions:
+ * found by check_layout in this process. */
+static struct {
+    int filename, qualname, units;
+} code_at;
 #define PYFRAMEOBJECT_F_FRAME 24 /* PyFrameObject.f_frame, 3.11 and 3.12 */
 static const frame_layout *layout; /* set once checked */
 
@@ -98,9 +121,12 @@ void ds_py_bind(const void *python_function)
     py.decref = (void (*)(PyObject *))find("Py_DecRef", python_function);
     py.thread_state = (void *(*)(void))find("_PyThreadState_UncheckedGet", python_function);
     py.version = (const unsigned long *)find("Py_Version", python_function);
+    py.addr2line = (int (*)(PyObject *, int))find("PyCode_Addr2Line", python_function);
+    py.get_back = (PyObject * (*)(PyObject *)) find("PyFrame_GetBack", python_function);
+    py.get_lineno = (int (*)(PyObject *))find("PyFrame_GetLineNumber", python_function);
     bool all = py.is_initialized && py.gil_check && py.err_occurred && py.err_clear &&
                py.get_frame && py.get_lasti && py.get_code && py.getattr && py.as_utf8 &&
-               py.decref;
+               py.decref && py.addr2line && py.get_back && py.get_lineno;
     atomic_store_explicit(&state, all ? BOUND : ABSENT, memory_order_release);
 }
 
@@ -139,6 +165,23 @@ static uintptr_t layout_frame_checked(const frame_layout *l)
     return frame;
 }
 
+/* The offset in `code` (below its instructions) of the pointer to its
+ * attribute `name`, or -1 (an error of ours is cleared: none was pending). */
+static int field_holding(PyObject *code, const char *name)
+{
+    PyObject *value = py.getattr(code, name);
+    if (!value) {
+        py.err_clear();
+        return -1;
+    }
+    int at = -1;
+    for (int off = 16; off + 8 <= code_at.units && at < 0; off += 8)
+        if (*(PyObject *const *)((uintptr_t)code + (uintptr_t)off) == value)
+            at = off;
+    py.decref(value); /* the code object keeps it alive */
+    return at;
+}
+
 /* Checks the layout of this Python against the C API, once (GIL held, no
  * exception pending): the frame object PyEval_GetFrame returns must point at
  * the interpreter frame the layout leads to, which must point back at it and
@@ -162,11 +205,15 @@ static void check_layout(void)
                 read_ptr(frame + (uintptr_t)found->frame_code, &code_of_frame) &&
                 code_of_frame == (uintptr_t)code &&
                 read_ptr(frame + (uintptr_t)found->frame_instr, &instr);
-    if (same) { /* the instruction: 2-byte code units after the code object's header */
+    if (same) { /* the instruction: bytes (PyFrame_GetLasti counts them) after the header */
         int lasti = py.get_lasti(f);
-        uintptr_t start = instr - 2 * (uintptr_t)(lasti > 0 ? lasti : 0);
+        uintptr_t start = instr - (uintptr_t)(lasti > 0 ? lasti : 0);
         same = lasti >= 0 && start > (uintptr_t)code && start - (uintptr_t)code < 1024;
+        code_at.units = (int)(start - (uintptr_t)code);
     }
+    if (same) /* the names, where the code object's own attributes are */
+        same = (code_at.filename = field_holding(code, "co_filename")) > 0 &&
+               (code_at.qualname = field_holding(code, "co_qualname")) > 0;
     if (code)
         py.decref(code);
     if (same)
@@ -228,3 +275,183 @@ bool ds_py_package_here(char *out, size_t cap)
         py.decref(code);
     return path != NULL;
 }
+
+/* ---- source locations --------------------------------------------------- */
+
+/* One frame's location, as the events show it. */
+typedef struct {
+    uintptr_t code, instr, filename, qualname; /* the key, and what proves it */
+    bool framework;                            /* in a framework's own package */
+    uint8_t len;
+    char text[DS_WHERE_MAX];
+} location;
+
+/* Touched only by a thread that holds the GIL (see the top). */
+#define LOCATIONS 256 /* a power of two */
+static location locations[LOCATIONS];
+
+/* "file:LINE in function", the file's tail when it is long (its name is
+ * what a reader looks for). */
+static size_t format_location(char *out, size_t cap, const char *file, int line,
+                              const char *function)
+{
+    size_t n = strlen(file);
+    const char *cut = n > 120 ? "..." : "";
+    return ds_fmt(out, cap, "%s%s:%d in %s", cut, n > 120 ? file + n - 117 : file, line,
+                  function ? function : "?");
+}
+
+static const char *utf8_of(uintptr_t str)
+{
+    const char *s = py.as_utf8((PyObject *)str); /* an ASCII name: its own bytes, no copy */
+    if (!s)
+        py.err_clear(); /* ours: the caller checked that none was pending */
+    return s;
+}
+
+/* The location of one interpreter frame (layout path), from the table or
+ * made once; NULL when it cannot be made now (an exception pending). */
+static const location *locate_frame(uintptr_t frame)
+{
+    uintptr_t code = *(const uintptr_t *)(frame + (uintptr_t)layout->frame_code);
+    uintptr_t instr = *(const uintptr_t *)(frame + (uintptr_t)layout->frame_instr);
+    uintptr_t filename = *(const uintptr_t *)(code + (uintptr_t)code_at.filename);
+    uintptr_t qualname = *(const uintptr_t *)(code + (uintptr_t)code_at.qualname);
+    location *l = &locations[((code >> 4) ^ (instr * 0x9e3779b1u)) >> 3 & (LOCATIONS - 1)];
+    if (l->code == code && l->instr == instr && l->filename == filename &&
+        l->qualname == qualname)
+        return l;
+    if (py.err_occurred())
+        return NULL;
+    const char *file = utf8_of(filename), *function = utf8_of(qualname);
+    if (!file)
+        return NULL;
+    /* Bytes into the instructions: the one before the next to run. */
+    long offset = (long)instr - (long)(code + (uintptr_t)code_at.units);
+    int line = py.addr2line((PyObject *)code, offset >= 0 && offset < (1L << 30) ? (int)offset : -1);
+    l->len = (uint8_t)format_location(l->text, sizeof(l->text), file, line, function);
+    l->framework = ds_python_framework_file(file);
+    l->code = code, l->instr = instr, l->filename = filename, l->qualname = qualname;
+    return l;
+}
+
+#define FRAMES_WALKED 64 /* deeper than that, the user's line is lost in recursion */
+
+/* The frames of this thread, innermost first, through the checked layout:
+ * `each` is told each location until it returns false. */
+static void walk_layout(bool (*each)(const location *, void *), void *arg)
+{
+    uintptr_t frame = layout_frame(layout);
+    for (int depth = 0; frame && depth < FRAMES_WALKED; depth++) {
+        bool shim_frame = layout->owner_cstack >= 0 &&
+                          *(const char *)(frame + (uintptr_t)layout->frame_owner) ==
+                              (char)layout->owner_cstack;
+        if (!shim_frame) {
+            const location *l = locate_frame(frame);
+            if (!l || !each(l, arg))
+                return;
+        }
+        frame = *(const uintptr_t *)(frame + (uintptr_t)layout->frame_previous);
+    }
+}
+
+/* The same through the C API: each frame object (made if needed), its code,
+ * its file, name and line. */
+static void walk_api(bool (*each)(const location *, void *), void *arg)
+{
+    PyObject *frame = py.get_frame(); /* borrowed */
+    if (frame)
+        frame = py.get_back ? frame : NULL;
+    PyObject *held = NULL; /* the reference get_back gave us */
+    for (int depth = 0; frame && depth < FRAMES_WALKED; depth++) {
+        location l = {0};
+        PyObject *code = py.get_code(frame);
+        PyObject *file = code ? py.getattr(code, "co_filename") : NULL;
+        PyObject *name = code ? py.getattr(code, "co_qualname") : NULL;
+        const char *f = file ? py.as_utf8(file) : NULL, *n = name ? py.as_utf8(name) : NULL;
+        bool go_on = false;
+        if (f) {
+            l.len = (uint8_t)format_location(l.text, sizeof(l.text), f, py.get_lineno(frame), n);
+            l.framework = ds_python_framework_file(f);
+            go_on = each(&l, arg);
+        }
+        py.err_clear(); /* ours only: none was pending */
+        for (PyObject **o = (PyObject *[]){file, name, code}, **end = o + 3; o < end; o++)
+            if (*o)
+                py.decref(*o);
+        PyObject *back = go_on ? py.get_back(frame) : NULL;
+        if (held)
+            py.decref(held);
+        held = frame = back;
+    }
+    if (held)
+        py.decref(held);
+}
+
+/* Walks this thread's frames where that is allowed now: false if not. */
+static bool walk(bool (*each)(const location *, void *), void *arg)
+{
+    if (atomic_load_explicit(&state, memory_order_acquire) != BOUND || !readable() ||
+        py.err_occurred())
+        return false;
+    if (atomic_load_explicit(&layout_state, memory_order_acquire) == UNCHECKED &&
+        !ds_holds_lock()) /* the check asks for a frame object: no shim lock held */
+        check_layout();
+    if (atomic_load_explicit(&layout_state, memory_order_acquire) != CHECKED)
+        return false;
+    if (layout)
+        walk_layout(each, arg);
+    else if (!ds_holds_lock()) /* frame objects may be made: no shim lock may be held */
+        walk_api(each, arg);
+    else
+        return false;
+    return true;
+}
+
+typedef struct {
+    char *out;
+    size_t cap, len;
+    bool found;
+} here_search;
+
+static bool take_user_frame(const location *l, void *arg)
+{
+    here_search *h = arg;
+    if (h->len == 0 || !l->framework) { /* the innermost, until a user's frame */
+        h->len = l->len < h->cap ? l->len : h->cap - 1;
+        memcpy(h->out, l->text, h->len);
+        h->out[h->len] = '\0';
+    }
+    return l->framework; /* a user's frame ends the search */
+}
+
+static size_t python_here(char *out, size_t cap)
+{
+    here_search h = {out, cap, 0, false};
+    if (cap == 0 || !walk(take_user_frame, &h))
+        return 0;
+    return h.len;
+}
+
+typedef struct {
+    char (*out)[DS_WHERE_MAX];
+    int max, n;
+} stack_search;
+
+static bool take_frame(const location *l, void *arg)
+{
+    stack_search *s = arg;
+    memcpy(s->out[s->n], l->text, l->len);
+    s->out[s->n][l->len] = '\0';
+    return ++s->n < s->max;
+}
+
+static int python_stack(char (*out)[DS_WHERE_MAX], int max)
+{
+    stack_search s = {out, max, 0};
+    if (max <= 0 || !walk(take_frame, &s))
+        return 0;
+    return s.n;
+}
+
+const ds_locator ds_python_locator = {.here = python_here, .stack = python_stack};

@@ -78,8 +78,30 @@ DLSHIM_STATIC_ASSERT(offsetof(DLManagedTensor, deleter) == 56, "deleter@56");
  *   double_import and import_after_release).
  * Names are copied (at most 47 bytes kept); NULL means "unknown".
  */
+/* ---- Test runners and tools -------------------------------------------- */
+/*
+ * dlshim_set_test: the test that runs from now on, by its id (pytest's node
+ *   id, say); every event carries it as `test` until the next call.  NULL or
+ *   "" means none.  At most 255 bytes are kept.  Call it from one thread.
+ * dlshim_get_status: what the shim has seen so far, for a tool that reports
+ *   per test or per phase: set s->size to sizeof(dlshim_status) first (later
+ *   versions add fields at the end and fill only what the caller knows).
+ *   Returns 0, or -1 when the shim does not track this process (disabled, or
+ *   not preloaded: the run-time variant below).
+ */
+typedef struct dlshim_status {
+    uint32_t size;                 /* in: sizeof(dlshim_status) */
+    uint32_t reserved;
+    uint64_t violations;           /* since start */
+    uint64_t outstanding;          /* shares exported and not released, now */
+    char last_violation[48];       /* the latest violation's kind; "" when none */
+    char last_violation_py[192];   /* where, in Python ("file.py:LINE in f"); "" */
+} dlshim_status;
+
 #if defined(DLSHIM_LINK_DIRECTLY) || defined(DLSHIM_BUILDING)
 
+void dlshim_set_test(const char *test);
+int dlshim_get_status(dlshim_status *s);
 void dlshim_export(DLManagedTensor *t, const char *producer);
 void dlshim_export_versioned(struct DLManagedTensorVersioned *t, const char *producer);
 void dlshim_import(DLManagedTensor *t, const char *consumer);
@@ -125,6 +147,29 @@ DLSHIM__FORWARD(dlshim_export_versioned, struct DLManagedTensorVersioned)
 DLSHIM__FORWARD(dlshim_import, DLManagedTensor)
 DLSHIM__FORWARD(dlshim_import_versioned, struct DLManagedTensorVersioned)
 #undef DLSHIM__FORWARD
+
+static inline void dlshim_set_test(const char *test)
+{
+    static void *slot;
+    union {
+        void *object;
+        void (*call)(const char *);
+    } real;
+    real.object = dlshim__resolve(&slot, "dlshim_set_test");
+    if (real.object)
+        real.call(test);
+}
+
+static inline int dlshim_get_status(dlshim_status *s)
+{
+    static void *slot;
+    union {
+        void *object;
+        int (*call)(dlshim_status *);
+    } real;
+    real.object = dlshim__resolve(&slot, "dlshim_get_status");
+    return real.object ? real.call(s) : -1;
+}
 
 #endif
 

@@ -220,6 +220,18 @@ static inline bool ds_event_wanted(int id)
 {
     return ds_output_open_now() && (ds_cfg.events & (1u << id));
 }
+/* ---- context (context.c): rank, test, source line ------------------------ */
+void ds_context_init(char *const *envp); /* reads the rank */
+int ds_rank(void);          /* -1: none known */
+void ds_context_set_locator(const ds_locator *l);
+void ds_context_set_test(const char *name); /* NULL or "": no test runs */
+/* The source location of the calling thread (ds_locator.here); 0: none. */
+size_t ds_context_where(char *out, size_t cap);
+/* `py_stack`: up to max frames, when there are any. */
+void ds_context_stack_field(ds_ev *e, int max);
+/* `py`, `rank`, `test`: the first fields of every event (event.c). */
+void ds_context_fields(ds_ev *e);
+
 void ds_ev_begin(ds_ev *e, int id);
 /* The same, building into a caller's buffer (the summary is large). */
 void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap);
@@ -392,6 +404,12 @@ void ds_stats_share(uint16_t producer, uint16_t consumer, uint64_t bytes, bool z
 void ds_stats_copied(uint16_t producer, uint16_t consumer, uint64_t bytes);
 void ds_stats_violation(int kind);
 uint64_t ds_stats_violations(void);
+/* The latest violation (its kind and source line, DS_WHERE_MAX bytes), kept
+ * for dlshim_status; false when there was none. */
+void ds_stats_last_violation(int kind);
+bool ds_stats_latest_violation(int *kind, char *where);
+/* Shares exported and never released, now (walks the records). */
+uint64_t ds_stats_outstanding(void);
 void ds_stats_untracked(void);
 void ds_stats_after_fork(void);
 void ds_stats_roundtrip(uint16_t from_owner, uint16_t to_owner);

@@ -76,6 +76,22 @@ typedef struct ds_ev {
     char closers[DS_EV_DEPTH + 1]; /* closing bracket of each open level */
 } ds_ev;
 
+/* ---- context (context.c) ------------------------------------------------ */
+#define DS_WHERE_MAX 192  /* a source location, "file.py:LINE in function", NUL included */
+#define DS_TEST_MAX 256   /* a test's id, NUL included */
+#define DS_PYSTACK_MAX 16 /* most frames of DLSHIM_PYSTACK (they fit one event line) */
+
+/* What a hook family that knows an interpreter tells the core: where the
+ * calling thread is in the interpreted program.  Both return nothing (0)
+ * when the thread runs no interpreted code or may not ask now. */
+typedef struct ds_locator {
+    /* The innermost location outside the frameworks' own packages (the
+     * innermost of all when every one is theirs); its length. */
+    size_t (*here)(char *out, size_t cap);
+    /* Up to max locations, innermost first; how many. */
+    int (*stack)(char (*out)[DS_WHERE_MAX], int max);
+} ds_locator;
+
 /* ---- DLPack view (dlpack.c) --------------------------------------------- */
 /* No framework supports more dimensions (NumPy 2 and PyTorch stop at 64). */
 #define DS_MAX_NDIM 64

@@ -82,6 +82,42 @@ void ds_stats_violation(int kind)
         atomic_fetch_add(&violations[kind], 1);
 }
 
+/* The latest violation's kind and source line, for dlshim_status: written
+ * behind a sequence counter (odd while written; a writer that finds it odd
+ * leaves it to the other), read by copying and checking the counter. */
+static struct {
+    atomic_uint seq;
+    int kind;
+    char where[DS_WHERE_MAX];
+} last;
+
+void ds_stats_last_violation(int kind)
+{
+    char where[DS_WHERE_MAX];
+    size_t n = ds_context_where(where, sizeof(where));
+    unsigned seq = atomic_load_explicit(&last.seq, memory_order_relaxed);
+    if ((seq & 1) || !atomic_compare_exchange_strong_explicit(&last.seq, &seq, seq + 1,
+                                                              memory_order_acquire,
+                                                              memory_order_relaxed))
+        return;
+    atomic_thread_fence(memory_order_release);
+    last.kind = kind;
+    memcpy(last.where, where, n);
+    last.where[n] = '\0';
+    atomic_store_explicit(&last.seq, seq + 2, memory_order_release);
+}
+
+bool ds_stats_latest_violation(int *kind, char *where)
+{
+    unsigned before = atomic_load_explicit(&last.seq, memory_order_acquire);
+    if (before == 0 || (before & 1))
+        return false;
+    *kind = last.kind;
+    memcpy(where, last.where, DS_WHERE_MAX);
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&last.seq, memory_order_relaxed) == before;
+}
+
 uint64_t ds_stats_violations(void)
 {
     uint64_t n = 0;
@@ -147,6 +183,15 @@ static void count_outstanding(const ds_record *r, void *arg)
         s->imported = r->state == DS_IMPORTED;
         s->bytes = r->bytes;
     }
+}
+
+uint64_t ds_stats_outstanding(void)
+{
+    outstanding o = {0};
+    ds_reg_lock();
+    ds_reg_foreach(count_outstanding, &o);
+    ds_reg_unlock();
+    return o.count;
 }
 
 /* The named ones, as a JSON array (jsonl) or a table after the summary. */

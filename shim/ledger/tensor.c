@@ -93,6 +93,8 @@ static void emit_export(void *m, const ds_tensor_view *v, const char *name, uint
     }
     if (copied_from)
         ds_ev_hex(&e, "copied_from", copied_from);
+    if (ds_cfg.pystack_exports)
+        ds_context_stack_field(&e, (int)ds_cfg.pystack);
     ds_ev_end(&e);
 }
 

@@ -53,6 +53,7 @@ bool ds_violation_with(int kind, const char *subject, uintptr_t addr, const char
                        void (*fields)(ds_ev *e, void *arg), void *arg)
 {
     ds_stats_violation(kind);
+    ds_stats_last_violation(kind);
     if (ds_event_wanted(DS_EV_VIOLATION)) {
         ds_ev e;
         ds_ev_begin(&e, DS_EV_VIOLATION);
@@ -65,6 +66,7 @@ bool ds_violation_with(int kind, const char *subject, uintptr_t addr, const char
             void *frames[DS_BACKTRACE_CAPTURE];
             ds_backtrace_field(&e, frames, ds_backtrace_capture(frames, DS_BACKTRACE_CAPTURE));
         }
+        ds_context_stack_field(&e, (int)ds_cfg.pystack);
         ds_ev_end(&e);
     }
     switch (ds_cfg.on_error) {

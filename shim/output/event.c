@@ -336,6 +336,7 @@ void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
         append(e, ids.json, ids.json_len);
         append_udec(e, ns);
         e->first[0] = false;
+        ds_context_fields(e);
         return;
     }
     /* "dlshim: " seconds (4 wide) "." microseconds " pid/tid " name: what
@@ -353,6 +354,7 @@ void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
     append(e, micro + 1, 7);
     append(e, ids.text, ids.text_len);
     append(e, heads[id].text, heads[id].text_len);
+    ds_context_fields(e);
 }
 
 void ds_ev_str_k(ds_ev *e, const char *k, size_t klen, const char *val)

@@ -46,15 +46,16 @@ static size_t buffer_mem_cap;
 /* When the oldest line held came: the tick clock is plenty for a 100 ms age. */
 static uint64_t buffer_since;
 
-/* Expands %p (pid) and %% in spec; false when the result does not fit. */
+/* Expands %p (pid), %r (rank, else pid) and %% in spec; false when the
+ * result does not fit. */
 static bool expand_path(char *out, size_t cap, const char *spec)
 {
     size_t len = 0;
     for (const char *s = spec; *s; s++) {
         char piece[24];
         size_t n;
-        if (s[0] == '%' && s[1] == 'p') {
-            n = ds_fmt(piece, sizeof(piece), "%d", ds_pid());
+        if (s[0] == '%' && (s[1] == 'p' || s[1] == 'r')) {
+            n = ds_fmt(piece, sizeof(piece), "%d", s[1] == 'r' && ds_rank() >= 0 ? ds_rank() : ds_pid());
             s++;
         } else if (s[0] == '%' && s[1] == '%') {
             piece[0] = '%', n = 1;
@@ -140,7 +141,7 @@ void ds_log_open(const char *spec)
         fd = STDERR_FILENO;
     }
     memcpy(log_spec, spec, strlen(spec) + 1);
-    log_per_pid = strstr(spec, "%p") != NULL;
+    log_per_pid = strstr(spec, "%p") || (strstr(spec, "%r") && ds_rank() < 0);
     log_is_pipe = fd >= 0 && fd_is_pipe(fd);
     set_buffer(fd);
     atomic_store(&log_fd, fd);

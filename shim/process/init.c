@@ -65,6 +65,7 @@ static int setup(char *const *envp)
     ds_config_load(&ds_cfg, envp);
     if (ds_cfg.disable)
         return DISABLED;
+    ds_context_init(envp);
     ds_log_open(ds_cfg.log);
     ds_trace_open(ds_cfg.trace);
     ds_reg_init((size_t)ds_cfg.max_records);

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from conftest import EMBED, SYSTEM_PYTHON, between, parse_jsonl
+from conftest import EMBED, PYTHON_DIR, SYSTEM_PYTHON, between, parse_jsonl
 
 
 def shares(events):
@@ -42,12 +42,34 @@ def check_torch_numpy(r):
         ("numpy", "torch", 1, 32), ("torch", "numpy", 1, 24)]
 
 
+def check_lines(r):
+    """Each event names the script's line (`py`): the export and import
+    where the consumer takes the tensor, the release where it dies, when
+    the thread that lets it go holds the GIL (torch frees a tensor without
+    it: that release has no line, as Python may not be asked then)."""
+    script = PYTHON_DIR / "torch_numpy.py"
+    lines = script.read_text().splitlines()
+    line = lambda text: f"{script}:{lines.index(text) + 1} in <module>"
+    shown = [(e["event"], e.get("py")) for e in r.events if e["event"] in
+             ("export", "import", "release")]
+    assert shown == [("export", line("a = np.from_dlpack(t)")),
+                     ("import", line("a = np.from_dlpack(t)")),
+                     ("release", line("del a")),
+                     ("export", line("u = torch.from_dlpack(b)")),
+                     ("import", line("u = torch.from_dlpack(b)")),
+                     ("release", None)]
+
+
 def test_torch_numpy_both_ways(dlshim):
-    check_torch_numpy(dlshim.python("torch_numpy.py"))
+    r = dlshim.python("torch_numpy.py")
+    check_torch_numpy(r)
+    check_lines(r)
 
 
 def test_torch_numpy_through_shared_libpython(dlshim):
-    check_torch_numpy(dlshim.python("torch_numpy.py", host=EMBED))
+    r = dlshim.python("torch_numpy.py", host=EMBED)
+    check_torch_numpy(r)
+    check_lines(r)
 
 
 def test_both_layouts_give_identical_events(dlshim):

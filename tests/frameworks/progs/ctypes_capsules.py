@@ -4,12 +4,13 @@ dlshim's tables, handed to NumPy; NumPy's capsule taken here and never let
 go (an outstanding share at exit).  Usage: ctypes_capsules.py"""
 import ctypes
 import gc
+import pathlib
+import sys
 
 import numpy as np
 
 
 def mark(name):
-    import sys
     sys.stderr.write(f"MARK {name}\n")
     sys.stderr.flush()
 
@@ -36,13 +37,10 @@ DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
 DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
                             ("deleter", DELETER)]
 
-api = ctypes.pythonapi
-api.PyCapsule_New.restype = ctypes.py_object
-api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-api.PyCapsule_SetName.restype = ctypes.c_int
-api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# ctypes.pythonapi with the capsule functions typed, as the package test's
+# framework-free handoffs declare it.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "package" / "cases"))
+from handoffs import api  # noqa: E402
 
 alive = {}  # what each tensor keeps alive, by address
 released = []

@@ -1,0 +1,23 @@
+"""`dlshim [OPTIONS] [--] PROGRAM [ARGS...]` and `python -m dlshim ...`: the
+launcher (scripts/dlshim) with the library installed in this package."""
+import os
+import sys
+
+from . import launcher_path, library_path
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    launcher, lib = launcher_path(), library_path()
+    if not launcher or not lib:
+        sys.stderr.write("dlshim: this installation has no libdlshim.so; reinstall it "
+                         "(pip install .) or build it with make\n")
+        return 2
+    if argv[:1] not in (["-h"], ["--help"]):
+        argv = ["--lib", lib] + argv  # a --lib of the user's, later, wins
+    os.execv("/bin/sh", ["/bin/sh", launcher] + argv)
+    return 2  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""Builds libdlshim.so with the project's Makefile while the package is
+built, and puts it (and the shell launcher) inside the package: the rest of
+the metadata is in pyproject.toml."""
+import os
+import shutil
+import subprocess
+
+from setuptools import Distribution, setup
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class BuildWithMake(build_py):
+    def run(self):
+        super().run()
+        build = os.path.abspath(os.path.join(HERE, "build", "pip"))
+        jobs = str(os.cpu_count() or 1)
+        subprocess.run(["make", "-C", HERE, f"-j{jobs}", f"BUILD={build}", f"{build}/libdlshim.so"],
+                       check=True)
+        target = os.path.join(self.build_lib, "dlshim")
+        os.makedirs(target, exist_ok=True)
+        shutil.copy2(os.path.join(build, "libdlshim.so"), os.path.join(target, "libdlshim.so"))
+        shutil.copy2(os.path.join(HERE, "scripts", "dlshim"), os.path.join(target, "launcher.sh"))
+
+
+class BinaryDistribution(Distribution):
+    """The wheel holds a shared library: it is for this platform only."""
+
+    def has_ext_modules(self):
+        return True
+
+
+setup(cmdclass={"build_py": BuildWithMake}, distclass=BinaryDistribution)

@@ -1,0 +1,139 @@
+/*
+ * context.c — what an event says about where it happened, beyond the
+ * process and thread: the rank of a distributed job, the test that runs, and
+ * the source line of the interpreted program that caused it.
+ *
+ * The rank comes from the launchers' variables, read once at start-up.  The
+ * test is set through the public API (dlshim_set_test) by a test runner's
+ * plugin, from one thread, while other threads write events: it is kept
+ * behind a sequence counter (a seqlock: the writer makes it odd while it
+ * copies; a reader that sees it odd or changed leaves the field out).  The
+ * source line is asked of a locator that a hook family registers (the
+ * Python one); the core knows no interpreter.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+static const ds_locator *locator;
+static int rank = -1;
+
+void ds_context_set_locator(const ds_locator *l)
+{
+    locator = l;
+}
+
+/* ---- rank --------------------------------------------------------------- */
+/* The rank variables of torchrun / torch.distributed, Open MPI, PMI (MPICH,
+ * Intel MPI) and Slurm, first set first. */
+static const char *const rank_variables[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                             "SLURM_PROCID"};
+
+/* A rank: up to seven decimal digits, nothing else. */
+static int parse_rank(const char *s)
+{
+    int v = 0, digits = 0;
+    for (; *s >= '0' && *s <= '9' && digits < 8; s++, digits++)
+        v = v * 10 + (*s - '0');
+    return digits > 0 && digits < 8 && *s == '\0' ? v : -1;
+}
+
+/* From envp, as the options are (no getenv during start-up). */
+void ds_context_init(char *const *envp)
+{
+    rank = -1;
+    size_t best = DS_ARRAY_LEN(rank_variables);
+    for (char *const *e = envp; e && *e; e++)
+        for (size_t i = 0; i < best; i++) {
+            size_t n = strlen(rank_variables[i]);
+            if (!strncmp(*e, rank_variables[i], n) && (*e)[n] == '=') {
+                int r = parse_rank(*e + n + 1);
+                if (r >= 0)
+                    rank = r, best = i;
+                break;
+            }
+        }
+}
+
+int ds_rank(void)
+{
+    return rank;
+}
+
+/* ---- the test ----------------------------------------------------------- */
+static struct {
+    atomic_uint seq; /* odd while written */
+    uint16_t len;    /* 0: no test runs */
+    char name[DS_TEST_MAX];
+} test;
+
+void ds_context_set_test(const char *name)
+{
+    unsigned seq = atomic_load_explicit(&test.seq, memory_order_relaxed);
+    /* One writer at a time: a second one leaves the name as the first sets it. */
+    if ((seq & 1) ||
+        !atomic_compare_exchange_strong_explicit(&test.seq, &seq, seq + 1, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return;
+    atomic_thread_fence(memory_order_release);
+    size_t n = name ? strnlen(name, DS_TEST_MAX - 1) : 0;
+    memcpy(test.name, name ? name : "", n);
+    test.name[n] = '\0';
+    test.len = (uint16_t)n;
+    atomic_store_explicit(&test.seq, seq + 2, memory_order_release);
+}
+
+/* The test's name into out (DS_TEST_MAX bytes); false when none runs or it
+ * changes meanwhile. */
+static bool current_test(char *out)
+{
+    unsigned before = atomic_load_explicit(&test.seq, memory_order_acquire);
+    if (before == 0 || (before & 1))
+        return false;
+    size_t n = test.len;
+    memcpy(out, test.name, n);
+    out[n] = '\0';
+    atomic_thread_fence(memory_order_acquire);
+    return n > 0 && atomic_load_explicit(&test.seq, memory_order_relaxed) == before;
+}
+
+/* ---- the source line ---------------------------------------------------- */
+size_t ds_context_where(char *out, size_t cap)
+{
+    if (!ds_cfg.py || !locator)
+        return 0;
+    return locator->here(out, cap);
+}
+
+/* Its own frame: 3 KB of stack only when a stack is asked for. */
+static __attribute__((noinline)) void stack_field(ds_ev *e, int max)
+{
+    char frames[DS_PYSTACK_MAX][DS_WHERE_MAX];
+    int n = locator->stack(frames, max < DS_PYSTACK_MAX ? max : DS_PYSTACK_MAX);
+    if (n <= 0)
+        return;
+    ds_ev_open(e, "py_stack", '[');
+    for (int i = 0; i < n; i++)
+        ds_ev_str(e, NULL, frames[i]);
+    ds_ev_close(e);
+}
+
+void ds_context_stack_field(ds_ev *e, int max)
+{
+    if (ds_cfg.py && locator && max > 0)
+        stack_field(e, max);
+}
+
+/* ---- the fields --------------------------------------------------------- */
+void ds_context_fields(ds_ev *e)
+{
+    /* The line first: the text rendering shows it right after the event's name. */
+    char where[DS_WHERE_MAX];
+    if (e->id != DS_EV_SUMMARY && ds_context_where(where, sizeof(where)))
+        ds_ev_str(e, "py", where);
+    if (rank >= 0)
+        ds_ev_int(e, "rank", rank);
+    char name[DS_TEST_MAX];
+    if (current_test(name))
+        ds_ev_str(e, "test", name);
+}
