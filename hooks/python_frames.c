@@ -360,8 +360,6 @@ static void walk_layout(bool (*each)(const location *, void *), void *arg)
 static void walk_api(bool (*each)(const location *, void *), void *arg)
 {
     PyObject *frame = py.get_frame(); /* borrowed */
-    if (frame)
-        frame = py.get_back ? frame : NULL;
     PyObject *held = NULL; /* the reference get_back gave us */
     for (int depth = 0; frame && depth < FRAMES_WALKED; depth++) {
         location l = {0};
@@ -411,7 +409,6 @@ static bool walk(bool (*each)(const location *, void *), void *arg)
 typedef struct {
     char *out;
     size_t cap, len;
-    bool found;
 } here_search;
 
 static bool take_user_frame(const location *l, void *arg)
@@ -427,7 +424,7 @@ static bool take_user_frame(const location *l, void *arg)
 
 static size_t python_here(char *out, size_t cap)
 {
-    here_search h = {out, cap, 0, false};
+    here_search h = {out, cap, 0};
     if (cap == 0 || !walk(take_user_frame, &h))
         return 0;
     return h.len;
