@@ -220,6 +220,24 @@ static inline bool ds_event_wanted(int id)
 {
     return ds_output_open_now() && (ds_cfg.events & (1u << id));
 }
+/* ---- a text many threads read while one thread now and then rewrites it --
+ * (the running test's name, the latest violation's line): a sequence counter,
+ * odd while the text is written, and the text copied as atomic words
+ * (release stores, acquire loads), so that neither side waits and a reader
+ * that raced a writer sees the counter moved and leaves the text out.
+ * Words rather than fences: ThreadSanitizer does not model fences.  The
+ * sizes passed are multiples of 8 bytes, at most sizeof words. */
+typedef struct {
+    atomic_uint seq;
+    uint64_t words[DS_WHERE_MAX / 8 > DS_TEST_MAX / 8 ? DS_WHERE_MAX / 8 : DS_TEST_MAX / 8];
+} ds_seq_text;
+/* Copies `text` in (cut to `cap` - 1 bytes, cap ≤ sizeof words); false when
+ * another writer is at it (the text stays theirs). */
+bool ds_seq_text_set(ds_seq_text *t, const char *text, size_t cap);
+/* Copies it out into `out` (cap bytes, a multiple of 8); false when it was
+ * never set, is empty, or changed meanwhile. */
+bool ds_seq_text_get(ds_seq_text *t, char *out, size_t cap);
+
 /* ---- context (context.c): rank, test, source line ------------------------ */
 void ds_context_init(char *const *envp); /* reads the rank */
 int ds_rank(void);          /* -1: none known */

@@ -82,40 +82,27 @@ void ds_stats_violation(int kind)
         atomic_fetch_add(&violations[kind], 1);
 }
 
-/* The latest violation's kind and source line, for dlshim_status: written
- * behind a sequence counter (odd while written; a writer that finds it odd
- * leaves it to the other), read by copying and checking the counter. */
-static struct {
-    atomic_uint seq;
-    int kind;
-    char where[DS_WHERE_MAX];
-} last;
+/* The latest violation's kind and source line, for dlshim_status. */
+static atomic_int last_kind = -1;
+static ds_seq_text last_where;
 
 void ds_stats_last_violation(int kind)
 {
     char where[DS_WHERE_MAX];
-    size_t n = ds_context_where(where, sizeof(where));
-    unsigned seq = atomic_load_explicit(&last.seq, memory_order_relaxed);
-    if ((seq & 1) || !atomic_compare_exchange_strong_explicit(&last.seq, &seq, seq + 1,
-                                                              memory_order_acquire,
-                                                              memory_order_relaxed))
-        return;
-    atomic_thread_fence(memory_order_release);
-    last.kind = kind;
-    memcpy(last.where, where, n);
-    last.where[n] = '\0';
-    atomic_store_explicit(&last.seq, seq + 2, memory_order_release);
+    if (ds_context_where(where, sizeof(where)) == 0)
+        where[0] = '\0';
+    atomic_store_explicit(&last_kind, kind, memory_order_relaxed);
+    ds_seq_text_set(&last_where, where, sizeof(where));
 }
 
 bool ds_stats_latest_violation(int *kind, char *where)
 {
-    unsigned before = atomic_load_explicit(&last.seq, memory_order_acquire);
-    if (before == 0 || (before & 1))
+    *kind = atomic_load_explicit(&last_kind, memory_order_relaxed);
+    if (*kind < 0)
         return false;
-    *kind = last.kind;
-    memcpy(where, last.where, DS_WHERE_MAX);
-    atomic_thread_fence(memory_order_acquire);
-    return atomic_load_explicit(&last.seq, memory_order_relaxed) == before;
+    if (!ds_seq_text_get(&last_where, where, DS_WHERE_MAX))
+        where[0] = '\0';
+    return true;
 }
 
 uint64_t ds_stats_violations(void)

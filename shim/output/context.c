@@ -60,41 +60,45 @@ int ds_rank(void)
     return rank;
 }
 
+/* ---- texts read while written ------------------------------------------ */
+bool ds_seq_text_set(ds_seq_text *t, const char *text, size_t cap)
+{
+    unsigned seq = atomic_load_explicit(&t->seq, memory_order_relaxed);
+    if ((seq & 1) || !atomic_compare_exchange_strong_explicit(&t->seq, &seq, seq + 1,
+                                                              memory_order_acquire,
+                                                              memory_order_relaxed))
+        return false;
+    size_t n = text ? strnlen(text, cap - 1) : 0;
+    for (size_t w = 0; w * 8 < cap; w++) {
+        uint64_t word = 0; /* the text's bytes, then NULs */
+        if (w * 8 < n)
+            memcpy(&word, text + w * 8, n - w * 8 < 8 ? n - w * 8 : 8);
+        __atomic_store_n(&t->words[w], word, __ATOMIC_RELEASE);
+    }
+    atomic_store_explicit(&t->seq, seq + 2, memory_order_release);
+    return true;
+}
+
+bool ds_seq_text_get(ds_seq_text *t, char *out, size_t cap)
+{
+    unsigned before = atomic_load_explicit(&t->seq, memory_order_acquire);
+    if (before == 0 || (before & 1))
+        return false;
+    for (size_t w = 0; w * 8 < cap; w++) {
+        uint64_t word = __atomic_load_n(&t->words[w], __ATOMIC_ACQUIRE);
+        memcpy(out + w * 8, &word, 8);
+    }
+    out[cap - 1] = '\0';
+    return out[0] && atomic_load_explicit(&t->seq, memory_order_acquire) == before;
+}
+
 /* ---- the test ----------------------------------------------------------- */
-static struct {
-    atomic_uint seq; /* odd while written */
-    uint16_t len;    /* 0: no test runs */
-    char name[DS_TEST_MAX];
-} test;
+static ds_seq_text test;
 
 void ds_context_set_test(const char *name)
 {
-    unsigned seq = atomic_load_explicit(&test.seq, memory_order_relaxed);
     /* One writer at a time: a second one leaves the name as the first sets it. */
-    if ((seq & 1) ||
-        !atomic_compare_exchange_strong_explicit(&test.seq, &seq, seq + 1, memory_order_acquire,
-                                                 memory_order_relaxed))
-        return;
-    atomic_thread_fence(memory_order_release);
-    size_t n = name ? strnlen(name, DS_TEST_MAX - 1) : 0;
-    memcpy(test.name, name ? name : "", n);
-    test.name[n] = '\0';
-    test.len = (uint16_t)n;
-    atomic_store_explicit(&test.seq, seq + 2, memory_order_release);
-}
-
-/* The test's name into out (DS_TEST_MAX bytes); false when none runs or it
- * changes meanwhile. */
-static bool current_test(char *out)
-{
-    unsigned before = atomic_load_explicit(&test.seq, memory_order_acquire);
-    if (before == 0 || (before & 1))
-        return false;
-    size_t n = test.len;
-    memcpy(out, test.name, n);
-    out[n] = '\0';
-    atomic_thread_fence(memory_order_acquire);
-    return n > 0 && atomic_load_explicit(&test.seq, memory_order_relaxed) == before;
+    ds_seq_text_set(&test, name, DS_TEST_MAX);
 }
 
 /* ---- the source line ---------------------------------------------------- */
@@ -134,6 +138,6 @@ void ds_context_fields(ds_ev *e)
     if (rank >= 0)
         ds_ev_int(e, "rank", rank);
     char name[DS_TEST_MAX];
-    if (current_test(name))
+    if (ds_seq_text_get(&test, name, sizeof(name)))
         ds_ev_str(e, "test", name);
 }
