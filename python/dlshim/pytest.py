@@ -16,7 +16,6 @@ import os
 import pytest
 
 
-
 class Status(ctypes.Structure):
     """struct dlshim_status of include/dlshim.h."""
 

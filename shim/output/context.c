@@ -6,8 +6,8 @@
  * The rank comes from the launchers' variables, read once at start-up.  The
  * test is set through the public API (dlshim_set_test) by a test runner's
  * plugin, from one thread, while other threads write events: it is kept
- * behind a sequence counter (a seqlock: the writer makes it odd while it
- * copies; a reader that sees it odd or changed leaves the field out).  The
+ * as a ds_seq_text (below: a sequence counter, odd while the words are
+ * written; a reader that sees it odd or changed leaves the field out).  The
  * source line is asked of a locator that a hook family registers (the
  * Python one); the core knows no interpreter.
  */
