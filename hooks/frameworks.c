@@ -57,6 +57,9 @@ void ds_framework_name(const char *path, char *out, size_t cap)
     ds_printable(out, len + 1 < cap ? len + 1 : cap, base, len);
 }
 
+/* Where installed Python packages live. */
+static const char *const roots[] = {"/site-packages/", "/dist-packages/"};
+
 /* A Python source file's package: a framework directory above, else the
  * first directory under site-packages / dist-packages, else the file's stem
  * (a script: "train.py" → "train"). */
@@ -67,7 +70,6 @@ void ds_python_package_name(const char *file, char *out, size_t cap)
             ds_fmt(out, cap, "%s", dirs[i].name);
             return;
         }
-    static const char *const roots[] = {"/site-packages/", "/dist-packages/"};
     for (size_t i = 0; i < DS_ARRAY_LEN(roots); i++) {
         const char *at = strstr(file, roots[i]);
         if (at) {
@@ -88,7 +90,6 @@ void ds_python_package_name(const char *file, char *out, size_t cap)
  * directories above.  A user's file is what a source location should name. */
 bool ds_python_framework_file(const char *file)
 {
-    static const char *const roots[] = {"/site-packages/", "/dist-packages/"};
     for (size_t r = 0; r < DS_ARRAY_LEN(roots); r++) {
         const char *at = strstr(file, roots[r]);
         if (!at)

@@ -190,6 +190,9 @@ uint64_t ds_log_dropped(void);
  * if another user's; emptied first when `truncate`).  -1 after one
  * diagnostic naming `option`. */
 int ds_output_open(const char *spec, const char *option, bool truncate);
+/* Whether the path names one file per process (%p, or %r without a rank):
+ * a forked child then opens its own. */
+bool ds_output_per_pid(const char *spec);
 
 /* ---- text.c: an event's JSON as its text line (a text log beside a trace) - */
 /* Rewrites an event's JSON (len bytes, no newline, room for one more byte)

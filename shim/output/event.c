@@ -86,6 +86,16 @@ static void append_udec(ds_ev *e, unsigned long long v)
     append(e, s, (size_t)(t + sizeof(t) - s));
 }
 
+/* "." and six digits of v (< 1,000,000): written with a leading "1" that
+ * keeps the zeros, which the "." then replaces. */
+static void append_six_decimals(ds_ev *e, unsigned v)
+{
+    char digits[8];
+    udec_backwards(digits + 8, 1000000u + v);
+    digits[1] = '.';
+    append(e, digits + 1, 7);
+}
+
 static void append_sdec(ds_ev *e, long long v)
 {
     char t[21];
@@ -348,10 +358,7 @@ void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
     for (ptrdiff_t w = t + sizeof(t) - s; w < 4; w++)
         *--s = ' ';
     append(e, s, (size_t)(t + sizeof(t) - s));
-    char micro[8];
-    udec_backwards(micro + 8, 1000000u + ns % 1000000000u / 1000u); /* "1" and six digits */
-    micro[1] = '.';
-    append(e, micro + 1, 7);
+    append_six_decimals(e, (unsigned)(ns % 1000000000u / 1000u));
     append(e, ids.text, ids.text_len);
     append(e, heads[id].text, heads[id].text_len);
     ds_context_fields(e);
@@ -415,10 +422,7 @@ void ds_ev_double_k(ds_ev *e, const char *k, size_t klen, double v)
     if (negative)
         append(e, "-", 1);
     append_udec(e, whole);
-    char digits[8];
-    udec_backwards(digits + 8, 1000000u + frac); /* "1" and six digits */
-    digits[1] = '.';
-    append(e, digits + 1, 7);
+    append_six_decimals(e, (unsigned)frac);
     if (exponent) {
         append(e, "e", 1);
         append_sdec(e, exponent);

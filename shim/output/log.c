@@ -72,6 +72,11 @@ static bool expand_path(char *out, size_t cap, const char *spec)
     return true;
 }
 
+bool ds_output_per_pid(const char *spec)
+{
+    return strstr(spec, "%p") || (strstr(spec, "%r") && ds_rank() < 0);
+}
+
 static bool fd_is_pipe(int fd)
 {
     struct stat st;
@@ -141,7 +146,7 @@ void ds_log_open(const char *spec)
         fd = STDERR_FILENO;
     }
     memcpy(log_spec, spec, strlen(spec) + 1);
-    log_per_pid = strstr(spec, "%p") || (strstr(spec, "%r") && ds_rank() < 0);
+    log_per_pid = ds_output_per_pid(spec);
     log_is_pipe = fd >= 0 && fd_is_pipe(fd);
     set_buffer(fd);
     atomic_store(&log_fd, fd);

@@ -71,7 +71,7 @@ void ds_trace_open(const char *spec)
     if (!spec[0])
         return;
     memcpy(trace_spec, spec, strlen(spec) + 1);
-    per_pid = strstr(spec, "%p") || (strstr(spec, "%r") && ds_rank() < 0);
+    per_pid = ds_output_per_pid(spec);
     int fd = ds_output_open(spec, "DLSHIM_TRACE", true);
     if (fd < 0) {
         ds_diag("DLSHIM_TRACE: no trace is written");
