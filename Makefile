@@ -36,6 +36,8 @@ CORE_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRCS))
 HOOK_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(HOOK_SRCS))
 LIB_OBJS := $(CORE_OBJS) $(HOOK_OBJS)
 LIB      := $(BUILD)/libdlshim.so
+# The Vulkan layer's manifest, beside the library it names (hooks/vulkan.c).
+VK_LAYER := $(BUILD)/vulkan/dlshim_layer.json
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
@@ -47,7 +49,7 @@ EXAMPLE    := $(BUILD)/examples/exchange
         check-sanitize check-tsan check-valgrind check-fuzz check-quick lint gpu-check-programs \
         simdev demo docs clean test-programs
 
-all: $(LIB)
+all: $(LIB) $(VK_LAYER)
 
 deps:
 	@scripts/install-deps check
@@ -66,6 +68,10 @@ $(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def hooks/*.h hooks/*.def inclu
 # Relinked when the Makefile or the export list changes.
 $(LIB): $(LIB_OBJS) Makefile shim/exports.map
 	$(CC) $(LIB_LDFLAGS) $(CFLAGS) $(LTO) $(VARIANT_CFLAGS) $(VARIANT_LDFLAGS) -o $@ $(LIB_OBJS)
+
+$(VK_LAYER): hooks/vulkan_layer.json
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 # ---- unit tests (cmocka), linked with the core's objects alone: a test
 # that needs a hook family or a device API declares a fake one ------------
@@ -261,7 +267,15 @@ $(DEVICE_BIN)/culike_user: tests/device/culike_user.c $(DEVICE_BIN)/libculike.so
 # programs (no HIP, Python extensions or Rust); `simdev` for its --simdev runs.
 CUDA_DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN)/handoff \
                      $(DEVICE_BIN)/copies
-gpu-check-programs: $(LIB) $(CUDA_DEVICE_PROGS)
+# Vulkan programs: the loader (libvulkan-dev) and CUDA's runtime, the
+# simulated device's in CI (tests/vulkan).
+VULKAN_PROGS := $(BUILD)/tests/vulkan/vk_share
+$(BUILD)/tests/vulkan/%: tests/vulkan/%.c include/dlshim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -lvulkan -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
+
+gpu-check-programs: $(LIB) $(CUDA_DEVICE_PROGS) $(VK_LAYER) \
+                    $(if $(wildcard /usr/include/vulkan/vulkan.h),$(VULKAN_PROGS))
 simdev: $(SIMDEV_LIBS)
 
 # Stress programs (tests/stress): libprod for exchanges, the CUDA runtime for
@@ -306,7 +320,7 @@ $(TORCH_USER): tests/entry/torch_user.cpp
 	$(CXX) -std=c++17 -O1 -w -o $@ $< -ltorch -ltorch_cpu -lc10
 
 test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(BUILD)/tests/local_scope $(RUST_EXT) $(SIMDEV_LIBS) \
-               $(DEVICE_PROGS) $(STRESS_PROGS) $(ENTRY_PROGS) $(TORCH_USER)
+               $(DEVICE_PROGS) $(STRESS_PROGS) $(ENTRY_PROGS) $(TORCH_USER) $(VULKAN_PROGS) $(VK_LAYER)
 
 # ---- the options table in README.md comes from shim/options.def, and
 # docs/frameworks.md from the last run of tests/frameworks ------------------

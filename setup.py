@@ -21,6 +21,10 @@ class BuildWithMake(build_py):
         target = os.path.join(self.build_lib, "dlshim")
         os.makedirs(target, exist_ok=True)
         shutil.copy2(os.path.join(build, "libdlshim.so"), os.path.join(target, "libdlshim.so"))
+        # The Vulkan layer's manifest, beside the library it names.
+        os.makedirs(os.path.join(target, "vulkan"), exist_ok=True)
+        shutil.copy2(os.path.join(HERE, "hooks", "vulkan_layer.json"),
+                     os.path.join(target, "vulkan", "dlshim_layer.json"))
         shutil.copy2(os.path.join(HERE, "scripts", "dlshim"), os.path.join(target, "launcher.sh"))
 
 

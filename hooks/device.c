@@ -36,13 +36,66 @@ int ds_device_free_check(int api, int kind, uintptr_t ptr, const void *caller)
     return ds_alloc_free_check(ptr, api, kind, who);
 }
 
-void ds_device_freed(uintptr_t ptr, const void *caller)
+void ds_device_freed(int api, uintptr_t ptr, const void *caller)
 {
     if (!ptr)
         return;
     char who[DS_NAME_MAX];
     ds_module_name_at(caller, who, sizeof(who));
-    ds_alloc_forget(ptr, who);
+    ds_alloc_forget(ptr, api, who);
+}
+
+/* The descriptor of the external memory being imported on this thread,
+ * between EXTMEM_IMPORTING and EXTMEM_IMPORTED (the runtime closes it). */
+static DS_TLS ds_file_id importing;
+static DS_TLS bool importing_known;
+
+void ds_device_extmem_importing(const void *type, size_t type_size, const int *fd, int fd_type)
+{
+    int t = 0, f = -1;
+    importing_known = type_size == sizeof(t) && ds_safe_read(&t, type, sizeof(t)) == sizeof(t) &&
+                      t == fd_type && ds_safe_read(&f, fd, sizeof(f)) == sizeof(f) &&
+                      ds_extmem_identify(f, &importing);
+}
+
+void ds_device_extmem_imported(int api, const void *out, size_t handle_size)
+{
+    uintptr_t handle = 0;
+    if (importing_known && handle_size <= sizeof(handle) &&
+        ds_safe_read(&handle, out, handle_size) == handle_size)
+        ds_extmem_imported(api, handle, &importing);
+    importing_known = false;
+}
+
+void ds_device_extmem_mapped(int api, const void *out_ptr, size_t ptr_size, uintptr_t mem,
+                             const unsigned long long *size, int device, const void *caller)
+{
+    uintptr_t base = 0;
+    unsigned long long bytes = 0;
+    if (ptr_size > sizeof(base) || ds_safe_read(&base, out_ptr, ptr_size) != ptr_size || !base ||
+        ds_safe_read(&bytes, size, sizeof(bytes)) != sizeof(bytes))
+        return;
+    /* A buffer the program frees like any other: recorded as one, and as
+     * an alias of the exported allocation when the import is known. */
+    ds_alloc_info a = {.base = base, .size = bytes, .device = device, .kind = DS_ALLOC_DEVICE,
+                       .api = api};
+    ds_extmem_source(api, mem, &a.alias_of, &a.alias_generation);
+    ds_alloc_record(&a, ds_module_id_at(caller));
+}
+
+void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigned n,
+                          uintptr_t stream, bool signal)
+{
+    for (unsigned i = 0; i < n && i < 64; i++) {
+        uintptr_t sem = 0;
+        if (handle_size > sizeof(sem) ||
+            ds_safe_read(&sem, (const char *)sems + i * handle_size, handle_size) != handle_size)
+            return;
+        if (signal)
+            ds_sync_event_recorded(api, sem, stream, false);
+        else
+            ds_sync_stream_waits(api, stream, sem, false);
+    }
 }
 
 void ds_device_stream_created(int api, const void *out_stream, size_t ptr_size, bool non_blocking)

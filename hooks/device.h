@@ -49,7 +49,7 @@ void ds_device_allocated(int api, int kind, const void *out_ptr, size_t ptr_size
 /* Before forwarding a free: DS_FREE_FORWARD / DEFER / REFUSE. */
 int ds_device_free_check(int api, int kind, uintptr_t ptr, const void *caller);
 /* After a successful free. */
-void ds_device_freed(uintptr_t ptr, const void *caller);
+void ds_device_freed(int api, uintptr_t ptr, const void *caller);
 /* A stream the API wrote to *out_stream (ptr_size bytes) was created. */
 void ds_device_stream_created(int api, const void *out_stream, size_t ptr_size, bool non_blocking);
 /* Before queuing an operation on `stream` that touches r[0..n) (n < 0: a
@@ -58,6 +58,13 @@ void ds_device_op(int api, uintptr_t stream, const ds_range *r, int n, const voi
 /* A copy about to be queued: the stream model and copy accounting. */
 void ds_device_copy(int api, uintptr_t stream, uintptr_t dst, uintptr_t src, uint64_t bytes,
                     uint64_t dst_span, uint64_t src_span, int direction, const void *caller);
+/* External memory (see EXTMEM_* below). */
+void ds_device_extmem_importing(const void *type, size_t type_size, const int *fd, int fd_type);
+void ds_device_extmem_imported(int api, const void *out, size_t handle_size);
+void ds_device_extmem_mapped(int api, const void *out_ptr, size_t ptr_size, uintptr_t mem,
+                             const unsigned long long *size, int device, const void *caller);
+void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigned n,
+                          uintptr_t stream, bool signal);
 /* The direction of a cudaMemcpyKind / hipMemcpyKind value. */
 int ds_copy_kind_direction(int kind);
 /* The bytes a pitched region of `height` rows of `width` bytes spans. */
@@ -153,6 +160,19 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
         ds_range r_ = {P(dst), bytes, true};                                                  \
         ds_device_op(ds_api, P(stream), &r_, 1, caller);                                      \
     } while (0)
+/* External memory: the descriptor's file, read before the runtime takes it
+ * over (only for `fd_type`: the other handle types name no file); the
+ * import object; a buffer mapped from it, an alias of the exporter's
+ * allocation. */
+#define EXTMEM_IMPORTING(desc, fd_type) \
+    ds_device_extmem_importing(&(desc)->type, sizeof((desc)->type), &(desc)->handle.fd, fd_type)
+#define EXTMEM_IMPORTED(out) ds_device_extmem_imported(ds_api, out, sizeof(*(out)))
+#define EXTMEM_MAPPED(out, mem, desc)                                                         \
+    ds_device_extmem_mapped(ds_api, out, sizeof(*(out)), P(mem), &(desc)->size,               \
+                            current_device((const void *)real_), caller)
+/* Imported semaphores signalled (or waited for) on a stream: as events. */
+#define SEMAPHORES(sems, n, stream, signal) \
+    ds_device_semaphores(ds_api, sems, sizeof(*(sems)), n, P(stream), signal)
 /* A kernel: its buffers are unknown, so it counts as the calling module's
  * use of everything it imported. */
 #define LAUNCH(stream) ds_device_op(ds_api, P(stream), NULL, -1, caller)
@@ -205,7 +225,7 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
                                                     : real_ args; /* NOLINT */               \
         errno_ = errno;                                                                      \
         if (on && action_ == DS_FREE_FORWARD && r_ == DS_OK)                                 \
-            ds_device_freed(P(pointer), caller);                                             \
+            ds_device_freed(ds_api, P(pointer), caller);                                     \
     DS_WRAPPER_END
 
 /* A lookup: no nesting guard, since a lookup made inside the runtime must

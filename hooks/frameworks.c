@@ -16,7 +16,7 @@ static const struct {
     {"/cupy_backends/", "cupy"}, {"/jaxlib/", "jax"},       {"/jax/", "jax"},
     {"/tensorflow/", "tensorflow"}, {"/mlx/", "mlx"},       {"/paddle/", "paddle"},
     {"/tvm_ffi/", "tvm_ffi"}, {"/tvm/", "tvm"},      {"/pyarrow/", "pyarrow"},
-    {"/warp/", "warp"},
+    {"/warp/", "warp"},     {"/wgpu/", "wgpu"},
 };
 
 /* Library file names that do, wherever they live: the prefix followed by
@@ -25,7 +25,7 @@ static const struct {
     const char *prefix, *name;
 } libs[] = {
     {"libtorch", "torch"}, {"libc10", "torch"}, {"libtensorflow", "tensorflow"},
-    {"libjax", "jax"},     {"libcupy", "cupy"},
+    {"libjax", "jax"},     {"libcupy", "cupy"},   {"libwgpu_native", "wgpu"},
 };
 
 /* Modules that only pass a call on (ctypes and the libffi under it): a

@@ -465,25 +465,47 @@ bool ds_violation_with(int kind, const char *subject, uintptr_t addr, const char
 int ds_device_api_add(const ds_device_api *api);
 /* The descriptor of an index (one named "?" for an unknown index). */
 const ds_device_api *ds_device_api_at(int index);
+/* The API whose tensors of this DLPack device type carry its handles, or -1. */
+int ds_device_api_for_tensors(int32_t device_type);
 /* An allocation's DLPack device name: "cuda:0", "cuda_managed:1", … */
 void ds_alloc_device_name(char *out, size_t cap, const ds_alloc_info *a);
 
 /* ---- allocs.c: device allocations and the policy for frees -------------- */
 /* After a successful allocation; `owner`: the calling module's name id. */
 void ds_alloc_record(const ds_alloc_info *a, uint16_t owner);
+/* The allocation holding address p. */
 bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out);
+/* The allocation of `api` holding p (an address, or one of its handles). */
+bool ds_alloc_lookup_in(int api, uintptr_t p, ds_alloc_info *out);
+/* The allocation a tensor's data lies in: at `address` (data + byte_offset),
+ * or, for a device type whose tensors carry an API's handle in `data`
+ * (ds_device_api.tensor_device_type), the allocation of that handle. */
+bool ds_alloc_lookup_tensor(int32_t device_type, uintptr_t data, uintptr_t address,
+                            ds_alloc_info *out);
 /* Before forwarding a free of p: DS_FREE_FORWARD, or (protect) DS_FREE_DEFER
  * (report success, freed at the last release) / DS_FREE_REFUSE (report the
  * runtime's invalid-value error).  Reports the violations. */
 int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller);
-/* After a successful free. */
-void ds_alloc_forget(uintptr_t base, const char *caller);
+/* After a successful free of `api`'s allocation at base. */
+void ds_alloc_forget(uintptr_t base, int api, const char *caller);
 void ds_alloc_share(uintptr_t base, uint32_t generation, int delta);
 /* False (zeros) when leaving and the allocations' lock is held elsewhere. */
 bool ds_alloc_totals(uint64_t *live, uint64_t *bytes, uint64_t *untracked_frees);
 void ds_alloc_report_leaks(void);
 void ds_alloc_after_fork(void);
 const char *ds_alloc_kind_name(int kind);
+
+/* ---- external.c: memory exported by one API, imported by another -------- */
+/* What a descriptor refers to, read before an importer takes it over. */
+bool ds_extmem_identify(int fd, ds_file_id *out);
+/* `api` exported its allocation `memory` (a handle or base) as `fd`. */
+void ds_extmem_exported(int api, uintptr_t memory, int fd);
+/* `api` imported the descriptor `id` as its object `handle`. */
+void ds_extmem_imported(int api, uintptr_t handle, const ds_file_id *id);
+/* The exported allocation an import object stands for; false: unknown. */
+bool ds_extmem_source(int api, uintptr_t handle, uintptr_t *base, uint32_t *generation);
+void ds_extmem_destroyed(int api, uintptr_t handle);
+void ds_extmem_after_fork(void);
 
 /* ---- sync.c: the happens-before model over streams ---------------------- */
 bool ds_sync_enabled(void);

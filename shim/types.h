@@ -170,6 +170,16 @@ typedef struct ds_device_api {
     bool (*barrier)(uintptr_t producer, uintptr_t consumer);
     /* Performs a free the shim deferred (DLSHIM_ON_ERROR=protect). */
     void (*release)(uintptr_t base, int kind);
+    /* Its allocations are named by opaque handles, not addresses (Vulkan's
+     * VkDeviceMemory): kept apart from addresses, each one key wide. */
+    bool handles;
+    /* The DLPack device type whose tensors carry such a handle in `data`
+     * (0: none), and how to get from what a tensor carries (a buffer) to
+     * its allocation's handle (NULL, or false: the handle itself). */
+    int32_t tensor_device_type;
+    bool (*memory_of)(uintptr_t handle, uintptr_t *memory);
+    /* Names of the bits of ds_alloc_info.properties (NULL: none). */
+    const char *const *property_names;
 } ds_device_api;
 /* What a hooked free must do (ds_alloc_free_check). */
 enum { DS_FREE_FORWARD, DS_FREE_DEFER, DS_FREE_REFUSE };
@@ -185,6 +195,12 @@ typedef struct ds_range {
     bool write;
 } ds_range;
 
+/* A file descriptor and the file it refers to (external.c). */
+typedef struct ds_file_id {
+    uint64_t dev, ino;
+    int fd;
+} ds_file_id;
+
 typedef struct ds_alloc_info {
     uintptr_t base;
     uint64_t size;
@@ -194,6 +210,12 @@ typedef struct ds_alloc_info {
     int kind;      /* enum ds_alloc_kind */
     int api;       /* the device API's index (ds_device_api_add) */
     uint32_t generation;
+    uint8_t properties; /* the API's own bits (its descriptor names them) */
+    /* Memory of another allocation mapped into this one (external memory
+     * imported by a second API): while this one lives, freeing that one is
+     * freed_while_shared.  0: none. */
+    uintptr_t alias_of;
+    uint32_t alias_generation;
 } ds_alloc_info;
 
 /* ---- ELF modules (elf.c) and GOT hooks (modules.c) ---------------------- */

@@ -15,7 +15,13 @@
  * share on it until the tensor's release.  Freeing an allocation with shares
  * is free_while_shared; with protect the free is deferred, reported to the
  * caller as done, and performed by the hook family's releaser at the last
- * release.
+ * release.  An alias (external memory a second API imported and mapped, see
+ * ds_alloc_info.alias_of) counts as a mapping of the allocation it shows,
+ * until it is freed: the same rule, for the same reason.
+ *
+ * APIs whose allocations are handles, not addresses (the descriptor's
+ * `handles`), share the index: a handle is a one-byte entry marked as one,
+ * which address lookups pass over, and the reverse.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,14 +37,19 @@ typedef struct {
     uintptr_t base;
     uint64_t size;
     void *stream;
+    uintptr_t alias_base;      /* the allocation this one maps (alias_of), or 0 */
     uint32_t next;        /* the next node in its bucket's chain, or on the free list */
     uint32_t shares;      /* live imports of tensors inside */
     uint32_t generation;  /* tells a reused base from the allocation it replaced */
+    uint32_t alias_generation;
     uint16_t owner;       /* name id */
     int16_t device;
+    uint16_t maps;        /* live aliases of this allocation (other APIs' mappings) */
     uint8_t kind, api, level; /* level: DS_LEVEL_FREE when not in use */
     uint8_t deferred; /* freed while shared under protect: free at the last release */
     uint8_t freed_with; /* the API's free kind (host or device) for the deferred free */
+    uint8_t properties;
+    uint8_t handle;       /* base is an API's handle (its descriptor's `handles`) */
 } node;
 _Static_assert(sizeof(node) <= 64, "at most 64 bytes per tracked allocation");
 
@@ -155,6 +166,12 @@ static void grow(void)
     bucket_bits = bits;
 }
 
+/* The bytes a node answers lookups for: a handle is one key. */
+static uint64_t span_of(uint32_t n)
+{
+    return pool[n].handle || !pool[n].size ? 1 : pool[n].size;
+}
+
 static void index_insert(uint32_t n)
 {
     grow();
@@ -162,7 +179,7 @@ static void index_insert(uint32_t n)
         pool[n].level = DS_LEVEL_FREE; /* caller frees it */
         return;
     }
-    unsigned k = level_of(pool[n].size);
+    unsigned k = level_of(span_of(n));
     uint32_t *head = bucket_of(buckets, bucket_bits, k, pool[n].base >> shift_of(k));
     pool[n].level = (uint8_t)k;
     pool[n].next = *head;
@@ -171,8 +188,9 @@ static void index_insert(uint32_t n)
     levels_used |= 1u << k;
 }
 
-/* Unlinks the allocation starting at `base`: its node, or 0. */
-static uint32_t index_remove(uintptr_t base)
+/* Unlinks the allocation starting at `base` (an address, or a handle when
+ * `handle`): its node, or 0. */
+static uint32_t index_remove(uintptr_t base, bool handle)
 {
     if (!buckets)
         return 0;
@@ -181,7 +199,7 @@ static uint32_t index_remove(uintptr_t base)
         for (uint32_t *link = bucket_of(buckets, bucket_bits, k, base >> shift_of(k)); *link;
              link = &pool[*link].next) {
             uint32_t n = *link;
-            if (pool[n].base == base && pool[n].level == k) {
+            if (pool[n].base == base && pool[n].level == k && pool[n].handle == handle) {
                 *link = pool[n].next;
                 if (--per_level[k] == 0)
                     levels_used &= ~(1u << k);
@@ -192,9 +210,9 @@ static uint32_t index_remove(uintptr_t base)
     return 0;
 }
 
-/* The allocation holding p; where an untracked free let two overlap, the
- * one starting last. */
-static uint32_t containing(uintptr_t p)
+/* The allocation holding p (an address, or a handle when `handle`); where
+ * an untracked free let two overlap, the one starting last. */
+static uint32_t containing(uintptr_t p, bool handle)
 {
     uint32_t best = 0;
     if (!buckets)
@@ -204,12 +222,23 @@ static uint32_t containing(uintptr_t p)
         uintptr_t g = p >> shift_of(k);
         for (uintptr_t back = 0; back < 2 && back <= g; back++) {
             for (uint32_t n = *bucket_of(buckets, bucket_bits, k, g - back); n; n = pool[n].next)
-                if (p - pool[n].base < (pool[n].size ? pool[n].size : 1) &&
+                if (p - pool[n].base < span_of(n) && pool[n].handle == handle &&
                     (!best || pool[n].base > pool[best].base))
                     best = n;
         }
     }
     return best;
+}
+
+/* The allocation starting at `base` with this generation (either space), or 0. */
+static uint32_t exact(uintptr_t base, uint32_t generation)
+{
+    for (int handle = 0; handle < 2 && pool; handle++) {
+        uint32_t n = containing(base, handle);
+        if (n && pool[n].base == base && pool[n].generation == generation)
+            return n;
+    }
+    return 0;
 }
 
 static void free_node(uint32_t n)
@@ -221,27 +250,52 @@ static void free_node(uint32_t n)
 
 static void fill_info(uint32_t n, ds_alloc_info *out)
 {
-    *out = (ds_alloc_info){pool[n].base,   pool[n].size,   pool[n].stream,
-                           pool[n].owner,  pool[n].device, pool[n].kind,
-                           pool[n].api,    pool[n].generation};
+    *out = (ds_alloc_info){.base = pool[n].base,
+                           .size = pool[n].size,
+                           .stream = pool[n].stream,
+                           .owner = pool[n].owner,
+                           .device = pool[n].device,
+                           .kind = pool[n].kind,
+                           .api = pool[n].api,
+                           .generation = pool[n].generation,
+                           .properties = pool[n].properties,
+                           .alias_of = pool[n].alias_base,
+                           .alias_generation = pool[n].alias_generation};
 }
 
 /* ---- events ----------------------------------------------------------------- */
 
-static void emit(int id, const ds_alloc_info *a, const char *caller, void *const *frames, int nframes)
+/* `alias`: what a->alias_of is (its api and owner), when known. */
+static void emit(int id, const ds_alloc_info *a, const ds_alloc_info *alias, const char *caller,
+                 void *const *frames, int nframes)
 {
     if (!ds_event_wanted(id))
         return;
     ds_ev e;
     char device[32];
+    const ds_device_api *api = ds_device_api_at(a->api);
     ds_ev_begin(&e, id);
     ds_ev_hex(&e, "base", a->base);
     ds_ev_uint(&e, "bytes", a->size);
     ds_alloc_device_name(device, sizeof(device), a);
     ds_ev_str(&e, "device", device);
     ds_ev_str(&e, "kind", ds_alloc_kind_name(a->kind));
-    ds_ev_str(&e, "api", ds_device_api_at(a->api)->name);
+    ds_ev_str(&e, "api", api->name);
     ds_ev_str(&e, "owner", ds_name(a->owner));
+    if (api->property_names) {
+        ds_ev_open(&e, "memory", '[');
+        for (unsigned bit = 0; bit < 8; bit++)
+            if ((a->properties >> bit) & 1u && api->property_names[bit])
+                ds_ev_str(&e, NULL, api->property_names[bit]);
+        ds_ev_close(&e);
+    }
+    if (a->alias_of) {
+        ds_ev_hex(&e, "alias_of", a->alias_of);
+        if (alias) {
+            ds_ev_str(&e, "alias_api", ds_device_api_at(alias->api)->name);
+            ds_ev_str(&e, "alias_owner", ds_name(alias->owner));
+        }
+    }
     if (caller)
         ds_ev_str(&e, "by", caller);
     if (a->stream)
@@ -256,7 +310,8 @@ static void emit(int id, const ds_alloc_info *a, const char *caller, void *const
 void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
 {
     ds_note_work();
-    ds_alloc_info info = *a;
+    ds_alloc_info info = *a, alias = {0};
+    bool handle = ds_device_api_at(a->api)->handles, aliased = false;
     void *frames[DS_BACKTRACE_CAPTURE];
     int nframes = ds_cfg.backtrace > 0 ? ds_backtrace_capture(frames, (int)DS_ARRAY_LEN(frames)) : 0;
     ds_lock_take(DS_LOCK_ALLOCS);
@@ -264,7 +319,7 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
     if (n) {
         /* A base still in the index was freed behind our back (an untracked
          * route): the new allocation replaces it. */
-        uint32_t stale = index_remove(info.base);
+        uint32_t stale = index_remove(info.base, handle);
         if (stale) {
             __atomic_store_n(&live_count, live_count - 1, __ATOMIC_RELAXED);
             live_bytes -= pool[stale].size;
@@ -275,7 +330,8 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
         pool[n] = (node){.base = info.base, .size = info.size, .stream = info.stream,
                          .owner = info.owner, .device = (int16_t)info.device,
                          .kind = (uint8_t)info.kind, .api = (uint8_t)info.api,
-                         .generation = info.generation};
+                         .generation = info.generation, .properties = info.properties,
+                         .handle = handle};
         __atomic_store_n(&live_count, live_count + 1, __ATOMIC_RELAXED);
         index_insert(n);
         if (pool[n].level == DS_LEVEL_FREE) { /* no memory for the index */
@@ -284,6 +340,15 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
             n = 0;
         } else {
             live_bytes += info.size;
+            /* What it maps, while that is still the allocation it was. */
+            uint32_t of = info.alias_of ? exact(info.alias_of, info.alias_generation) : 0;
+            if (of && pool[of].maps < UINT16_MAX) {
+                pool[of].maps++;
+                pool[n].alias_base = info.alias_of;
+                pool[n].alias_generation = info.alias_generation;
+                fill_info(of, &alias);
+                aliased = true;
+            }
         }
         if (*recent_slot(info.base) == info.base)
             *recent_slot(info.base) = 0;
@@ -293,7 +358,7 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
         ds_stats_untracked();
         return;
     }
-    emit(DS_EV_ALLOC, &info, NULL, frames, nframes);
+    emit(DS_EV_ALLOC, &info, aliased ? &alias : NULL, NULL, frames, nframes);
 }
 
 bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out)
@@ -303,31 +368,82 @@ bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out)
     if (__atomic_load_n(&live_count, __ATOMIC_RELAXED) == 0)
         return false;
     ds_lock_take(DS_LOCK_ALLOCS);
-    uint32_t n = pool ? containing(p) : 0;
+    uint32_t n = pool ? containing(p, false) : 0;
     if (n)
         fill_info(n, out);
     ds_lock_give(DS_LOCK_ALLOCS);
     return n != 0;
 }
 
+bool ds_alloc_lookup_tensor(int32_t device_type, uintptr_t data, uintptr_t address,
+                            ds_alloc_info *out)
+{
+    int api = ds_device_api_for_tensors(device_type);
+    if (api < 0)
+        return ds_alloc_lookup(address, out);
+    if (__atomic_load_n(&live_count, __ATOMIC_RELAXED) == 0)
+        return false;
+    /* A handle: the allocation's own, or what the API maps it to (outside
+     * the lock: the family's tables have their own). */
+    const ds_device_api *d = ds_device_api_at(api);
+    uintptr_t memory = data;
+    if (d->memory_of && !d->memory_of(data, &memory))
+        memory = data;
+    return ds_alloc_lookup_in(api, memory, out);
+}
+
+bool ds_alloc_lookup_in(int api, uintptr_t p, ds_alloc_info *out)
+{
+    ds_lock_take(DS_LOCK_ALLOCS);
+    uint32_t n = pool ? containing(p, ds_device_api_at(api)->handles) : 0;
+    if (n && pool[n].api != api)
+        n = 0;
+    if (n)
+        fill_info(n, out);
+    ds_lock_give(DS_LOCK_ALLOCS);
+    return n != 0;
+}
+
+/* The first live alias of allocation `n` (another API's mapping), or 0. */
+static uint32_t first_alias(uint32_t n)
+{
+    for (uint32_t a = 1; a < next_free_node; a++)
+        if (pool[a].level != DS_LEVEL_FREE && pool[a].alias_base == pool[n].base &&
+            pool[a].alias_generation == pool[n].generation)
+            return a;
+    return 0;
+}
+
 int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)
 {
-    (void)api;
-    ds_alloc_info info;
+    ds_alloc_info info, alias;
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
     ds_lock_take(DS_LOCK_ALLOCS);
-    uint32_t n = pool ? containing(p) : 0;
+    uint32_t n = pool ? containing(p, ds_device_api_at(api)->handles) : 0;
     bool exact = n && pool[n].base == p;
     bool recently_freed = !n && *recent_slot(p) == p;
-    uint32_t shares = exact ? pool[n].shares : 0;
+    uint32_t shares = exact ? pool[n].shares : 0, maps = exact ? pool[n].maps : 0;
+    uint32_t mapper = maps ? first_alias(n) : 0; /* a rare path: a walk is fine */
     if (n)
         fill_info(n, &info);
-    if (exact && shares && ds_cfg.on_error == DS_ON_ERROR_PROTECT) {
+    if (mapper)
+        fill_info(mapper, &alias);
+    if (exact && (shares || maps) && ds_cfg.on_error == DS_ON_ERROR_PROTECT) {
         pool[n].deferred = 1;
         pool[n].freed_with = (uint8_t)kind;
     }
     ds_lock_give(DS_LOCK_ALLOCS);
 
+    if (exact && maps && !shares) {
+        ds_fmt(detail, sizeof(detail),
+               "%s freed the %llu-byte allocation %p of %s while %s still maps it (%p, "
+               "imported by %s); its reads and writes there may now hit freed memory",
+               caller, (unsigned long long)info.size, (void *)p, ds_name(info.owner),
+               mapper ? ds_device_api_at(alias.api)->name : "another API",
+               mapper ? (void *)alias.base : NULL, mapper ? ds_name(alias.owner) : "?");
+        return ds_violation(DS_VIO_FREE_WHILE_SHARED, "data", p, detail) ? DS_FREE_DEFER
+                                                                          : DS_FREE_FORWARD;
+    }
     if (exact && shares) {
         ds_fmt(detail, sizeof(detail),
                "%s freed the %llu-byte allocation %p of %s while %u imported tensor%s in it "
@@ -358,14 +474,26 @@ int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)
     return DS_FREE_FORWARD;
 }
 
-void ds_alloc_forget(uintptr_t base, const char *caller)
+static void release_deferred(uintptr_t base, int api, int kind);
+
+void ds_alloc_forget(uintptr_t base, int api, const char *caller)
 {
     uint32_t n = 0;
-    ds_alloc_info info;
+    ds_alloc_info info, mapped = {0};
+    bool release_mapped = false;
     ds_lock_take(DS_LOCK_ALLOCS);
-    n = index_remove(base);
+    n = index_remove(base, ds_device_api_at(api)->handles);
     if (n) {
         fill_info(n, &info);
+        /* An alias gone: the allocation it mapped has one mapping less, and
+         * a free deferred for it may be due. */
+        uint32_t of = info.alias_of ? exact(info.alias_of, info.alias_generation) : 0;
+        if (of && pool[of].maps) {
+            pool[of].maps--;
+            release_mapped = pool[of].deferred && !pool[of].shares && !pool[of].maps;
+            fill_info(of, &mapped);
+            mapped.kind = pool[of].freed_with;
+        }
         __atomic_store_n(&live_count, live_count - 1, __ATOMIC_RELAXED);
         live_bytes -= pool[n].size;
         free_node(n);
@@ -374,8 +502,10 @@ void ds_alloc_forget(uintptr_t base, const char *caller)
     ds_lock_give(DS_LOCK_ALLOCS);
     if (n) {
         ds_note_work();
-        emit(DS_EV_FREE, &info, caller, NULL, 0);
+        emit(DS_EV_FREE, &info, NULL, caller, NULL, 0);
     }
+    if (release_mapped)
+        release_deferred(mapped.base, mapped.api, mapped.kind);
 }
 
 void ds_alloc_share(uintptr_t base, uint32_t generation, int delta)
@@ -384,32 +514,34 @@ void ds_alloc_share(uintptr_t base, uint32_t generation, int delta)
     bool release_now = false;
     int api = 0, kind = 0;
     ds_lock_take(DS_LOCK_ALLOCS);
-    if (pool) {
-        uint32_t c = containing(base);
-        if (c && pool[c].base == base && pool[c].generation == generation)
-            n = c;
-    }
+    n = pool ? exact(base, generation) : 0;
     if (n) {
         if (delta > 0)
             pool[n].shares++;
         else if (pool[n].shares)
             pool[n].shares--;
-        if (pool[n].deferred && pool[n].shares == 0) {
+        if (pool[n].deferred && pool[n].shares == 0 && pool[n].maps == 0) {
             release_now = true;
             api = pool[n].api;
             kind = pool[n].freed_with;
         }
     }
     ds_lock_give(DS_LOCK_ALLOCS);
+    if (release_now)
+        release_deferred(base, api, kind);
+}
+
+static void release_deferred(uintptr_t base, int api, int kind)
+{
     void (*release)(uintptr_t, int) = ds_device_api_at(api)->release;
-    if (release_now && release) {
-        /* The deferred free, now safe; inside the nesting guard, so that the
-         * runtime's own driver call underneath is not recorded again. */
-        ds_api_enter();
-        release(base, kind);
-        ds_api_leave();
-        ds_alloc_forget(base, "dlshim (deferred free)");
-    }
+    if (!release)
+        return;
+    /* The deferred free, now safe; inside the nesting guard, so that the
+     * runtime's own driver call underneath is not recorded again. */
+    ds_api_enter();
+    release(base, kind);
+    ds_api_leave();
+    ds_alloc_forget(base, api, "dlshim (deferred free)");
 }
 
 #define DS_LEAKS_NAMED 32

@@ -32,6 +32,15 @@ const ds_device_api *ds_device_api_at(int index)
                                                                                    : &unknown;
 }
 
+int ds_device_api_for_tensors(int32_t device_type)
+{
+    int n = atomic_load_explicit(&count, memory_order_acquire);
+    for (int i = 0; i < n && device_type; i++)
+        if (apis[i]->tensor_device_type == device_type)
+            return i;
+    return -1;
+}
+
 void ds_alloc_device_name(char *out, size_t cap, const ds_alloc_info *a)
 {
     const char *type = a->kind >= 0 && a->kind < DS_ALLOC_KINDS

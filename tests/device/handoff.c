@@ -18,6 +18,10 @@
  *   legacy_nonblocking  same, consumer on a non-blocking stream (race)
  *   per_thread        producer in another thread on its per-thread default
  *                     stream, consumer on a blocking stream (race)
+ *   semaphore         an imported external semaphore signalled after the
+ *                     write, waited for by the consumer's stream (the
+ *                     simulated device takes any descriptor; a GPU needs one
+ *                     another API exported, so scripts/gpu-check skips it)
  */
 #include <cuda_runtime_api.h>
 #include <dlshim.h>
@@ -25,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 
 #define N 256
@@ -82,6 +87,7 @@ static DLManagedTensor *tensor_of(int *buf)
 static const char *mode;
 static int *buf;
 static cudaEvent_t ev;
+static cudaExternalSemaphore_t sem;
 static DLManagedTensor *shared;
 
 /* The producer: a late fill of buf with 0x01 bytes on `s`, then the export. */
@@ -93,6 +99,10 @@ static void produce(cudaStream_t s, int record)
     CHECK(cudaMemsetAsync(buf, 1, N * sizeof(int), s));
     if (record == 2)
         CHECK(cudaEventRecord(ev, s));
+    if (record == 3) {
+        struct cudaExternalSemaphoreSignalParams signal = {0};
+        CHECK(cudaSignalExternalSemaphoresAsync(&sem, &signal, 1, s));
+    }
     shared = tensor_of(buf);
     dlshim_export(shared, "producer");
 }
@@ -129,7 +139,15 @@ int main(int argc, char **argv)
         pthread_join(t, NULL);
     } else {
         cudaStream_t ps = !strncmp(mode, "legacy", 6) ? (cudaStream_t)0 : s1;
-        produce(ps, !strcmp(mode, "event_before") ? 1 : !strcmp(mode, "event") ? 2 : 0);
+        if (!strcmp(mode, "semaphore")) {
+            struct cudaExternalSemaphoreHandleDesc desc = {
+                .type = cudaExternalSemaphoreHandleTypeOpaqueFd, .handle.fd = eventfd(0, 0)};
+            CHECK(cudaImportExternalSemaphore(&sem, &desc));
+        }
+        produce(ps, !strcmp(mode, "event_before") ? 1
+                    : !strcmp(mode, "event")      ? 2
+                    : !strcmp(mode, "semaphore")  ? 3
+                                                  : 0);
         if (!strcmp(mode, "host_sync")) {
             open_gate();
             CHECK(cudaStreamSynchronize(s1));
@@ -143,6 +161,10 @@ int main(int argc, char **argv)
     dlshim_import(shared, "consumer");
     if (!strcmp(mode, "event") || !strcmp(mode, "event_before"))
         CHECK(cudaStreamWaitEvent(cs, ev, 0));
+    if (!strcmp(mode, "semaphore")) {
+        struct cudaExternalSemaphoreWaitParams wait = {0};
+        CHECK(cudaWaitExternalSemaphoresAsync(&sem, &wait, 1, cs));
+    }
     int host[N];
     memset(host, 0xff, sizeof(host));
     cudaEvent_t copied;
@@ -160,5 +182,7 @@ int main(int argc, char **argv)
     printf("consumer saw %d\n", host[0]);
     shared->deleter(shared);
     CHECK(cudaFree(buf));
+    if (sem)
+        CHECK(cudaDestroyExternalSemaphore(sem));
     return 0;
 }

@@ -25,9 +25,9 @@ def test_gpu_check_on_the_simulated_device(tmp_path):
     result = json.loads(out.read_text())
     rows = result["rows"]
     device = [r for r in rows if r["group"] == "device"]
-    assert len(device) == 11 and all(r["status"] == "pass" for r in device), device
+    assert len(device) == 13 and all(r["status"] == "pass" for r in device), device
     others = [r for r in rows if r["group"] != "device"]
     assert len(others) == 6 * 2 * 2 + 2 + 1
     assert all(r["status"] == "unavailable" and r["detail"] for r in others), others
-    assert result["counts"] == {"pass": 11, "FAIL": 0, "unavailable": len(others)}
+    assert result["counts"] == {"pass": 13, "FAIL": 0, "unavailable": len(others)}
     assert result["machine"]["device"].startswith("simulated")

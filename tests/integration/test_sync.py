@@ -8,7 +8,7 @@ from conftest import assert_same_behaviour
 
 FRESH, STALE = "consumer saw 16843009", "consumer saw 0"
 RACY = ["unsynced", "event_before", "legacy_nonblocking", "per_thread"]
-SYNCHRONIZED = ["event", "host_sync", "same_stream", "legacy_blocking"]
+SYNCHRONIZED = ["event", "host_sync", "same_stream", "legacy_blocking", "semaphore"]
 
 
 def handoff(dlshim, mode, sync=None, shim=True, program="handoff"):

@@ -5,8 +5,11 @@
  * cuGetProcAddress, through which the simulated runtime reaches it.
  */
 #include <cuda.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 
@@ -168,8 +171,10 @@ static CUresult release(void *p, int kind)
     sim_log("free", p);
     if (sim_free(p, kind) == 0)
         return CUDA_SUCCESS;
-    return kind == SIM_DEVICE && sim_free(p, SIM_MANAGED) == 0 ? CUDA_SUCCESS
-                                                                : CUDA_ERROR_INVALID_VALUE;
+    /* cuMemFree also takes managed memory and external memory's buffers. */
+    if (kind == SIM_DEVICE && (sim_free(p, SIM_MANAGED) == 0 || sim_extmem_free_buffer(p) == 0))
+        return CUDA_SUCCESS;
+    return CUDA_ERROR_INVALID_VALUE;
 }
 
 EXPORT CUresult cuMemFree(CUdeviceptr ptr)
@@ -328,6 +333,122 @@ EXPORT CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data)
     return CUDA_SUCCESS;
 }
 
+/* ---- external memory and semaphores ------------------------------------------------ */
+
+/* Only opaque file descriptors, the Linux Vulkan export (lavapipe's is a
+ * memfd); others are Windows, Direct3D or NvSci handles. */
+EXPORT CUresult cuImportExternalMemory(CUexternalMemory *extMem_out,
+                                       const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc)
+{
+    CHECK_DEVICE;
+    if (!extMem_out || !memHandleDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (memHandleDesc->type != CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (memHandleDesc->flags & ~(unsigned)CUDA_EXTERNAL_MEMORY_DEDICATED)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_extmem *m;
+    switch (sim_extmem_import(memHandleDesc->handle.fd, memHandleDesc->size, &m)) {
+    case 0:
+        *extMem_out = (CUexternalMemory)m;
+        return CUDA_SUCCESS;
+    case EBADF: return CUDA_ERROR_INVALID_HANDLE;
+    case EINVAL: return CUDA_ERROR_INVALID_VALUE;
+    case ENOMEM: return CUDA_ERROR_OUT_OF_MEMORY;
+    default: return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+}
+
+/* The buffer is the mapping plus the offset; cuMemFree releases it. */
+EXPORT CUresult cuExternalMemoryGetMappedBuffer(CUdeviceptr *devPtr, CUexternalMemory extMem,
+                                                const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc)
+{
+    CHECK_DEVICE;
+    if (!devPtr || !bufferDesc || bufferDesc->flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p;
+    switch (sim_extmem_map((sim_extmem *)extMem, bufferDesc->offset, bufferDesc->size, &p)) {
+    case 0:
+        *devPtr = (CUdeviceptr)(uintptr_t)p;
+        return CUDA_SUCCESS;
+    case EBADF: return CUDA_ERROR_INVALID_HANDLE;
+    case ENOMEM: return CUDA_ERROR_OUT_OF_MEMORY;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+EXPORT CUresult cuDestroyExternalMemory(CUexternalMemory extMem)
+{
+    CHECK_DEVICE;
+    return sim_extmem_destroy((sim_extmem *)extMem) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* A semaphore is an event: a signal records it on the stream, a wait makes
+ * the stream wait for the last signal enqueued before it (none: no wait, as
+ * if the other API had signalled).  Looser than a binary semaphore, whose
+ * wait also resets it, but a wait after a signal orders as on a GPU. */
+EXPORT CUresult cuImportExternalSemaphore(CUexternalSemaphore *extSem_out,
+                                          const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC *semHandleDesc)
+{
+    CHECK_DEVICE;
+    if (!extSem_out || !semHandleDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (semHandleDesc->type != CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int fd = semHandleDesc->handle.fd;
+    if (fcntl(fd, F_GETFD) < 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *extSem_out = (CUexternalSemaphore)sim_event_create();
+    close(fd); /* ownership passes to the driver on success */
+    return CUDA_SUCCESS;
+}
+
+/* What signal and wait refuse: no arrays, or a null semaphore. */
+static CUresult check_semaphores(const CUexternalSemaphore *sems, const void *params, unsigned n)
+{
+    if (n && (!sems || !params))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < n; i++)
+        if (!sems[i])
+            return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray,
+                                                const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray,
+                                                unsigned int numExtSems, CUstream stream)
+{
+    CHECK_DEVICE;
+    CUresult bad = check_semaphores(extSemArray, paramsArray, numExtSems);
+    if (bad != CUDA_SUCCESS)
+        return bad;
+    for (unsigned int i = 0; i < numExtSems; i++)
+        sim_event_record((sim_event *)extSemArray[i], sim_stream_of(stream));
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray,
+                                              const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray,
+                                              unsigned int numExtSems, CUstream stream)
+{
+    CHECK_DEVICE;
+    CUresult bad = check_semaphores(extSemArray, paramsArray, numExtSems);
+    if (bad != CUDA_SUCCESS)
+        return bad;
+    for (unsigned int i = 0; i < numExtSems; i++)
+        sim_stream_wait_event(sim_stream_of(stream), (sim_event *)extSemArray[i]);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
+{
+    CHECK_DEVICE;
+    if (!extSem)
+        return CUDA_ERROR_INVALID_HANDLE;
+    sim_event_destroy((sim_event *)extSem);
+    return CUDA_SUCCESS;
+}
+
 /* ---- cuGetProcAddress ------------------------------------------------------------- */
 
 /* Requested base names → this driver's functions (cuda.h's macros turn each
@@ -346,7 +467,11 @@ static const struct {
     ENTRY(cuMemcpyAsync), ENTRY(cuMemsetD8), ENTRY(cuMemsetD8Async), ENTRY(cuStreamCreate),
     ENTRY(cuStreamDestroy), ENTRY(cuStreamSynchronize), ENTRY(cuStreamWaitEvent),
     ENTRY(cuEventCreate), ENTRY(cuEventRecord), ENTRY(cuEventQuery), ENTRY(cuEventSynchronize),
-    ENTRY(cuEventDestroy), ENTRY(cuLaunchHostFunc), ENTRY(cuGetProcAddress),
+    ENTRY(cuEventDestroy), ENTRY(cuLaunchHostFunc), ENTRY(cuImportExternalMemory),
+    ENTRY(cuExternalMemoryGetMappedBuffer), ENTRY(cuDestroyExternalMemory),
+    ENTRY(cuImportExternalSemaphore), ENTRY(cuSignalExternalSemaphoresAsync),
+    ENTRY(cuWaitExternalSemaphoresAsync), ENTRY(cuDestroyExternalSemaphore),
+    ENTRY(cuGetProcAddress),
 };
 #undef ENTRY
 

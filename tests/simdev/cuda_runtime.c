@@ -40,6 +40,13 @@ static struct {
     __typeof__(cuLaunchHostFunc) *host_func;
     __typeof__(cuCtxSynchronize) *ctx_sync;
     __typeof__(cuCtxGetDevice) *ctx_device;
+    __typeof__(cuImportExternalMemory) *import_mem;
+    __typeof__(cuExternalMemoryGetMappedBuffer) *map_mem;
+    __typeof__(cuDestroyExternalMemory) *destroy_mem;
+    __typeof__(cuImportExternalSemaphore) *import_sem;
+    __typeof__(cuSignalExternalSemaphoresAsync) *signal_sem;
+    __typeof__(cuWaitExternalSemaphoresAsync) *wait_sem;
+    __typeof__(cuDestroyExternalSemaphore) *destroy_sem;
 } drv;
 static __typeof__(cuGetProcAddress_v2) *get_proc;
 static cudaError_t init_error;
@@ -81,6 +88,13 @@ static void load_driver(void)
     GET(host_func, "cuLaunchHostFunc");
     GET(ctx_sync, "cuCtxSynchronize");
     GET(ctx_device, "cuCtxGetDevice");
+    GET(import_mem, "cuImportExternalMemory");
+    GET(map_mem, "cuExternalMemoryGetMappedBuffer");
+    GET(destroy_mem, "cuDestroyExternalMemory");
+    GET(import_sem, "cuImportExternalSemaphore");
+    GET(signal_sem, "cuSignalExternalSemaphoresAsync");
+    GET(wait_sem, "cuWaitExternalSemaphoresAsync");
+    GET(destroy_sem, "cuDestroyExternalSemaphore");
 #undef GET
     if (drv.init(0) == CUDA_ERROR_NO_DEVICE)
         init_error = cudaErrorNoDevice;
@@ -96,6 +110,8 @@ static cudaError_t from(CUresult r)
     case CUDA_ERROR_NO_DEVICE: return cudaErrorNoDevice;
     case CUDA_ERROR_NOT_READY: return cudaErrorNotReady;
     case CUDA_ERROR_INVALID_HANDLE: return cudaErrorInvalidResourceHandle;
+    case CUDA_ERROR_NOT_SUPPORTED: return cudaErrorNotSupported;
+    case CUDA_ERROR_OPERATING_SYSTEM: return cudaErrorOperatingSystem;
     default: return cudaErrorUnknown;
     }
 }
@@ -347,6 +363,74 @@ EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
 EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data)
 {
     CALL(drv.host_func((CUstream)stream, (CUhostFn)fn, data));
+}
+
+/* ---- external resource interoperability ------------------------------------------- */
+
+/* The runtime's descriptors are the driver's, field for field (and the
+ * handle types' values the same), so they pass through as they are. */
+#define SAME_LAYOUT(rt, dr, last)                                          \
+    _Static_assert(sizeof(struct rt) == sizeof(dr) &&                      \
+                       offsetof(struct rt, last) == offsetof(dr, last),   \
+                   #rt " is " #dr)
+SAME_LAYOUT(cudaExternalMemoryHandleDesc, CUDA_EXTERNAL_MEMORY_HANDLE_DESC, flags);
+SAME_LAYOUT(cudaExternalMemoryBufferDesc, CUDA_EXTERNAL_MEMORY_BUFFER_DESC, flags);
+SAME_LAYOUT(cudaExternalSemaphoreHandleDesc, CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC, flags);
+SAME_LAYOUT(cudaExternalSemaphoreSignalParams, CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS, flags);
+SAME_LAYOUT(cudaExternalSemaphoreWaitParams, CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS, flags);
+#undef SAME_LAYOUT
+_Static_assert((int)cudaExternalMemoryHandleTypeOpaqueFd == (int)CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD &&
+                   (int)cudaExternalSemaphoreHandleTypeOpaqueFd ==
+                       (int)CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD,
+               "handle types");
+
+EXPORT cudaError_t cudaImportExternalMemory(cudaExternalMemory_t *extMem_out,
+                                            const struct cudaExternalMemoryHandleDesc *memHandleDesc)
+{
+    CALL(drv.import_mem((CUexternalMemory *)extMem_out,
+                        (const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *)memHandleDesc));
+}
+
+EXPORT cudaError_t cudaExternalMemoryGetMappedBuffer(void **devPtr, cudaExternalMemory_t extMem,
+                                                     const struct cudaExternalMemoryBufferDesc *bufferDesc)
+{
+    CALL(drv.map_mem((CUdeviceptr *)devPtr, (CUexternalMemory)extMem,
+                     (const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *)bufferDesc));
+}
+
+EXPORT cudaError_t cudaDestroyExternalMemory(cudaExternalMemory_t extMem)
+{
+    CALL(drv.destroy_mem((CUexternalMemory)extMem));
+}
+
+EXPORT cudaError_t cudaImportExternalSemaphore(cudaExternalSemaphore_t *extSem_out,
+                                               const struct cudaExternalSemaphoreHandleDesc *semHandleDesc)
+{
+    CALL(drv.import_sem((CUexternalSemaphore *)extSem_out,
+                        (const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC *)semHandleDesc));
+}
+
+EXPORT cudaError_t cudaSignalExternalSemaphoresAsync(const cudaExternalSemaphore_t *extSemArray,
+                                                     const struct cudaExternalSemaphoreSignalParams *paramsArray,
+                                                     unsigned int numExtSems, cudaStream_t stream)
+{
+    CALL(drv.signal_sem((const CUexternalSemaphore *)extSemArray,
+                        (const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *)paramsArray, numExtSems,
+                        (CUstream)stream));
+}
+
+EXPORT cudaError_t cudaWaitExternalSemaphoresAsync(const cudaExternalSemaphore_t *extSemArray,
+                                                   const struct cudaExternalSemaphoreWaitParams *paramsArray,
+                                                   unsigned int numExtSems, cudaStream_t stream)
+{
+    CALL(drv.wait_sem((const CUexternalSemaphore *)extSemArray,
+                      (const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *)paramsArray, numExtSems,
+                      (CUstream)stream));
+}
+
+EXPORT cudaError_t cudaDestroyExternalSemaphore(cudaExternalSemaphore_t extSem)
+{
+    CALL(drv.destroy_sem((CUexternalSemaphore)extSem));
 }
 
 /* ---- driver entry points through the runtime -------------------------------------- */

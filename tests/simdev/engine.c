@@ -1,6 +1,7 @@
 /* engine.c — see engine.h. */
 #include "engine.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- configuration --------------------------------------------------------- */
@@ -155,6 +157,132 @@ int sim_free(void *p, int kind)
         return -1;
     if (!reuse)
         memset(found->base, 0xdd, found->size); /* poisoned, never reused (its record is dropped) */
+    return 0;
+}
+
+/* ---- external memory --------------------------------------------------------- */
+
+/* The memory is the exporter's too (a Vulkan driver's): never poisoned. */
+struct sim_extmem {
+    char *base;
+    size_t size;
+    int buffers;    /* mapped buffers not yet freed */
+    bool destroyed; /* handle gone: the range is reserved until buffers is 0 */
+    sim_extmem *next;
+};
+
+typedef struct extbuf {
+    char *p;
+    sim_extmem *m;
+    struct extbuf *next;
+} extbuf;
+
+/* Both under mem_lock (lock_lists), like the allocations. */
+static sim_extmem *live_extmems;
+static extbuf *extbufs;
+
+int sim_extmem_import(int fd, size_t size, sim_extmem **out)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return EBADF;
+    /* Past the file's end a mapping gives SIGBUS, not memory. */
+    if (size == 0 || (S_ISREG(st.st_mode) && (uint64_t)st.st_size < size))
+        return EINVAL;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return errno;
+    sim_extmem *m = malloc(sizeof(*m));
+    if (!m) {
+        munmap(p, size);
+        return ENOMEM;
+    }
+    sigset_t old;
+    lock_lists(&old);
+    *m = (sim_extmem){p, size, 0, false, live_extmems};
+    live_extmems = m;
+    unlock_lists(&old);
+    close(fd); /* ours now, as the CUDA driver's; the mapping keeps the file */
+    *out = m;
+    return 0;
+}
+
+/* Lock held: the link to m in the live list, or NULL. */
+static sim_extmem **find_extmem(sim_extmem *m)
+{
+    for (sim_extmem **l = &live_extmems; *l; l = &(*l)->next)
+        if (*l == m)
+            return l;
+    return NULL;
+}
+
+int sim_extmem_map(sim_extmem *m, uint64_t offset, uint64_t size, void **out)
+{
+    extbuf *b = malloc(sizeof(*b));
+    if (!b)
+        return ENOMEM;
+    sigset_t old;
+    lock_lists(&old);
+    int err = !find_extmem(m)                                          ? EBADF
+              : size == 0 || offset > m->size || size > m->size - offset ? EINVAL
+                                                                       : 0;
+    if (!err) {
+        *b = (extbuf){m->base + offset, m, extbufs};
+        extbufs = b;
+        m->buffers++;
+        *out = b->p;
+    }
+    unlock_lists(&old);
+    if (err)
+        free(b);
+    return err;
+}
+
+int sim_extmem_free_buffer(void *p)
+{
+    sigset_t old;
+    lock_lists(&old);
+    extbuf *b = NULL;
+    for (extbuf **l = &extbufs; *l; l = &(*l)->next)
+        if ((*l)->p == p) {
+            b = *l;
+            *l = b->next;
+            break;
+        }
+    sim_extmem *gone = b && --b->m->buffers == 0 && b->m->destroyed ? b->m : NULL;
+    unlock_lists(&old);
+    if (!b)
+        return -1;
+    free(b);
+    if (gone) {
+        munmap(gone->base, gone->size);
+        free(gone);
+    }
+    return 0;
+}
+
+int sim_extmem_destroy(sim_extmem *m)
+{
+    sigset_t old;
+    lock_lists(&old);
+    sim_extmem **l = find_extmem(m);
+    if (l) {
+        *l = m->next;
+        m->destroyed = true;
+        /* Buffers not yet freed: a use now faults, and their addresses are
+         * not handed out again before cuMemFree releases them. */
+        if (m->buffers)
+            mmap(m->base, m->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+                 -1, 0);
+    }
+    bool gone = l && !m->buffers;
+    unlock_lists(&old);
+    if (!l)
+        return -1;
+    if (gone) {
+        munmap(m->base, m->size);
+        free(m);
+    }
     return 0;
 }
 

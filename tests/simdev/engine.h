@@ -47,6 +47,25 @@ SIM_HIDDEN void sim_event_sync(sim_event *e);
 SIM_HIDDEN bool sim_event_done(sim_event *e);
 SIM_HIDDEN void sim_stream_wait_event(sim_stream *s, sim_event *e);
 
+/* External memory (cuImportExternalMemory): a file descriptor whose file can
+ * be mapped, as Mesa's lavapipe exports Vulkan memory (a memfd), mapped
+ * shared and read/write.  On success the mapping owns the memory and the fd
+ * is closed (CUDA takes ownership of it); on failure the fd is left alone.
+ * Returns 0 or an errno: EBADF (no such fd), EINVAL (size 0, or larger than
+ * the file), or mmap's. */
+typedef struct sim_extmem sim_extmem;
+SIM_HIDDEN int sim_extmem_import(int fd, size_t size, sim_extmem **out);
+/* *out = the buffer at offset (its address in the mapping).  Returns 0,
+ * EBADF (m is not live) or EINVAL (size 0, or [offset, offset + size) not
+ * within the imported size).  A buffer is released with
+ * sim_extmem_free_buffer (cuMemFree), before or after the destroy. */
+SIM_HIDDEN int sim_extmem_map(sim_extmem *m, uint64_t offset, uint64_t size, void **out);
+/* 0, or -1 when p is not a buffer sim_extmem_map returned and not yet freed. */
+SIM_HIDDEN int sim_extmem_free_buffer(void *p);
+/* 0, or -1 when m is not live.  The memory is unmapped at once; the address
+ * range stays reserved (inaccessible) until its last buffer is freed. */
+SIM_HIDDEN int sim_extmem_destroy(sim_extmem *m);
+
 SIM_HIDDEN void sim_memcpy(void *dst, const void *src, size_t n, sim_stream *s, bool sync);
 SIM_HIDDEN void sim_memset(void *dst, int value, size_t n, sim_stream *s, bool sync);
 

@@ -28,6 +28,28 @@ static const ds_device_api fake_api = {
 };
 static int api = -1;
 
+/* An API whose allocations are handles (Vulkan's VkDeviceMemory), carried
+ * by tensors of one device type; handle 0xb0 is a buffer bound to 0xa0. */
+static int released_handles;
+static void release_handle(uintptr_t base, int kind)
+{
+    (void)base;
+    (void)kind;
+    released_handles++;
+}
+static bool buffer_memory(uintptr_t handle, uintptr_t *memory)
+{
+    if (handle != 0xb0)
+        return false;
+    *memory = 0xa0;
+    return true;
+}
+static const ds_device_api handle_api = {
+    .name = "handles", .device_type = {[DS_ALLOC_DEVICE] = "handledev"},
+    .release = release_handle, .handles = true, .tensor_device_type = 7,
+    .memory_of = buffer_memory};
+static int hapi = -1;
+
 static void record(uintptr_t base, uint64_t size)
 {
     ds_alloc_info a = {.base = base, .size = size, .kind = DS_ALLOC_DEVICE, .api = api};
@@ -40,6 +62,8 @@ static int setup(void **state)
     harness_init(NULL);
     if (api < 0)
         api = ds_device_api_add(&fake_api);
+    if (hapi < 0)
+        hapi = ds_device_api_add(&handle_api);
     return 0;
 }
 
@@ -59,7 +83,7 @@ static void test_range_lookup_at_scale(void **state)
         assert_false(ds_alloc_lookup(base_of(i) + STRIDE / 2, &a)); /* just past the end */
     }
     for (uint32_t i = 0; i < N; i += 2)
-        ds_alloc_forget(base_of(i), "unit");
+        ds_alloc_forget(base_of(i), api, "unit");
     ds_alloc_totals(&live, &bytes, &untracked);
     assert_int_equal(live, N / 2);
     for (uint32_t i = 0; i < 1000; i++) {
@@ -67,7 +91,7 @@ static void test_range_lookup_at_scale(void **state)
         assert_int_equal(ds_alloc_lookup(base_of(i) + 8, &a), i % 2 == 1);
     }
     for (uint32_t i = 1; i < N; i += 2)
-        ds_alloc_forget(base_of(i), "unit");
+        ds_alloc_forget(base_of(i), api, "unit");
     ds_alloc_totals(&live, &bytes, &untracked);
     assert_int_equal(live, 0);
     assert_int_equal(bytes, 0);
@@ -133,12 +157,12 @@ static void test_lookup_agrees_across_sizes(void **state)
     }
     check_against_linear_search(&rng);
     for (int i = 0; i < MIXED; i += 2) {
-        ds_alloc_forget(mixed_base[i], "unit");
+        ds_alloc_forget(mixed_base[i], api, "unit");
         mixed_live[i] = false;
     }
     check_against_linear_search(&rng);
     for (int i = 1; i < MIXED; i += 2)
-        ds_alloc_forget(mixed_base[i], "unit");
+        ds_alloc_forget(mixed_base[i], api, "unit");
     uint64_t live, bytes, untracked;
     ds_alloc_totals(&live, &bytes, &untracked);
     assert_int_equal(live, 0);
@@ -153,7 +177,7 @@ static void test_reused_base_replaces_stale_record(void **state)
     ds_alloc_info a;
     assert_true(ds_alloc_lookup(0x7000000000 + 150, &a));
     assert_int_equal(a.size, 200);
-    ds_alloc_forget(0x7000000000, "unit");
+    ds_alloc_forget(0x7000000000, api, "unit");
     assert_false(ds_alloc_lookup(0x7000000000, &a));
 }
 
@@ -175,7 +199,7 @@ static void test_free_policy(void **state)
     assert_int_equal(ds_alloc_free_check(b + 8, api, DS_ALLOC_DEVICE, "unit"),
                      DS_FREE_FORWARD);
     ds_alloc_share(b, a.generation, -1);
-    ds_alloc_forget(b, "unit");
+    ds_alloc_forget(b, api, "unit");
     /* Freed: a second free is a double free; an unknown address is not ours. */
     assert_int_equal(ds_alloc_free_check(b, api, DS_ALLOC_DEVICE, "unit"),
                      DS_FREE_FORWARD);
@@ -208,6 +232,58 @@ static void test_protect_defers_to_the_last_release(void **state)
                      DS_FREE_FORWARD); /* unknown now */
 }
 
+static void test_handles_are_apart_from_addresses(void **state)
+{
+    (void)state;
+    ds_alloc_info a = {.base = 0xa0, .size = 1 << 20, .kind = DS_ALLOC_DEVICE, .api = hapi};
+    ds_alloc_record(&a, ds_name_intern("unit"));
+    record(0x7400000000, 4096);
+    /* A handle is one key, not a range; an address lookup never finds it,
+     * nor a handle lookup an address. */
+    assert_false(ds_alloc_lookup(0xa0, &a));
+    assert_false(ds_alloc_lookup_in(hapi, 0xa1, &a));
+    assert_true(ds_alloc_lookup_in(hapi, 0xa0, &a));
+    assert_int_equal(a.size, 1 << 20);
+    /* A tensor of the API's device type carrying the handle, or a buffer
+     * bound to it; another device type is an address. */
+    assert_true(ds_alloc_lookup_tensor(7, 0xa0, 0xa0, &a) && a.base == 0xa0);
+    assert_true(ds_alloc_lookup_tensor(7, 0xb0, 0xb0, &a) && a.base == 0xa0);
+    assert_false(ds_alloc_lookup_tensor(7, 0x7400000000, 0x7400000000, &a));
+    assert_true(ds_alloc_lookup_tensor(2, 0x7400000000, 0x7400000010, &a));
+    ds_alloc_forget(0x7400000000, api, "unit");
+    ds_alloc_forget(0xa0, hapi, "unit");
+    assert_false(ds_alloc_lookup_in(hapi, 0xa0, &a));
+}
+
+static void test_alias_holds_what_it_maps(void **state)
+{
+    (void)state;
+    const char *env[] = {"DLSHIM_ON_ERROR=protect", NULL};
+    harness_init(env);
+    ds_alloc_info m = {.base = 0xc0, .size = 8192, .kind = DS_ALLOC_DEVICE, .api = hapi};
+    ds_alloc_record(&m, ds_name_intern("exporter"));
+    assert_true(ds_alloc_lookup_in(hapi, 0xc0, &m));
+    ds_alloc_info alias = {.base = 0x7500000000, .size = 8192, .kind = DS_ALLOC_DEVICE,
+                           .api = api, .alias_of = 0xc0, .alias_generation = m.generation};
+    ds_alloc_record(&alias, ds_name_intern("importer"));
+    /* Freeing the exported memory while the alias lives: reported, and
+     * deferred until the alias goes. */
+    int before = released_handles;
+    assert_int_equal(ds_alloc_free_check(0xc0, hapi, DS_ALLOC_DEVICE, "unit"), DS_FREE_DEFER);
+    assert_int_equal(released_handles, before);
+    ds_alloc_forget(0x7500000000, api, "unit");
+    assert_int_equal(released_handles, before + 1);
+    assert_false(ds_alloc_lookup_in(hapi, 0xc0, &m));
+    /* An alias of an allocation gone (a stale generation) holds nothing. */
+    ds_alloc_record(&m, ds_name_intern("exporter"));
+    assert_true(ds_alloc_lookup_in(hapi, 0xc0, &m));
+    alias.alias_generation = m.generation + 100;
+    ds_alloc_record(&alias, ds_name_intern("importer"));
+    assert_int_equal(ds_alloc_free_check(0xc0, hapi, DS_ALLOC_DEVICE, "unit"), DS_FREE_FORWARD);
+    ds_alloc_forget(0xc0, hapi, "unit");
+    ds_alloc_forget(0x7500000000, api, "unit");
+}
+
 /* Not an assertion on time (CI never fails on timing): prints the cost of a
  * lookup among 1e6 live allocations for docs/performance.md. */
 static void test_million_lookups(void **state)
@@ -228,7 +304,7 @@ static void test_million_lookups(void **state)
     double ns = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / M;
     printf("[ INFO     ] lookup among 1e6 live allocations: %.0f ns\n", ns);
     for (uint32_t i = 0; i < M; i++)
-        ds_alloc_forget(0x200000000000ull + (uintptr_t)i * 256, "unit");
+        ds_alloc_forget(0x200000000000ull + (uintptr_t)i * 256, api, "unit");
 }
 
 int main(void)
@@ -239,6 +315,8 @@ int main(void)
         cmocka_unit_test_setup(test_reused_base_replaces_stale_record, setup),
         cmocka_unit_test_setup(test_free_policy, setup),
         cmocka_unit_test_setup(test_protect_defers_to_the_last_release, setup),
+        cmocka_unit_test_setup(test_handles_are_apart_from_addresses, setup),
+        cmocka_unit_test_setup(test_alias_holds_what_it_maps, setup),
         cmocka_unit_test_setup(test_million_lookups, setup),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);

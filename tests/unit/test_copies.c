@@ -53,8 +53,8 @@ static void test_copies_are_named_with_the_apis_devices(void **state)
     allocate(MANAGED, DS_ALLOC_MANAGED, "torchlike");
     ds_copy_record(MANAGED, DEV1, 1024, DS_COPY_INFER, false, CALLER);
     ds_copy_record((uintptr_t)host, MANAGED, 512, DS_COPY_INFER, false, CALLER);
-    ds_alloc_forget(DEV1, "unit");
-    ds_alloc_forget(MANAGED, "unit");
+    ds_alloc_forget(DEV1, api, "unit");
+    ds_alloc_forget(MANAGED, api, "unit");
     char *log = harness_read_log();
     assert_non_null(strstr(log, "\"device\":\"fakedev_managed:0\",\"kind\":\"managed\",\"api\":\"fake\""));
     assert_non_null(strstr(log, "\"direction\":\"d2d\""));
@@ -79,7 +79,7 @@ static void test_an_export_filled_by_a_copy_is_a_copy(void **state)
     ds_tensor_export(&t, false, "producer", 0);
     ds_tensor_import(&t, false, "consumer", 0);
     t.deleter(&t);
-    ds_alloc_forget(DEV1, "unit");
+    ds_alloc_forget(DEV1, api, "unit");
     char *log = harness_read_log();
     char expect[64];
     snprintf(expect, sizeof(expect), "\"copied_from\":\"0x%lx\"", (unsigned long)DEV1);
@@ -95,8 +95,8 @@ static void test_a_trip_through_host_memory_is_a_roundtrip(void **state)
     allocate(DEV2, DS_ALLOC_DEVICE, "torchlike");
     ds_copy_record((uintptr_t)host, DEV1, SIZE, DS_COPY_D2H, false, CALLER);
     ds_copy_record(DEV2, (uintptr_t)host, SIZE, DS_COPY_H2D, false, CALLER);
-    ds_alloc_forget(DEV1, "unit");
-    ds_alloc_forget(DEV2, "unit");
+    ds_alloc_forget(DEV1, api, "unit");
+    ds_alloc_forget(DEV2, api, "unit");
     char *log = harness_read_log();
     const char *trip = strstr(log, "\"event\":\"roundtrip\"");
     assert_non_null(trip);

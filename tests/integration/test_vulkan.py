@@ -1,0 +1,113 @@
+"""Vulkan device memory through dlshim's Vulkan layer, on Mesa's lavapipe (a
+real Vulkan 1.3 driver on the CPU), and its external-memory export imported
+by CUDA on the simulated device: tests/vulkan/vk_share."""
+import os
+
+import pytest
+
+from conftest import BUILD, PRELOAD_FIRST
+
+VK_SHARE = BUILD / "tests" / "vulkan" / "vk_share"
+LAVAPIPE = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+
+
+def run(dlshim, mode, shim=True, env=None):
+    e = {"VK_ICD_FILENAMES": LAVAPIPE, "LD_LIBRARY_PATH": str(BUILD / "simdev"),
+         "DLSHIM_EVENTS": "all"}
+    if PRELOAD_FIRST:  # the sanitizer runs: Mesa is not built for LeakSanitizer's exit check
+        e["ASAN_OPTIONS"] = "detect_leaks=0"
+    e.update(env or {})
+    r = dlshim.run([VK_SHARE, mode], shim=shim, env=e)
+    assert r.rc == 0, r.stdout + r.stderr
+    return r
+
+
+def vulkan_allocs(r, event="alloc"):
+    return [e for e in r.of(event) if e["api"] == "vulkan"]
+
+
+@pytest.fixture(autouse=True)
+def lavapipe():
+    if not os.path.exists(LAVAPIPE):
+        pytest.fail("lavapipe missing: scripts/install-deps installs mesa-vulkan-drivers")
+
+
+def test_memory_is_logged_with_owner_size_and_type(dlshim):
+    r = run(dlshim, "clean")
+    [a] = vulkan_allocs(r)
+    assert (a["device"], a["kind"], a["owner"], a["bytes"]) == ("vulkan:0", "device", "vk_share",
+                                                                 65536)
+    assert {"host_visible", "host_coherent", "exportable"} <= set(a["memory"])
+    [f] = vulkan_allocs(r, "free")
+    assert (f["base"], f["by"]) == (a["base"], "vk_share")
+    assert r.violations() == [] and r.summary["allocations_live"] == 0
+
+
+def test_tensor_of_a_buffer_is_linked_to_its_memory(dlshim):
+    r = run(dlshim, "clean")
+    [a] = vulkan_allocs(r)
+    [x] = r.of("export")
+    # data is the VkBuffer; the layer knows which memory it is bound to.
+    assert x["device"] == "vulkan:0" and x["data"] != a["base"]
+    assert (x["allocation"], x["allocation_owner"]) == (a["base"], "vk_share")
+
+
+def test_early_free_of_shared_memory(dlshim):
+    r = run(dlshim, "early_free")
+    [v] = r.violations("free_while_shared")
+    [a] = vulkan_allocs(r)
+    assert v["data"] == a["base"]
+    # reported, and (default policy) let through at once
+    [f] = vulkan_allocs(r, "free")
+    assert f["by"] == "vk_share"
+    assert r.events.index(f) < r.events.index(r.of("release")[0])
+
+
+def test_early_free_is_deferred_under_protect(dlshim):
+    r = run(dlshim, "early_free", env={"DLSHIM_ON_ERROR": "protect"})
+    assert len(r.violations("free_while_shared")) == 1
+    [f] = vulkan_allocs(r, "free")
+    assert f["by"] == "dlshim (deferred free)"
+    assert r.events.index(f) > r.events.index(r.of("release")[0])
+    assert r.summary["allocations_live"] == 0
+
+
+def test_cuda_import_is_an_alias(dlshim):
+    r = run(dlshim, "cuda_clean")
+    [vk] = vulkan_allocs(r)
+    [cu] = [e for e in r.of("alloc") if e["api"] == "cuda_runtime"]
+    assert (cu["alias_of"], cu["alias_api"], cu["alias_owner"]) == (vk["base"], "vulkan",
+                                                                    "vk_share")
+    assert cu["bytes"] == 65536 and cu["device"] == "cuda:0"
+    assert r.violations() == [] and r.summary["allocations_live"] == 0
+
+
+def test_vulkan_free_while_cuda_maps_it(dlshim):
+    r = run(dlshim, "cuda_early")
+    [v] = r.violations("free_while_shared")
+    [vk] = vulkan_allocs(r)
+    assert v["data"] == vk["base"] and "cuda_runtime still maps it" in v["detail"]
+
+
+def test_vulkan_free_waits_for_cuda_under_protect(dlshim):
+    r = run(dlshim, "cuda_early", env={"DLSHIM_ON_ERROR": "protect"})
+    assert len(r.violations("free_while_shared")) == 1
+    [cu_free] = [e for e in r.of("free") if e["api"] == "cuda_runtime"]
+    [vk_free] = vulkan_allocs(r, "free")
+    assert vk_free["by"] == "dlshim (deferred free)"
+    assert r.events.index(vk_free) > r.events.index(cu_free)
+    assert r.summary["allocations_live"] == 0
+
+
+@pytest.mark.parametrize("mode", ["clean", "cuda_clean"])
+def test_same_output_with_and_without_shim(dlshim, mode):
+    bare = run(dlshim, mode, shim=False)
+    traced = run(dlshim, mode)
+    assert bare.stdout == traced.stdout
+
+
+def test_layer_off_with_the_family(dlshim):
+    r = run(dlshim, "clean", env={"DLSHIM_HOOKS": "python,cuda"})
+    assert vulkan_allocs(r) == []
+    [x] = r.of("export")
+    assert "allocation" not in x
