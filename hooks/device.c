@@ -78,7 +78,7 @@ void ds_device_extmem_mapped(int api, const void *out_ptr, size_t ptr_size, uint
     /* A buffer the program frees like any other: recorded as one, and as
      * an alias of the exported allocation when the import is known. */
     ds_alloc_info a = {.base = base, .size = bytes, .device = device, .kind = DS_ALLOC_DEVICE,
-                       .api = api};
+                       .api = api, .alias_holds = true};
     ds_extmem_source(api, mem, &a.alias_of, &a.alias_generation);
     ds_alloc_record(&a, ds_module_id_at(caller));
 }

@@ -44,6 +44,7 @@
 #define DS_VK_OBJECTS (1u << 16) /* memories and buffers each (a power of two) */
 
 static int ds_api = -1;
+static int ds_mapping_api = -1; /* host mappings: addresses, not handles */
 
 /* The first word of a dispatchable object is the loader's dispatch table:
  * the same for an instance and its physical devices, one per device. */
@@ -76,7 +77,7 @@ typedef struct {
     VkPhysicalDeviceMemoryProperties memory;
 #define VK_HOOK(name, params, args, after) PFN_##name name;
 #define VK_VOID(name, params, args, before) PFN_##name name;
-#define VK_FREE(name, params, args, memory) PFN_##name name;
+#define VK_FREE(name, params, args, check, done) PFN_##name name;
 #include "vulkan.def"
 #undef VK_HOOK
 #undef VK_VOID
@@ -114,6 +115,7 @@ typedef struct {
     uint64_t handle; /* 0: free; ~0: deleted */
     uint64_t memory; /* a buffer's memory (0: unbound); a memory's device slot + 1 */
     VkDeviceSize offset;
+    uint64_t mapped; /* a memory's host address while mapped, or 0 */
     VkAllocationCallbacks cb; /* a memory's callbacks, kept for a deferred free */
     bool has_cb;
 } object;
@@ -244,12 +246,16 @@ static void release(uintptr_t base, int kind)
     device_slot *d = copy.memory && copy.memory <= DS_VK_DEVICES ? &devices[copy.memory - 1] : NULL;
     if (d && __atomic_load_n(&d->key, __ATOMIC_ACQUIRE) && d->vkFreeMemory)
         d->vkFreeMemory(d->device, (VkDeviceMemory)base, copy.has_cb ? &copy.cb : NULL);
+    if (copy.mapped)
+        ds_alloc_forget((uintptr_t)copy.mapped, ds_mapping_api, "dlshim (deferred free)");
 }
 
 /* vkFreeMemory before it is forwarded: what the ledger says to do, and the
  * callbacks kept should it be deferred. */
 static int free_check(VkDeviceMemory memory, const VkAllocationCallbacks *cb, const void *caller)
 {
+    if (!memory)
+        return DS_FREE_FORWARD;
     char who[DS_NAME_MAX];
     ds_module_name_at(caller, who, sizeof(who));
     int action = ds_alloc_free_check(P(memory), ds_api, DS_ALLOC_DEVICE, who);
@@ -258,11 +264,101 @@ static int free_check(VkDeviceMemory memory, const VkAllocationCallbacks *cb, co
     if (o && action == DS_FREE_DEFER && cb) {
         o->cb = *cb;
         o->has_cb = true;
-    } else if (o && action == DS_FREE_FORWARD) {
-        o->handle = ~(uint64_t)0;
     }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
     return action;
+}
+
+/* ---- host mappings: views of the memory, whose tensors are its shares --------- */
+
+static void mapped(VkDeviceMemory memory, VkDeviceSize offset, VkDeviceSize size, void *data,
+                   const void *caller)
+{
+    ds_alloc_info m;
+    if (!data || ds_mapping_api < 0 || !ds_alloc_lookup_in(ds_api, P(memory), &m))
+        return;
+    if (size == VK_WHOLE_SIZE)
+        size = offset < m.size ? m.size - offset : 0;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    object *o = find(&memories, P(memory), false);
+    if (o)
+        o->mapped = P(data);
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+    ds_alloc_info a = {.base = P(data), .size = size, .kind = DS_ALLOC_MAPPED,
+                       .api = ds_mapping_api, .alias_of = P(memory),
+                       .alias_generation = m.generation};
+    ds_alloc_record(&a, ds_module_id_at(caller));
+}
+
+/* Where memory is mapped (0: nowhere), forgotten there when `clear`. */
+static uintptr_t mapping_of(VkDeviceMemory memory, bool clear)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    object *o = find(&memories, P(memory), false);
+    uintptr_t p = o ? (uintptr_t)o->mapped : 0;
+    if (o && clear)
+        o->mapped = 0;
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+    return p;
+}
+
+/* vkUnmapMemory before it is forwarded: a tensor still shared from the
+ * mapping would read unmapped memory. */
+static int unmap_check(VkDeviceMemory memory, const void *caller)
+{
+    uintptr_t p = mapping_of(memory, false);
+    if (!p)
+        return DS_FREE_FORWARD;
+    char who[DS_NAME_MAX];
+    ds_module_name_at(caller, who, sizeof(who));
+    return ds_alloc_free_check(p, ds_mapping_api, DS_ALLOC_MAPPED, who);
+}
+
+/* The mapping gone (unmapped, or freed with its memory); `by` names the
+ * shim where it made the call itself, else the caller does. */
+static void unmapped(VkDeviceMemory memory, const char *by, const void *caller)
+{
+    uintptr_t p = mapping_of(memory, true);
+    char who[DS_NAME_MAX];
+    if (!p)
+        return;
+    if (*by)
+        ds_fmt(who, sizeof(who), "%s", by);
+    else
+        ds_module_name_at(caller, who, sizeof(who));
+    ds_alloc_forget(p, ds_mapping_api, who);
+}
+
+static void freed(VkDeviceMemory memory, const void *caller)
+{
+    char who[DS_NAME_MAX];
+    unmapped(memory, "", caller); /* freeing mapped memory unmaps it */
+    ds_module_name_at(caller, who, sizeof(who));
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    object *o = find(&memories, P(memory), false);
+    if (o)
+        o->handle = ~(uint64_t)0;
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+    ds_alloc_forget(P(memory), ds_api, who);
+}
+
+/* An unmap the shim deferred: the memory mapped at `base`, unmapped with
+ * its device's own vkUnmapMemory (a walk of the table: rare). */
+static void release_mapping(uintptr_t base, int kind)
+{
+    (void)kind;
+    object copy = {0};
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    object *t = memories;
+    for (unsigned i = 0; t && i < DS_VK_OBJECTS && !copy.handle; i++)
+        if (t[i].mapped == base && t[i].handle && t[i].handle != ~(uint64_t)0) {
+            copy = t[i];
+            t[i].mapped = 0;
+        }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+    device_slot *d = copy.memory && copy.memory <= DS_VK_DEVICES ? &devices[copy.memory - 1] : NULL;
+    if (d && __atomic_load_n(&d->key, __ATOMIC_ACQUIRE) && d->vkUnmapMemory)
+        d->vkUnmapMemory(d->device, (VkDeviceMemory)copy.handle);
 }
 
 /* ---- the wrappers ---------------------------------------------------------------- */
@@ -302,23 +398,22 @@ static bool on(void)
         errno = errno_;                                                                       \
         d_->name args; /* NOLINT */                                                           \
     }
-/* A free refused under protect (freed twice, or inside another): Vulkan
- * has no error to return, so the call is dropped, which is what protects;
- * a deferred one is made at the last release (release()). */
-#define VK_FREE(name, params, args, memory)                                                   \
+/* A free or unmap refused under protect (made twice, or inside another):
+ * Vulkan has no error to return, so the call is dropped, which is what
+ * protects; a deferred one is made at the last release (release(),
+ * release_mapping()). */
+#define VK_FREE(name, params, args, check, done)                                              \
     VK_BEGIN(void, , name, params)                                                            \
         int errno_ = errno;                                                                   \
-        bool on_ = (memory) && on();                                                          \
-        int action_ = on_ ? free_check((memory), cb, caller) : DS_FREE_FORWARD;               \
+        bool on_ = on();                                                                      \
+        int action_ = on_ ? (check) : DS_FREE_FORWARD;                                        \
         errno = errno_;                                                                       \
         if (action_ != DS_FREE_FORWARD)                                                       \
             return;                                                                           \
         d_->name args; /* NOLINT */                                                           \
         errno_ = errno;                                                                       \
         if (on_) {                                                                            \
-            char who_[DS_NAME_MAX];                                                           \
-            ds_module_name_at(caller, who_, sizeof(who_));                                    \
-            ds_alloc_forget(P(memory), ds_api, who_);                                         \
+            done;                                                                             \
         }                                                                                     \
         errno = errno_;                                                                       \
     }
@@ -425,7 +520,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice physic
         in->memory_properties(physical, &s.memory);
 #define VK_HOOK(name, params, args, after) s.name = (PFN_##name)next_gdpa(*out, #name);
 #define VK_VOID(name, params, args, before) s.name = (PFN_##name)next_gdpa(*out, #name);
-#define VK_FREE(name, params, args, memory) s.name = (PFN_##name)next_gdpa(*out, #name);
+#define VK_FREE(name, params, args, check, done) s.name = (PFN_##name)next_gdpa(*out, #name);
 #include "vulkan.def"
 #undef VK_HOOK
 #undef VK_VOID
@@ -464,7 +559,7 @@ static PFN_vkVoidFunction device_wrapper(const device_slot *d, const char *name)
     if (!strcmp(name, #fn))              \
         return d && !d->fn ? NULL : (PFN_vkVoidFunction)wrap_##fn;
 #define VK_VOID(fn, params, args, before) VK_HOOK(fn, params, args, before)
-#define VK_FREE(fn, params, args, memory) VK_HOOK(fn, params, args, memory)
+#define VK_FREE(fn, params, args, check, done) VK_HOOK(fn, params, args, check)
 #include "vulkan.def"
 #undef VK_HOOK
 #undef VK_VOID
@@ -590,9 +685,17 @@ static void enable_layer(void)
     }
 }
 
+/* Host mappings of that memory: addresses, whose tensors are CPU tensors. */
+static const ds_device_api mapping_api = {
+    .name = "vulkan",
+    .device_type = {[DS_ALLOC_MAPPED] = "cpu"},
+    .barrier = no_barrier,
+    .release = release_mapping};
+
 static void install(void)
 {
     ds_api = ds_device_api_add(&api);
+    ds_mapping_api = ds_device_api_add(&mapping_api);
     enable_layer();
 }
 

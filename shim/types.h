@@ -156,7 +156,11 @@ typedef struct __attribute__((aligned(sizeof(void *)))) ds_family {
 } ds_family;
 
 /* ---- device APIs (devices.c) and their allocations (allocs.c) ------------ */
-enum ds_alloc_kind { DS_ALLOC_DEVICE, DS_ALLOC_HOST, DS_ALLOC_MANAGED, DS_ALLOC_ASYNC, DS_ALLOC_KINDS };
+/* MAPPED: another allocation's bytes mapped into host memory (vkMapMemory). */
+enum ds_alloc_kind {
+    DS_ALLOC_DEVICE, DS_ALLOC_HOST, DS_ALLOC_MANAGED, DS_ALLOC_ASYNC, DS_ALLOC_MAPPED,
+    DS_ALLOC_KINDS
+};
 #define DS_DEVICE_APIS_MAX 8
 /* What a device runtime's hook family tells the core about it. */
 typedef struct ds_device_api {
@@ -211,11 +215,14 @@ typedef struct ds_alloc_info {
     int api;       /* the device API's index (ds_device_api_add) */
     uint32_t generation;
     uint8_t properties; /* the API's own bits (its descriptor names them) */
-    /* Memory of another allocation mapped into this one (external memory
-     * imported by a second API): while this one lives, freeing that one is
-     * freed_while_shared.  0: none. */
+    /* Another allocation whose memory this one is (0: none).  Tensors
+     * shared in this one count as shared in that one too.  `alias_holds`:
+     * this one keeps that one in use (external memory a second API imported
+     * and mapped): freeing that one while this lives is freed_while_shared.
+     * Otherwise a view that freeing that one legally ends (a host mapping). */
     uintptr_t alias_of;
     uint32_t alias_generation;
+    bool alias_holds;
 } ds_alloc_info;
 
 /* ---- ELF modules (elf.c) and GOT hooks (modules.c) ---------------------- */

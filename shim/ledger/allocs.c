@@ -15,9 +15,10 @@
  * share on it until the tensor's release.  Freeing an allocation with shares
  * is free_while_shared; with protect the free is deferred, reported to the
  * caller as done, and performed by the hook family's releaser at the last
- * release.  An alias (external memory a second API imported and mapped, see
- * ds_alloc_info.alias_of) counts as a mapping of the allocation it shows,
- * until it is freed: the same rule, for the same reason.
+ * release.  An alias (ds_alloc_info.alias_of: external memory a second API
+ * imported, a host mapping) passes its shares on to the allocation it
+ * shows; one that holds it (the import) counts as a mapping of it until it
+ * is freed: the same rule, for the same reason.
  *
  * APIs whose allocations are handles, not addresses (the descriptor's
  * `handles`), share the index: a handle is a one-byte entry marked as one,
@@ -50,6 +51,7 @@ typedef struct {
     uint8_t freed_with; /* the API's free kind (host or device) for the deferred free */
     uint8_t properties;
     uint8_t handle;       /* base is an API's handle (its descriptor's `handles`) */
+    uint8_t alias_holds;  /* counted in the aliased allocation's maps */
 } node;
 _Static_assert(sizeof(node) <= 64, "at most 64 bytes per tracked allocation");
 
@@ -62,7 +64,8 @@ static uint64_t live_count, live_bytes;
 static uintptr_t recent[DS_RECENT_FREES];
 static atomic_uint_fast64_t untracked_frees;
 
-static const char *const kind_names[] = {"device", "host_pinned", "managed", "async_pool"};
+static const char *const kind_names[] = {"device", "host_pinned", "managed", "async_pool",
+                                         "mapped"};
 
 const char *ds_alloc_kind_name(int kind)
 {
@@ -260,7 +263,8 @@ static void fill_info(uint32_t n, ds_alloc_info *out)
                            .generation = pool[n].generation,
                            .properties = pool[n].properties,
                            .alias_of = pool[n].alias_base,
-                           .alias_generation = pool[n].alias_generation};
+                           .alias_generation = pool[n].alias_generation,
+                           .alias_holds = pool[n].alias_holds};
 }
 
 /* ---- events ----------------------------------------------------------------- */
@@ -307,11 +311,29 @@ static void emit(int id, const ds_alloc_info *a, const ds_alloc_info *alias, con
 
 /* ---- the API ---------------------------------------------------------------- */
 
+static void release_deferred(uintptr_t base, int api, int kind);
+
+/* Lock held, node n leaving: if it is an alias, the allocation it shows
+ * loses its shares and (held) one mapping; true when a free deferred for
+ * that one is now due (*mapped: what to free, its kind the free's). */
+static bool unmap_alias(uint32_t n, ds_alloc_info *mapped)
+{
+    uint32_t of = pool[n].alias_base ? exact(pool[n].alias_base, pool[n].alias_generation) : 0;
+    if (!of)
+        return false;
+    pool[of].shares -= pool[n].shares < pool[of].shares ? pool[n].shares : pool[of].shares;
+    if (pool[n].alias_holds && pool[of].maps)
+        pool[of].maps--;
+    fill_info(of, mapped);
+    mapped->kind = pool[of].freed_with;
+    return pool[of].deferred && !pool[of].shares && !pool[of].maps;
+}
+
 void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
 {
     ds_note_work();
-    ds_alloc_info info = *a, alias = {0};
-    bool handle = ds_device_api_at(a->api)->handles, aliased = false;
+    ds_alloc_info info = *a, alias = {0}, mapped = {0};
+    bool handle = ds_device_api_at(a->api)->handles, aliased = false, release_mapped = false;
     void *frames[DS_BACKTRACE_CAPTURE];
     int nframes = ds_cfg.backtrace > 0 ? ds_backtrace_capture(frames, (int)DS_ARRAY_LEN(frames)) : 0;
     ds_lock_take(DS_LOCK_ALLOCS);
@@ -321,6 +343,7 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
          * route): the new allocation replaces it. */
         uint32_t stale = index_remove(info.base, handle);
         if (stale) {
+            release_mapped = unmap_alias(stale, &mapped);
             __atomic_store_n(&live_count, live_count - 1, __ATOMIC_RELAXED);
             live_bytes -= pool[stale].size;
             free_node(stale);
@@ -342,10 +365,11 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
             live_bytes += info.size;
             /* What it maps, while that is still the allocation it was. */
             uint32_t of = info.alias_of ? exact(info.alias_of, info.alias_generation) : 0;
-            if (of && pool[of].maps < UINT16_MAX) {
-                pool[of].maps++;
+            if (of && (!info.alias_holds || pool[of].maps < UINT16_MAX)) {
+                pool[of].maps += info.alias_holds;
                 pool[n].alias_base = info.alias_of;
                 pool[n].alias_generation = info.alias_generation;
+                pool[n].alias_holds = info.alias_holds;
                 fill_info(of, &alias);
                 aliased = true;
             }
@@ -354,6 +378,8 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
             *recent_slot(info.base) = 0;
     }
     ds_lock_give(DS_LOCK_ALLOCS);
+    if (release_mapped)
+        release_deferred(mapped.base, mapped.api, mapped.kind);
     if (!n) {
         ds_stats_untracked();
         return;
@@ -474,8 +500,6 @@ int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)
     return DS_FREE_FORWARD;
 }
 
-static void release_deferred(uintptr_t base, int api, int kind);
-
 void ds_alloc_forget(uintptr_t base, int api, const char *caller)
 {
     uint32_t n = 0;
@@ -485,15 +509,7 @@ void ds_alloc_forget(uintptr_t base, int api, const char *caller)
     n = index_remove(base, ds_device_api_at(api)->handles);
     if (n) {
         fill_info(n, &info);
-        /* An alias gone: the allocation it mapped has one mapping less, and
-         * a free deferred for it may be due. */
-        uint32_t of = info.alias_of ? exact(info.alias_of, info.alias_generation) : 0;
-        if (of && pool[of].maps) {
-            pool[of].maps--;
-            release_mapped = pool[of].deferred && !pool[of].shares && !pool[of].maps;
-            fill_info(of, &mapped);
-            mapped.kind = pool[of].freed_with;
-        }
+        release_mapped = unmap_alias(n, &mapped);
         __atomic_store_n(&live_count, live_count - 1, __ATOMIC_RELAXED);
         live_bytes -= pool[n].size;
         free_node(n);
@@ -510,25 +526,27 @@ void ds_alloc_forget(uintptr_t base, int api, const char *caller)
 
 void ds_alloc_share(uintptr_t base, uint32_t generation, int delta)
 {
-    uint32_t n = 0;
-    bool release_now = false;
-    int api = 0, kind = 0;
+    /* The allocation, then what it is an alias of (if any): each counts the
+     * share, and a free deferred for either may now be due (the alias's
+     * first: a mapping goes before the memory under it). */
+    ds_alloc_info due[2];
+    int ndue = 0;
     ds_lock_take(DS_LOCK_ALLOCS);
-    n = pool ? exact(base, generation) : 0;
-    if (n) {
+    uint32_t n = pool ? exact(base, generation) : 0;
+    for (int hop = 0; n && hop < 2; hop++) {
         if (delta > 0)
             pool[n].shares++;
         else if (pool[n].shares)
             pool[n].shares--;
         if (pool[n].deferred && pool[n].shares == 0 && pool[n].maps == 0) {
-            release_now = true;
-            api = pool[n].api;
-            kind = pool[n].freed_with;
+            fill_info(n, &due[ndue]);
+            due[ndue++].kind = pool[n].freed_with;
         }
+        n = pool[n].alias_base ? exact(pool[n].alias_base, pool[n].alias_generation) : 0;
     }
     ds_lock_give(DS_LOCK_ALLOCS);
-    if (release_now)
-        release_deferred(base, api, kind);
+    for (int i = 0; i < ndue; i++)
+        release_deferred(due[i].base, due[i].api, due[i].kind);
 }
 
 static void release_deferred(uintptr_t base, int api, int kind)

@@ -130,7 +130,7 @@ static void describe(side *s, uintptr_t p)
 {
     memset(s, 0, sizeof(*s));
     s->tracked = ds_alloc_lookup(p, &s->alloc);
-    s->device = s->tracked && s->alloc.kind != DS_ALLOC_HOST;
+    s->device = s->tracked && s->alloc.kind != DS_ALLOC_HOST && s->alloc.kind != DS_ALLOC_MAPPED;
 }
 
 static void side_fields(ds_ev *e, const char *which, const side *s, uintptr_t p)

@@ -19,8 +19,8 @@ def test_compute_shader_memory_is_seen_and_balanced(dlshim):
     r = dlshim.framework("wgpu_compute.py", env=ENV)
     assert r.rc == 0, r.stdout + r.stderr
     assert "adapter Vulkan CPU" in r.stdout and "sum 16777216" in r.stdout
-    allocs = [e for e in r.of("alloc") if e["api"] == "vulkan"]
-    frees = [e for e in r.of("free") if e["api"] == "vulkan"]
+    allocs = [e for e in r.of("alloc") if e["api"] == "vulkan" and e["kind"] == "device"]
+    frees = [e for e in r.of("free") if e["api"] == "vulkan" and e["kind"] == "device"]
     assert allocs, "no Vulkan allocation seen"
     assert {e["owner"] for e in allocs} == {"wgpu"}
     assert {e["device"] for e in allocs} == {"vulkan:0"}
@@ -28,6 +28,10 @@ def test_compute_shader_memory_is_seen_and_balanced(dlshim):
     # every allocation freed, once, by wgpu-native
     assert sorted(e["base"] for e in allocs) == sorted(e["base"] for e in frees)
     assert {e["by"] for e in frees} == {"wgpu"}
+    # its host mappings (reading the result back), each of a memory seen
+    maps = [e for e in r.of("alloc") if e["kind"] == "mapped"]
+    assert maps and {e["alias_of"] for e in maps} <= {e["base"] for e in allocs}
+    assert len([e for e in r.of("free") if e["kind"] == "mapped"]) == len(maps)
     assert r.violations() == [] and r.summary["allocations_live"] == 0
 
 

@@ -22,8 +22,9 @@ def run(dlshim, mode, shim=True, env=None):
     return r
 
 
-def vulkan_allocs(r, event="alloc"):
-    return [e for e in r.of(event) if e["api"] == "vulkan"]
+def vulkan_allocs(r, event="alloc", kind="device"):
+    """Vulkan memory (kind device), or its host mappings (kind mapped)."""
+    return [e for e in r.of(event) if e["api"] == "vulkan" and e["kind"] == kind]
 
 
 @pytest.fixture(autouse=True)
@@ -99,7 +100,7 @@ def test_vulkan_free_waits_for_cuda_under_protect(dlshim):
     assert r.summary["allocations_live"] == 0
 
 
-@pytest.mark.parametrize("mode", ["clean", "cuda_clean"])
+@pytest.mark.parametrize("mode", ["clean", "cuda_clean", "map_clean"])
 def test_same_output_with_and_without_shim(dlshim, mode):
     bare = run(dlshim, mode, shim=False)
     traced = run(dlshim, mode)
@@ -111,3 +112,37 @@ def test_layer_off_with_the_family(dlshim):
     assert vulkan_allocs(r) == []
     [x] = r.of("export")
     assert "allocation" not in x
+
+
+def test_host_mapping_is_a_view_of_its_memory(dlshim):
+    r = run(dlshim, "map_clean")
+    [mem] = vulkan_allocs(r)
+    maps = vulkan_allocs(r, kind="mapped")
+    assert len(maps) == 2  # the program's fill, then the shared view
+    assert {(m["alias_of"], m["device"], m["bytes"]) for m in maps} == {(mem["base"], "cpu:0",
+                                                                        65536)}
+    [x] = r.of("export")
+    assert x["allocation"] == maps[1]["base"] and x["device"] == "cpu:0"
+    assert r.violations() == [] and r.summary["allocations_live"] == 0
+
+
+def test_unmap_while_a_cpu_tensor_is_shared(dlshim):
+    r = run(dlshim, "map_unmap")
+    [v] = r.violations("free_while_shared")
+    assert v["data"] == vulkan_allocs(r, kind="mapped")[1]["base"]
+    protected = run(dlshim, "map_unmap", env={"DLSHIM_ON_ERROR": "protect"})
+    unmap = vulkan_allocs(protected, "free", kind="mapped")[1]
+    assert unmap["by"] == "dlshim (deferred free)"
+    assert protected.events.index(unmap) > protected.events.index(protected.of("release")[0])
+
+
+def test_free_of_mapped_memory_waits_for_the_cpu_tensor_under_protect(dlshim):
+    # Without protect the consumer's read after the free faults on lavapipe.
+    r = run(dlshim, "map_free", env={"DLSHIM_ON_ERROR": "protect"})
+    [mem] = vulkan_allocs(r)
+    [v] = r.violations("free_while_shared")
+    assert v["data"] == mem["base"] and "consumer read 5" in r.stdout
+    [free] = vulkan_allocs(r, "free")
+    assert free["by"] == "dlshim (deferred free)"
+    assert r.events.index(free) > r.events.index(r.of("release")[0])
+    assert r.summary["allocations_live"] == 0

@@ -264,7 +264,8 @@ static void test_alias_holds_what_it_maps(void **state)
     ds_alloc_record(&m, ds_name_intern("exporter"));
     assert_true(ds_alloc_lookup_in(hapi, 0xc0, &m));
     ds_alloc_info alias = {.base = 0x7500000000, .size = 8192, .kind = DS_ALLOC_DEVICE,
-                           .api = api, .alias_of = 0xc0, .alias_generation = m.generation};
+                           .api = api, .alias_of = 0xc0, .alias_generation = m.generation,
+                           .alias_holds = true};
     ds_alloc_record(&alias, ds_name_intern("importer"));
     /* Freeing the exported memory while the alias lives: reported, and
      * deferred until the alias goes. */
@@ -279,6 +280,16 @@ static void test_alias_holds_what_it_maps(void **state)
     assert_true(ds_alloc_lookup_in(hapi, 0xc0, &m));
     alias.alias_generation = m.generation + 100;
     ds_alloc_record(&alias, ds_name_intern("importer"));
+    assert_int_equal(ds_alloc_free_check(0xc0, hapi, DS_ALLOC_DEVICE, "unit"), DS_FREE_FORWARD);
+    ds_alloc_forget(0xc0, hapi, "unit");
+    ds_alloc_forget(0x7500000000, api, "unit");
+    /* An alias freed behind the shim's back (its base allocated again)
+     * maps nothing any more. */
+    ds_alloc_record(&m, ds_name_intern("exporter"));
+    assert_true(ds_alloc_lookup_in(hapi, 0xc0, &m));
+    alias.alias_generation = m.generation;
+    ds_alloc_record(&alias, ds_name_intern("importer"));
+    record(0x7500000000, 8192);
     assert_int_equal(ds_alloc_free_check(0xc0, hapi, DS_ALLOC_DEVICE, "unit"), DS_FREE_FORWARD);
     ds_alloc_forget(0xc0, hapi, "unit");
     ds_alloc_forget(0x7500000000, api, "unit");

@@ -9,6 +9,10 @@
  *   cuda_clean   CUDA imports the memory, reads what Vulkan wrote, frees its
  *                buffer and destroys the import, then Vulkan frees the memory
  *   cuda_early   Vulkan frees the memory while CUDA still maps it
+ *   map_clean    a CPU tensor over the memory's host mapping, released
+ *                before the unmap and the free
+ *   map_unmap    the memory unmapped while the consumer holds that tensor
+ *   map_free     the memory freed (unmapping it) while the consumer holds it
  *
  * It exits 0 when every call it made succeeded.
  */
@@ -129,6 +133,29 @@ static void share_tensor(const char *mode, VkBuffer buffer, VkDeviceMemory memor
         vkFreeMemory(device, memory, NULL);
 }
 
+/* A CPU tensor over the memory's host mapping. */
+static void share_mapping(const char *mode, VkDeviceMemory memory)
+{
+    uint32_t *p;
+    VK_CHECK(vkMapMemory(device, memory, 0, VK_WHOLE_SIZE, 0, (void **)&p));
+    DLManagedTensor t = {
+        .dl_tensor = {.data = p, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLUInt, 32, 1},
+                      .shape = shape},
+        .deleter = no_deleter};
+    dlshim_export(&t, "vkproducer");
+    dlshim_import(&t, "cpuconsumer");
+    if (!strcmp(mode, "map_unmap"))
+        vkUnmapMemory(device, memory); /* the consumer still reads p */
+    if (!strcmp(mode, "map_free"))
+        vkFreeMemory(device, memory, NULL); /* the same, and the memory goes */
+    printf("consumer read %u\n", p[5]);
+    t.deleter(&t);
+    if (!strcmp(mode, "map_clean"))
+        vkUnmapMemory(device, memory);
+    if (strcmp(mode, "map_free"))
+        vkFreeMemory(device, memory, NULL);
+}
+
 static void cuda_import(const char *mode, VkDeviceMemory memory)
 {
     VkMemoryGetFdInfoKHR gfi = {.sType = VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR,
@@ -168,6 +195,8 @@ int main(int argc, char **argv)
     make_buffer(&buffer, &memory);
     if (!strncmp(mode, "cuda_", 5))
         cuda_import(mode, memory);
+    else if (!strncmp(mode, "map_", 4))
+        share_mapping(mode, memory);
     else
         share_tensor(mode, buffer, memory);
     vkDestroyBuffer(device, buffer, NULL);
