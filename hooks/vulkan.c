@@ -6,8 +6,8 @@
  * loader hands out a driver's functions directly: no GOT slot or symbol
  * lookup the shim could take over sees them.  The loader's own way in is a
  * layer: a manifest (build/vulkan/dlshim_layer.json, beside the library)
- * names this library and its negotiation function, the environment enables
- * it (scripts/dlshim; docs/design.md says why a layer), and the loader then
+ * names this library and its negotiation function, the shim enables it at
+ * start-up (enable_layer; docs/design.md says why a layer), and the loader then
  * calls in here for every instance and device, with the next layer's
  * functions to forward to.  The layer lives in libdlshim.so itself, so it
  * shares the ledger of the preloaded shim.
@@ -16,10 +16,12 @@
  * (api "vulkan", device "vulkan:N" with N the physical device's index, the
  * memory type's properties); buffers bound to memory, so that a kDLVulkan
  * tensor whose data is a VkBuffer (or a VkDeviceMemory) is linked to its
- * allocation; vkGetMemoryFdKHR, so that another API importing the
- * descriptor maps the same allocation (shim/ledger/external.c).  A free of
- * shared memory under DLSHIM_ON_ERROR=protect is deferred to the last
- * release, as for CUDA, and then made with the device's own vkFreeMemory.
+ * allocation; vkMapMemory / vkUnmapMemory, a host mapping being a view of
+ * the memory whose CPU tensors count as its shares; vkGetMemoryFdKHR, so
+ * that another API importing the descriptor maps the same allocation
+ * (shim/ledger/external.c).  A free or unmap of shared memory under
+ * DLSHIM_ON_ERROR=protect is deferred to the last release, as for CUDA, and
+ * then made with the device's own function.
  *
  * The loader's layer interface (vk_layer.h) is followed by hand: no Debian
  * library offers a layer framework for C (the Vulkan-ValidationLayers'
@@ -114,7 +116,6 @@ static device_slot *device_of(const void *object)
 typedef struct {
     uint64_t handle; /* 0: free; ~0: deleted */
     uint64_t memory; /* a buffer's memory (0: unbound); a memory's device slot + 1 */
-    VkDeviceSize offset;
     uint64_t mapped; /* a memory's host address while mapped, or 0 */
     VkAllocationCallbacks cb; /* a memory's callbacks, kept for a deferred free */
     bool has_cb;
@@ -122,17 +123,15 @@ typedef struct {
 
 static object *memories, *buffers;
 
+/* Lock held. */
 static object *table(object **t)
 {
-    object *p = __atomic_load_n(t, __ATOMIC_ACQUIRE);
-    if (!p) {
+    if (!*t) {
         void *m = mmap(NULL, sizeof(object) * DS_VK_OBJECTS, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        p = m == MAP_FAILED ? NULL : m;
-        if (p)
-            *t = p;
+        *t = m == MAP_FAILED ? NULL : m;
     }
-    return p;
+    return *t;
 }
 
 /* Lock held.  The entry of `handle`, or (insert) a free one for it. */
@@ -154,19 +153,19 @@ static object *find(object **t, uint64_t handle, bool insert)
     return insert ? hole : NULL;
 }
 
-static void buffer_bound(VkBuffer buffer, VkDeviceMemory memory, VkDeviceSize offset)
+static void buffer_bound(VkBuffer buffer, VkDeviceMemory memory)
 {
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     object *o = find(&buffers, P(buffer), true);
     if (o)
-        *o = (object){.handle = P(buffer), .memory = P(memory), .offset = offset};
+        *o = (object){.handle = P(buffer), .memory = P(memory)};
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
 static void buffers_bound(uint32_t count, const VkBindBufferMemoryInfo *infos)
 {
     for (uint32_t i = 0; i < count && i < 4096; i++)
-        buffer_bound(infos[i].buffer, infos[i].memory, infos[i].memoryOffset);
+        buffer_bound(infos[i].buffer, infos[i].memory);
 }
 
 static void buffer_forget(VkBuffer buffer)
@@ -190,7 +189,7 @@ static bool memory_of(uintptr_t handle, uintptr_t *memory)
     return bound;
 }
 
-/* Property bits: the memory type's own five, then two of the allocation. */
+/* Property bits: the memory type's own six, then two of the allocation's. */
 enum { PROP_EXPORTABLE = 1u << 6, PROP_IMPORTED = 1u << 7 };
 static const char *const property_names[8] = {
     "device_local", "host_visible", "host_coherent", "host_cached",
@@ -314,25 +313,21 @@ static int unmap_check(VkDeviceMemory memory, const void *caller)
     return ds_alloc_free_check(p, ds_mapping_api, DS_ALLOC_MAPPED, who);
 }
 
-/* The mapping gone (unmapped, or freed with its memory); `by` names the
- * shim where it made the call itself, else the caller does. */
-static void unmapped(VkDeviceMemory memory, const char *by, const void *caller)
+/* The mapping gone: unmapped, or freed with its memory. */
+static void unmapped(VkDeviceMemory memory, const void *caller)
 {
     uintptr_t p = mapping_of(memory, true);
     char who[DS_NAME_MAX];
     if (!p)
         return;
-    if (*by)
-        ds_fmt(who, sizeof(who), "%s", by);
-    else
-        ds_module_name_at(caller, who, sizeof(who));
+    ds_module_name_at(caller, who, sizeof(who));
     ds_alloc_forget(p, ds_mapping_api, who);
 }
 
 static void freed(VkDeviceMemory memory, const void *caller)
 {
     char who[DS_NAME_MAX];
-    unmapped(memory, "", caller); /* freeing mapped memory unmaps it */
+    unmapped(memory, caller); /* freeing mapped memory unmaps it */
     ds_module_name_at(caller, who, sizeof(who));
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     object *o = find(&memories, P(memory), false);
