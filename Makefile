@@ -267,12 +267,16 @@ $(DEVICE_BIN)/culike_user: tests/device/culike_user.c $(DEVICE_BIN)/libculike.so
 # programs (no HIP, Python extensions or Rust); `simdev` for its --simdev runs.
 CUDA_DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN)/handoff \
                      $(DEVICE_BIN)/copies
-# Vulkan programs: the loader (libvulkan-dev) and CUDA's runtime, the
+# Vulkan programs: the loader (libvulkan-dev), CUDA's runtime and HIP's, the
 # simulated device's in CI (tests/vulkan).
-VULKAN_PROGS := $(BUILD)/tests/vulkan/vk_share
-$(BUILD)/tests/vulkan/%: tests/vulkan/%.c include/dlshim.h
+VULKAN_PROGS := $(BUILD)/tests/vulkan/vk_share $(BUILD)/tests/vulkan/vk_hip
+$(BUILD)/tests/vulkan/%: tests/vulkan/%.c tests/vulkan/vk_setup.c tests/vulkan/vk_setup.h \
+                         include/dlshim.h
 	@mkdir -p $(dir $@)
-	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -lvulkan -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< tests/vulkan/vk_setup.c -lvulkan $(VK_RUNTIME) \
+	    $(VARIANT_LDFLAGS)
+$(BUILD)/tests/vulkan/vk_share: VK_RUNTIME = -L$(CUDA_HOME)/lib64 -lcudart
+$(BUILD)/tests/vulkan/vk_hip: VK_RUNTIME = -lamdhip64
 
 gpu-check-programs: $(LIB) $(CUDA_DEVICE_PROGS) $(VK_LAYER) \
                     $(if $(wildcard /usr/include/vulkan/vulkan.h),$(VULKAN_PROGS))

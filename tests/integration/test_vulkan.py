@@ -8,16 +8,17 @@ import pytest
 from conftest import BUILD, PRELOAD_FIRST
 
 VK_SHARE = BUILD / "tests" / "vulkan" / "vk_share"
+VK_HIP = BUILD / "tests" / "vulkan" / "vk_hip"
 LAVAPIPE = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
 
 
-def run(dlshim, mode, shim=True, env=None):
+def run(dlshim, mode, shim=True, env=None, program=VK_SHARE):
     e = {"VK_ICD_FILENAMES": LAVAPIPE, "LD_LIBRARY_PATH": str(BUILD / "simdev"),
          "DLSHIM_EVENTS": "all"}
     if PRELOAD_FIRST:  # the sanitizer runs: Mesa is not built for LeakSanitizer's exit check
         e["ASAN_OPTIONS"] = "detect_leaks=0"
     e.update(env or {})
-    r = dlshim.run([VK_SHARE, mode], shim=shim, env=e)
+    r = dlshim.run([program, mode], shim=shim, env=e)
     assert r.rc == 0, r.stdout + r.stderr
     return r
 
@@ -98,6 +99,21 @@ def test_vulkan_free_waits_for_cuda_under_protect(dlshim):
     assert vk_free["by"] == "dlshim (deferred free)"
     assert r.events.index(vk_free) > r.events.index(cu_free)
     assert r.summary["allocations_live"] == 0
+
+
+def test_hip_import_is_an_alias_too(dlshim):
+    r = run(dlshim, "hip_clean", program=VK_HIP)
+    [vk] = vulkan_allocs(r)
+    [hip] = [e for e in r.of("alloc") if e["api"] == "hip"]
+    assert (hip["alias_of"], hip["alias_api"], hip["device"]) == (vk["base"], "vulkan", "rocm:0")
+    assert r.violations() == [] and r.summary["allocations_live"] == 0
+    early = run(dlshim, "hip_early", program=VK_HIP, env={"DLSHIM_ON_ERROR": "protect"})
+    [v] = early.violations("free_while_shared")
+    assert "hip still maps it" in v["detail"]
+    [vk_free] = vulkan_allocs(early, "free")
+    [hip_free] = [e for e in early.of("free") if e["api"] == "hip"]
+    assert vk_free["by"] == "dlshim (deferred free)"
+    assert early.events.index(vk_free) > early.events.index(hip_free)
 
 
 @pytest.mark.parametrize("mode", ["clean", "cuda_clean", "map_clean"])

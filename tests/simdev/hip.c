@@ -4,6 +4,7 @@
  * and hipLaunchHostFunc of HIP 6, declared here (Debian's headers are HIP 5).
  */
 #include <hip/hip_runtime_api.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,7 +103,10 @@ static hipError_t release(void *p, int kind)
     sim_log("free", p);
     if (sim_free(p, kind) == 0)
         return hipSuccess;
-    return kind == SIM_DEVICE && sim_free(p, SIM_MANAGED) == 0 ? hipSuccess : hipErrorInvalidValue;
+    /* hipFree also takes managed memory and external memory's buffers. */
+    if (kind == SIM_DEVICE && (sim_free(p, SIM_MANAGED) == 0 || sim_extmem_free_buffer(p) == 0))
+        return hipSuccess;
+    return hipErrorInvalidValue;
 }
 
 EXPORT hipError_t hipFree(void *p) { return release(p, SIM_DEVICE); }
@@ -262,6 +266,40 @@ hipError_t hipLaunchHostFunc(hipStream_t stream, host_fn fn, void *data)
     *c = (host_call){fn, data};
     sim_enqueue(sim_stream_of(stream), call_host, c);
     return hipSuccess;
+}
+
+/* ---- external memory: an opaque descriptor (Vulkan's export) mapped, as
+ * the simulated CUDA driver does ------------------------------------------------ */
+
+EXPORT hipError_t hipImportExternalMemory(hipExternalMemory_t *out,
+                                          const hipExternalMemoryHandleDesc *desc)
+{
+    CHECK_DEVICE;
+    if (!out || !desc)
+        return hipErrorInvalidValue;
+    if (desc->type != hipExternalMemoryHandleTypeOpaqueFd)
+        return hipErrorNotSupported;
+    sim_extmem *m;
+    int e = sim_extmem_import(desc->handle.fd, desc->size, &m);
+    if (e == 0)
+        *out = m;
+    return e == 0 ? hipSuccess : e == EBADF ? hipErrorInvalidHandle : hipErrorInvalidValue;
+}
+
+EXPORT hipError_t hipExternalMemoryGetMappedBuffer(void **ptr, hipExternalMemory_t mem,
+                                                   const hipExternalMemoryBufferDesc *desc)
+{
+    CHECK_DEVICE;
+    if (!ptr || !mem || !desc)
+        return hipErrorInvalidValue;
+    return sim_extmem_map(mem, desc->offset, desc->size, ptr) == 0 ? hipSuccess
+                                                                   : hipErrorInvalidValue;
+}
+
+EXPORT hipError_t hipDestroyExternalMemory(hipExternalMemory_t mem)
+{
+    CHECK_DEVICE;
+    return mem && sim_extmem_destroy(mem) == 0 ? hipSuccess : hipErrorInvalidHandle;
 }
 
 #define ENTRY(name) {#name, (void *)name}

@@ -1,0 +1,90 @@
+/*
+ * What the Vulkan test programs share: a device on the first physical
+ * device with VK_KHR_external_memory_fd, and an exportable, host-visible
+ * buffer of BYTES bytes filled with 0, 1, 2, ... (real Vulkan calls only).
+ */
+#include "vk_setup.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+VkInstance instance;
+VkPhysicalDevice physical;
+VkDevice device;
+
+void open_device(void)
+{
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                             .apiVersion = VK_API_VERSION_1_1};
+    VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                                .pApplicationInfo = &app};
+    VK_CHECK(vkCreateInstance(&ici, NULL, &instance));
+    uint32_t n = 1;
+    VkResult r = vkEnumeratePhysicalDevices(instance, &n, &physical);
+    if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || n == 0) {
+        printf("no Vulkan device\n");
+        exit(1);
+    }
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo queue = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                     .queueFamilyIndex = 0, .queueCount = 1,
+                                     .pQueuePriorities = &priority};
+    const char *extensions[] = {VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                              .queueCreateInfoCount = 1, .pQueueCreateInfos = &queue,
+                              .enabledExtensionCount = 1, .ppEnabledExtensionNames = extensions};
+    VK_CHECK(vkCreateDevice(physical, &dci, NULL, &device));
+}
+
+/* A host-visible memory type the buffer accepts. */
+static uint32_t memory_type(uint32_t accepted)
+{
+    VkPhysicalDeviceMemoryProperties props;
+    vkGetPhysicalDeviceMemoryProperties(physical, &props);
+    VkMemoryPropertyFlags want =
+        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    for (uint32_t i = 0; i < props.memoryTypeCount; i++)
+        if ((accepted >> i) & 1u && (props.memoryTypes[i].propertyFlags & want) == want)
+            return i;
+    printf("no host-visible memory type\n");
+    exit(1);
+}
+
+/* An exportable buffer and its memory, filled with 0, 1, 2, ... */
+void make_buffer(VkBuffer *buffer, VkDeviceMemory *memory)
+{
+    VkExternalMemoryBufferCreateInfo ext = {
+        .sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+        .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .pNext = &ext,
+                              .size = BYTES, .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VK_CHECK(vkCreateBuffer(device, &bci, NULL, buffer));
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(device, *buffer, &req);
+    VkExportMemoryAllocateInfo export = {
+        .sType = VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO,
+        .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
+    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &export,
+                                .allocationSize = req.size,
+                                .memoryTypeIndex = memory_type(req.memoryTypeBits)};
+    VK_CHECK(vkAllocateMemory(device, &mai, NULL, memory));
+    VK_CHECK(vkBindBufferMemory(device, *buffer, *memory, 0));
+    uint32_t *p;
+    VK_CHECK(vkMapMemory(device, *memory, 0, BYTES, 0, (void **)&p));
+    for (uint32_t i = 0; i < BYTES / 4; i++)
+        p[i] = i;
+    vkUnmapMemory(device, *memory);
+}
+
+int memory_fd(VkDeviceMemory memory)
+{
+    VkMemoryGetFdInfoKHR gfi = {.sType = VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR,
+                                .memory = memory,
+                                .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
+    PFN_vkGetMemoryFdKHR get_fd =
+        (PFN_vkGetMemoryFdKHR)vkGetDeviceProcAddr(device, "vkGetMemoryFdKHR");
+    int fd = -1;
+    VK_CHECK(get_fd(device, &gfi, &fd));
+    return fd;
+}
