@@ -478,10 +478,10 @@ bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out);
 /* The allocation of `api` holding p (an address, or one of its handles). */
 bool ds_alloc_lookup_in(int api, uintptr_t p, ds_alloc_info *out);
 /* The allocation a tensor's data lies in: at `address` (data + byte_offset),
- * or, for a device type whose tensors carry an API's handle in `data`
- * (ds_device_api.tensor_device_type), the allocation of that handle. */
-bool ds_alloc_lookup_tensor(int32_t device_type, uintptr_t data, uintptr_t address,
-                            ds_alloc_info *out);
+ * or, where `api` (ds_device_api_for_tensors of the tensor's device type,
+ * -1: none) says the tensor carries one of its handles in `data`, the
+ * allocation of that handle. */
+bool ds_alloc_lookup_tensor(int api, uintptr_t data, uintptr_t address, ds_alloc_info *out);
 /* Before forwarding a free of p: DS_FREE_FORWARD, or (protect) DS_FREE_DEFER
  * (report success, freed at the last release) / DS_FREE_REFUSE (report the
  * runtime's invalid-value error).  Reports the violations. */

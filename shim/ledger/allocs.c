@@ -401,10 +401,8 @@ bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out)
     return n != 0;
 }
 
-bool ds_alloc_lookup_tensor(int32_t device_type, uintptr_t data, uintptr_t address,
-                            ds_alloc_info *out)
+bool ds_alloc_lookup_tensor(int api, uintptr_t data, uintptr_t address, ds_alloc_info *out)
 {
-    int api = ds_device_api_for_tensors(device_type);
     if (api < 0)
         return ds_alloc_lookup(address, out);
     if (__atomic_load_n(&live_count, __ATOMIC_RELAXED) == 0)

@@ -190,15 +190,14 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
      * together). */
     uintptr_t data = (uintptr_t)v.t.data + (uintptr_t)v.t.byte_offset, copied_from = 0;
     ds_alloc_info alloc;
-    bool handle = ds_device_api_for_tensors((int32_t)v.t.device.device_type) >= 0;
+    int handles = ds_device_api_for_tensors((int32_t)v.t.device.device_type);
     bool linked = v.tensor_valid && v.t.data &&
-                  ds_alloc_lookup_tensor((int32_t)v.t.device.device_type, (uintptr_t)v.t.data,
-                                         data, &alloc);
+                  ds_alloc_lookup_tensor(handles, (uintptr_t)v.t.data, data, &alloc);
 
     /* Filled by a copy from another tracked buffer just before: a copy for
      * the consumer, whatever the flags say (e.g. __dlpack__(dl_device=cpu)
      * on a device tensor).  (Not where data is a handle: no bytes there.) */
-    if (v.tensor_valid && v.t.data && v.bytes && !handle)
+    if (v.tensor_valid && v.t.data && v.bytes && handles < 0)
         ds_copies_filled_by_copy(data, v.bytes, &copied_from);
 
     void *tramp = trampoline(versioned);

@@ -246,10 +246,13 @@ static void test_handles_are_apart_from_addresses(void **state)
     assert_int_equal(a.size, 1 << 20);
     /* A tensor of the API's device type carrying the handle, or a buffer
      * bound to it; another device type is an address. */
-    assert_true(ds_alloc_lookup_tensor(7, 0xa0, 0xa0, &a) && a.base == 0xa0);
-    assert_true(ds_alloc_lookup_tensor(7, 0xb0, 0xb0, &a) && a.base == 0xa0);
-    assert_false(ds_alloc_lookup_tensor(7, 0x7400000000, 0x7400000000, &a));
-    assert_true(ds_alloc_lookup_tensor(2, 0x7400000000, 0x7400000010, &a));
+    int t = ds_device_api_for_tensors(7);
+    assert_int_equal(t, hapi);
+    assert_int_equal(ds_device_api_for_tensors(2), -1);
+    assert_true(ds_alloc_lookup_tensor(t, 0xa0, 0xa0, &a) && a.base == 0xa0);
+    assert_true(ds_alloc_lookup_tensor(t, 0xb0, 0xb0, &a) && a.base == 0xa0);
+    assert_false(ds_alloc_lookup_tensor(t, 0x7400000000, 0x7400000000, &a));
+    assert_true(ds_alloc_lookup_tensor(-1, 0x7400000000, 0x7400000010, &a));
     ds_alloc_forget(0x7400000000, api, "unit");
     ds_alloc_forget(0xa0, hapi, "unit");
     assert_false(ds_alloc_lookup_in(hapi, 0xa0, &a));
