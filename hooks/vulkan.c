@@ -230,6 +230,14 @@ static void allocated(VkDevice device, const VkMemoryAllocateInfo *info, VkDevic
     ds_alloc_record(&a, ds_module_id_at(caller));
 }
 
+/* The device a memory's entry names, while it lives (for the calls the
+ * shim makes itself). */
+static device_slot *device_of_memory(const object *o)
+{
+    device_slot *d = o->memory && o->memory <= DS_VK_DEVICES ? &devices[o->memory - 1] : NULL;
+    return d && __atomic_load_n(&d->key, __ATOMIC_ACQUIRE) ? d : NULL;
+}
+
 /* A free the shim deferred: the device's own vkFreeMemory, with the
  * callbacks the program freed it with. */
 static void release(uintptr_t base, int kind)
@@ -242,8 +250,8 @@ static void release(uintptr_t base, int kind)
         o->handle = ~(uint64_t)0;
     }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
-    device_slot *d = copy.memory && copy.memory <= DS_VK_DEVICES ? &devices[copy.memory - 1] : NULL;
-    if (d && __atomic_load_n(&d->key, __ATOMIC_ACQUIRE) && d->vkFreeMemory)
+    device_slot *d = device_of_memory(&copy);
+    if (d && d->vkFreeMemory)
         d->vkFreeMemory(d->device, (VkDeviceMemory)base, copy.has_cb ? &copy.cb : NULL);
     if (copy.mapped)
         ds_alloc_forget((uintptr_t)copy.mapped, ds_mapping_api, "dlshim (deferred free)");
@@ -351,8 +359,8 @@ static void release_mapping(uintptr_t base, int kind)
             t[i].mapped = 0;
         }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
-    device_slot *d = copy.memory && copy.memory <= DS_VK_DEVICES ? &devices[copy.memory - 1] : NULL;
-    if (d && __atomic_load_n(&d->key, __ATOMIC_ACQUIRE) && d->vkUnmapMemory)
+    device_slot *d = device_of_memory(&copy);
+    if (d && d->vkUnmapMemory)
         d->vkUnmapMemory(d->device, (VkDeviceMemory)copy.handle);
 }
 

@@ -63,6 +63,21 @@ void ds_extmem_exported(int api, uintptr_t memory, int fd)
     ds_lock_give(DS_LOCK_EXTMEM);
 }
 
+/* Lock held.  The entry of an import object, or (insert) the first free
+ * one for it; the whole table is looked at, since freed entries leave holes. */
+static imported *find_import(int api, uintptr_t handle, bool insert)
+{
+    imported *hole = NULL;
+    for (unsigned i = 0; i < DS_IMPORTS; i++) {
+        imported *m = &imports[(handle / 8 + i) & (DS_IMPORTS - 1)];
+        if (m->handle == handle && m->api == api)
+            return m;
+        if (!m->handle && !hole)
+            hole = m;
+    }
+    return insert ? hole : NULL;
+}
+
 void ds_extmem_imported(int api, uintptr_t handle, const ds_file_id *id)
 {
     if (!handle)
@@ -75,33 +90,16 @@ void ds_extmem_imported(int api, uintptr_t handle, const ds_file_id *id)
         if (e->base && e->fd == id->fd && e->dev == id->dev && e->ino == id->ino)
             from = e;
     }
-    if (from) {
-        imported *slot = NULL;
-        for (unsigned i = 0; i < DS_IMPORTS && !slot; i++) {
-            imported *m = &imports[(handle / 8 + i) & (DS_IMPORTS - 1)];
-            if (!m->handle || (m->handle == handle && m->api == api))
-                slot = m;
-        }
-        if (slot)
-            *slot = (imported){handle, from->base, api, from->generation};
-    }
+    imported *slot = from ? find_import(api, handle, true) : NULL;
+    if (slot)
+        *slot = (imported){handle, from->base, api, from->generation};
     ds_lock_give(DS_LOCK_EXTMEM);
-}
-
-static imported *find_import(int api, uintptr_t handle)
-{
-    for (unsigned i = 0; i < DS_IMPORTS; i++) {
-        imported *m = &imports[(handle / 8 + i) & (DS_IMPORTS - 1)];
-        if (m->handle == handle && m->api == api)
-            return m;
-    }
-    return NULL;
 }
 
 bool ds_extmem_source(int api, uintptr_t handle, uintptr_t *base, uint32_t *generation)
 {
     ds_lock_take(DS_LOCK_EXTMEM);
-    const imported *m = handle ? find_import(api, handle) : NULL;
+    const imported *m = handle ? find_import(api, handle, false) : NULL;
     if (m) {
         *base = m->base;
         *generation = m->generation;
@@ -113,9 +111,9 @@ bool ds_extmem_source(int api, uintptr_t handle, uintptr_t *base, uint32_t *gene
 void ds_extmem_destroyed(int api, uintptr_t handle)
 {
     ds_lock_take(DS_LOCK_EXTMEM);
-    imported *m = handle ? find_import(api, handle) : NULL;
+    imported *m = handle ? find_import(api, handle, false) : NULL;
     if (m)
-        m->handle = 0; /* probing stops at no hole: a full scan finds the rest */
+        m->handle = 0;
     ds_lock_give(DS_LOCK_EXTMEM);
 }
 

@@ -403,14 +403,23 @@ EXPORT CUresult cuImportExternalSemaphore(CUexternalSemaphore *extSem_out,
     return CUDA_SUCCESS;
 }
 
-/* What signal and wait refuse: no arrays, or a null semaphore. */
-static CUresult check_semaphores(const CUexternalSemaphore *sems, const void *params, unsigned n)
+/* Signals (or waits for, on `stream`) each semaphore: an engine event
+ * recorded or waited for.  Refused: no arrays, or a null semaphore. */
+static CUresult semaphores(const CUexternalSemaphore *sems, const void *params, unsigned n,
+                           CUstream stream, bool signal)
 {
+    CHECK_DEVICE;
     if (n && (!sems || !params))
         return CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; i < n; i++)
         if (!sems[i])
             return CUDA_ERROR_INVALID_HANDLE;
+    for (unsigned i = 0; i < n; i++) {
+        if (signal)
+            sim_event_record((sim_event *)sems[i], sim_stream_of(stream));
+        else
+            sim_stream_wait_event(sim_stream_of(stream), (sim_event *)sems[i]);
+    }
     return CUDA_SUCCESS;
 }
 
@@ -418,26 +427,14 @@ EXPORT CUresult cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *extSe
                                                 const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray,
                                                 unsigned int numExtSems, CUstream stream)
 {
-    CHECK_DEVICE;
-    CUresult bad = check_semaphores(extSemArray, paramsArray, numExtSems);
-    if (bad != CUDA_SUCCESS)
-        return bad;
-    for (unsigned int i = 0; i < numExtSems; i++)
-        sim_event_record((sim_event *)extSemArray[i], sim_stream_of(stream));
-    return CUDA_SUCCESS;
+    return semaphores(extSemArray, paramsArray, numExtSems, stream, true);
 }
 
 EXPORT CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray,
                                               const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray,
                                               unsigned int numExtSems, CUstream stream)
 {
-    CHECK_DEVICE;
-    CUresult bad = check_semaphores(extSemArray, paramsArray, numExtSems);
-    if (bad != CUDA_SUCCESS)
-        return bad;
-    for (unsigned int i = 0; i < numExtSems; i++)
-        sim_stream_wait_event(sim_stream_of(stream), (sim_event *)extSemArray[i]);
-    return CUDA_SUCCESS;
+    return semaphores(extSemArray, paramsArray, numExtSems, stream, false);
 }
 
 EXPORT CUresult cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
