@@ -146,7 +146,13 @@ bool ds_lock_try_now(int id, bool read);
  * on the summary's locks are only tried (ds_lock_take_bounded). */
 extern atomic_bool ds_leaving;
 /* ds_lock_take, or while leaving ds_lock_try: false when not taken. */
-bool ds_lock_take_bounded(int id);
+static inline bool ds_lock_take_bounded(int id)
+{
+    if (atomic_load_explicit(&ds_leaving, memory_order_relaxed))
+        return ds_lock_try(id, false);
+    ds_lock_take(id);
+    return true;
+}
 /* fork(): every lock taken in order before, given back in the parent, made
  * fresh in the child.  False from PREPARE when none could be taken (this
  * thread holds one: fork from a handler that interrupted the shim). */
@@ -256,52 +262,112 @@ void ds_context_fields(ds_ev *e);
 void ds_ev_begin(ds_ev *e, int id);
 /* The same, building into a caller's buffer (the summary is large). */
 void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap);
-/* Each field is written by a function taking the key's length, which the
- * inline wrappers below compute at compile time for a literal key (every
- * event's keys are literals; NULL is an array element). */
+/* Each field is its separator and key, then its value.  Every event's keys
+ * are literals (NULL is an array element), so the inline wrappers below know
+ * a key's length at compile time. */
 #define DS_KEY_LEN(k) ((k) ? __builtin_strlen(k) : 0)
-void ds_ev_str_k(ds_ev *e, const char *key, size_t klen, const char *val);
-void ds_ev_int_k(ds_ev *e, const char *key, size_t klen, int64_t v);
-void ds_ev_uint_k(ds_ev *e, const char *key, size_t klen, uint64_t v);
-void ds_ev_hex_k(ds_ev *e, const char *key, size_t klen, uintptr_t v);
-void ds_ev_double_k(ds_ev *e, const char *key, size_t klen, double v);
-void ds_ev_bool_k(ds_ev *e, const char *key, size_t klen, bool v);
+/* Always inlined, or the key's length is a strlen call again. */
+#define DS_EV_INLINE static inline __attribute__((always_inline))
+/* Room an event keeps for its closing brackets, "}" and "\n". */
+#define DS_EV_RESERVE (DS_EV_DEPTH + 2)
+/* The separator and key inside brackets, where the first value has none,
+ * and wherever the inline path below cannot write (no room: overflow). */
+void ds_ev_key_nested(ds_ev *e, const char *key, size_t klen);
+/* At the top level every field's separator is the same: `,"key":` in JSON
+ * (the head holds the first fields) and ` key=` in text (the head pads the
+ * name to 9 columns; the separator makes the tenth).  Written here, where a
+ * literal key's copy becomes a few stores (issue 28: the out-of-line key
+ * with its variable-length copy was a fifth of an event). */
+DS_EV_INLINE void ds_ev_key(ds_ev *e, const char *key, size_t klen)
+{
+    size_t n = klen + (e->text ? 2 : 4);
+    if (__builtin_expect(e->depth != 0 || !key || e->overflow ||
+                             e->len + n + DS_EV_RESERVE > e->cap, 0)) {
+        ds_ev_key_nested(e, key, klen);
+        return;
+    }
+    char *p = e->buf + e->len;
+    e->len += n;
+    if (e->text) {
+        p[0] = ' ';
+        __builtin_memcpy(p + 1, key, klen);
+        p[klen + 1] = '=';
+    } else {
+        p[0] = ',';
+        p[1] = '"';
+        __builtin_memcpy(p + 2, key, klen);
+        p[klen + 2] = '"';
+        p[klen + 3] = ':';
+    }
+}
+/* Values, after ds_ev_key. */
+void ds_ev_str_value(ds_ev *e, const char *val);
+void ds_ev_word_value(ds_ev *e, const char *word);
+void ds_ev_name_value(ds_ev *e, uint16_t id);
+void ds_ev_int_value(ds_ev *e, int64_t v);
+void ds_ev_uint_value(ds_ev *e, uint64_t v);
+void ds_ev_hex_value(ds_ev *e, uintptr_t v);
+void ds_ev_double_value(ds_ev *e, double v);
+void ds_ev_bool_value(ds_ev *e, bool v);
 void ds_ev_int_array_k(ds_ev *e, const char *key, size_t klen, const int64_t *v, int n);
 void ds_ev_open_k(ds_ev *e, const char *key, size_t klen, char bracket);
-static inline void ds_ev_str(ds_ev *e, const char *key, const char *val) /* NULL: null */
+DS_EV_INLINE void ds_ev_str(ds_ev *e, const char *key, const char *val) /* NULL: null */
 {
-    ds_ev_str_k(e, key, DS_KEY_LEN(key), val);
+    ds_ev_key(e, key, DS_KEY_LEN(key));
+    ds_ev_str_value(e, val);
 }
-static inline void ds_ev_int(ds_ev *e, const char *key, int64_t v)
+/* A string the shim made that needs no escaping and no quoting in text:
+ * non-empty, printable ASCII without space, quote or backslash (a device's
+ * or dtype's name, a flag's); NULL: null. */
+DS_EV_INLINE void ds_ev_word(ds_ev *e, const char *key, const char *word)
 {
-    ds_ev_int_k(e, key, DS_KEY_LEN(key), v);
+    ds_ev_key(e, key, DS_KEY_LEN(key));
+    ds_ev_word_value(e, word);
 }
-static inline void ds_ev_uint(ds_ev *e, const char *key, uint64_t v)
+/* An interned name (names.c), escaped once when it was interned. */
+DS_EV_INLINE void ds_ev_name(ds_ev *e, const char *key, uint16_t id)
 {
-    ds_ev_uint_k(e, key, DS_KEY_LEN(key), v);
+    ds_ev_key(e, key, DS_KEY_LEN(key));
+    ds_ev_name_value(e, id);
 }
-static inline void ds_ev_hex(ds_ev *e, const char *key, uintptr_t v)
+DS_EV_INLINE void ds_ev_int(ds_ev *e, const char *key, int64_t v)
 {
-    ds_ev_hex_k(e, key, DS_KEY_LEN(key), v);
+    ds_ev_key(e, key, DS_KEY_LEN(key));
+    ds_ev_int_value(e, v);
 }
-static inline void ds_ev_double(ds_ev *e, const char *key, double v) /* NaN/inf: null */
+DS_EV_INLINE void ds_ev_uint(ds_ev *e, const char *key, uint64_t v)
 {
-    ds_ev_double_k(e, key, DS_KEY_LEN(key), v);
+    ds_ev_key(e, key, DS_KEY_LEN(key));
+    ds_ev_uint_value(e, v);
 }
-static inline void ds_ev_bool(ds_ev *e, const char *key, bool v)
+DS_EV_INLINE void ds_ev_hex(ds_ev *e, const char *key, uintptr_t v)
 {
-    ds_ev_bool_k(e, key, DS_KEY_LEN(key), v);
+    ds_ev_key(e, key, DS_KEY_LEN(key));
+    ds_ev_hex_value(e, v);
 }
-static inline void ds_ev_int_array(ds_ev *e, const char *key, const int64_t *v, int n) /* NULL: null */
+DS_EV_INLINE void ds_ev_double(ds_ev *e, const char *key, double v) /* NaN/inf: null */
+{
+    ds_ev_key(e, key, DS_KEY_LEN(key));
+    ds_ev_double_value(e, v);
+}
+DS_EV_INLINE void ds_ev_bool(ds_ev *e, const char *key, bool v)
+{
+    ds_ev_key(e, key, DS_KEY_LEN(key));
+    ds_ev_bool_value(e, v);
+}
+DS_EV_INLINE void ds_ev_int_array(ds_ev *e, const char *key, const int64_t *v, int n) /* NULL: null */
 {
     ds_ev_int_array_k(e, key, DS_KEY_LEN(key), v, n);
 }
-static inline void ds_ev_open(ds_ev *e, const char *key, char bracket) /* '{' or '[' */
+DS_EV_INLINE void ds_ev_open(ds_ev *e, const char *key, char bracket) /* '{' or '[' */
 {
     ds_ev_open_k(e, key, DS_KEY_LEN(key), bracket);
 }
 void ds_ev_close(ds_ev *e);
-/* Terminates and writes the line; an overflowed event is dropped, counted. */
+/* Closes what is open and terminates the line (no newline); false when
+ * it overflowed. */
+bool ds_ev_finish(ds_ev *e);
+/* ds_ev_finish, then writes the line; an overflowed event is dropped, counted. */
 void ds_ev_end(ds_ev *e);
 /* JSON string body escaping; invalid UTF-8 becomes U+FFFD.  Returns the
  * bytes written, or (size_t)-1 if it did not fit.  Exposed for tests. */
@@ -380,6 +446,8 @@ int ds_flag_names(uint64_t flags, const char **out, int max);
 #define DS_NAME_UNKNOWN 0
 uint16_t ds_name_intern(const char *name);
 const char *ds_name(uint16_t id);
+/* The same, and its length if events write it as it is (a word), else 0. */
+const char *ds_name_word(uint16_t id, size_t *word_len);
 /* A constant name (an API's, for the events) interned on first use. */
 #define DS_NAME_ONCE(text)                                                       \
     __extension__({                                                              \

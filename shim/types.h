@@ -68,6 +68,7 @@ typedef struct ds_ev {
     char *buf;              /* where the event is built: line, or larger */
     size_t cap;
     size_t len;
+    size_t head_len;   /* text: the length before the first field */
     bool overflow;     /* the line did not fit: it is dropped, not cut */
     bool text;         /* built as the text line, not as JSON */
     int id;            /* ds_event_id */

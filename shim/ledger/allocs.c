@@ -285,7 +285,7 @@ static void emit(int id, const ds_alloc_info *a, const ds_alloc_info *alias, con
     ds_ev_str(&e, "device", device);
     ds_ev_str(&e, "kind", ds_alloc_kind_name(a->kind));
     ds_ev_str(&e, "api", api->name);
-    ds_ev_str(&e, "owner", ds_name(a->owner));
+    ds_ev_name(&e, "owner", a->owner);
     if (api->property_names) {
         ds_ev_open(&e, "memory", '[');
         for (unsigned bit = 0; bit < 8; bit++)
@@ -297,7 +297,7 @@ static void emit(int id, const ds_alloc_info *a, const ds_alloc_info *alias, con
         ds_ev_hex(&e, "alias_of", a->alias_of);
         if (alias) {
             ds_ev_str(&e, "alias_api", ds_device_api_at(alias->api)->name);
-            ds_ev_str(&e, "alias_owner", ds_name(alias->owner));
+            ds_ev_name(&e, "alias_owner", alias->owner);
         }
     }
     if (caller)

@@ -181,9 +181,9 @@ static void emit_roundtrip(const trip *t, const side *dst, uint64_t bytes, const
     ds_ev e;
     ds_ev_begin(&e, DS_EV_ROUNDTRIP);
     ds_ev_uint(&e, "bytes", bytes);
-    ds_ev_str(&e, "from_owner", ds_name(t->from.owner));
+    ds_ev_name(&e, "from_owner", t->from.owner);
     ds_ev_str(&e, "from_device", from_device);
-    ds_ev_str(&e, "to_owner", ds_name(dst->alloc.owner));
+    ds_ev_name(&e, "to_owner", dst->alloc.owner);
     ds_ev_str(&e, "to_device", to_device);
     ds_ev_hex(&e, "host", t->host);
     ds_ev_str(&e, "detail", detail);

@@ -16,6 +16,9 @@
 
 static char names[DS_NAMES_MAX][DS_NAME_MAX] = {"unknown", "other"};
 static uint32_t hashes[DS_NAMES_MAX]; /* compared before the names: interning is per event */
+/* The length of a name that events write as it is (see word_length), else 0:
+ * found once here rather than in every event that names it. */
+static uint8_t word_lengths[DS_NAMES_MAX] = {sizeof("unknown") - 1, sizeof("other") - 1};
 static atomic_uint count = 2;
 enum { ID_OTHER = 1 };
 
@@ -26,6 +29,16 @@ static uint32_t hash_of(const char *name)
     for (size_t i = 0; i < DS_NAME_MAX - 1 && name[i]; i++)
         h = (h ^ (unsigned char)name[i]) * 16777619u;
     return h;
+}
+
+/* n if the name is a word of the events (ds_ev_word): non-empty, printable
+ * ASCII without space, quote or backslash; else 0. */
+static uint8_t word_length(const char *name, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (name[i] <= ' ' || name[i] > '~' || name[i] == '"' || name[i] == '\\')
+            return 0;
+    return (uint8_t)n;
 }
 
 static uint16_t find(const char *name, uint32_t hash, unsigned n)
@@ -57,11 +70,20 @@ uint16_t ds_name_intern(const char *name)
         memcpy(names[n], name, len);
         names[n][len] = '\0';
         hashes[n] = hash;
+        word_lengths[n] = word_length(name, len);
         atomic_store_explicit(&count, n + 1, memory_order_release);
         id = (uint16_t)n;
     }
     ds_lock_give(DS_LOCK_NAMES);
     return id;
+}
+
+const char *ds_name_word(uint16_t id, size_t *word_len)
+{
+    if (id >= atomic_load_explicit(&count, memory_order_acquire))
+        id = DS_NAME_UNKNOWN;
+    *word_len = word_lengths[id];
+    return names[id];
 }
 
 const char *ds_name(uint16_t id)

@@ -188,7 +188,7 @@ static void outstanding_field(ds_ev *e, const outstanding *o)
     for (int i = 0; i < o->shown; i++) {
         ds_ev_open(e, NULL, '{');
         ds_ev_hex(e, "tensor", o->share[i].tensor);
-        ds_ev_str(e, "producer", ds_name(o->share[i].producer));
+        ds_ev_name(e, "producer", o->share[i].producer);
         ds_ev_str(e, "consumer", o->share[i].imported ? ds_name(o->share[i].consumer) : NULL);
         ds_ev_uint(e, "bytes", o->share[i].bytes);
         ds_ev_close(e);
@@ -310,8 +310,8 @@ void ds_summary_write(void)
         for (; shown < snap.npairs && e.len + DS_PAIR_ROOM < e.cap; shown++) {
             const pair *p = &snap.pairs[shown];
             ds_ev_open(&e, NULL, '{');
-            ds_ev_str(&e, "producer", ds_name(p->producer));
-            ds_ev_str(&e, "consumer", ds_name(p->consumer));
+            ds_ev_name(&e, "producer", p->producer);
+            ds_ev_name(&e, "consumer", p->consumer);
             ds_ev_uint(&e, "shares", p->shares);
             ds_ev_uint(&e, "zero_copy", p->shares - p->copies);
             ds_ev_uint(&e, "copies", p->copies);

@@ -58,7 +58,34 @@ static const char *shown_name(const char *name, uint16_t id)
 static void api_field(ds_ev *e, uint16_t api)
 {
     if (api != DS_NAME_UNKNOWN)
-        ds_ev_str(e, "api", ds_name(api));
+        ds_ev_name(e, "api", api);
+}
+
+/* The names of the device and dtype of this thread's last export event: a
+ * program exports the same kind of tensor over and over, and formatting the
+ * two names was a tenth of the event.  Copied out, and cut, by the event:
+ * a signal handler that exports may rewrite them meanwhile. */
+static DS_TLS struct {
+    bool valid;
+    DLDevice device;
+    DLDataType dtype;
+    char device_name[32], dtype_name[32];
+} last_kind;
+
+static void name_the_kind(const DLTensor *t, char device[32], char dtype[32])
+{
+    if (!(last_kind.valid && last_kind.device.device_type == t->device.device_type &&
+        last_kind.device.device_id == t->device.device_id && last_kind.dtype.code == t->dtype.code &&
+        last_kind.dtype.bits == t->dtype.bits && last_kind.dtype.lanes == t->dtype.lanes)) {
+        ds_device_name(last_kind.device_name, sizeof(last_kind.device_name), t->device);
+        ds_dtype_name(last_kind.dtype_name, sizeof(last_kind.dtype_name), t->dtype);
+        last_kind.device = t->device;
+        last_kind.dtype = t->dtype;
+        last_kind.valid = true;
+    }
+    memcpy(device, last_kind.device_name, 32);
+    memcpy(dtype, last_kind.dtype_name, 32);
+    device[31] = dtype[31] = '\0';
 }
 
 /* Called when the event is wanted. */
@@ -75,21 +102,21 @@ static void emit_export(void *m, const ds_tensor_view *v, const char *name, uint
     api_field(&e, api);
     ds_ev_hex(&e, "data", (uintptr_t)v->t.data);
     ds_ev_uint(&e, "byte_offset", v->t.byte_offset);
-    ds_device_name(device, sizeof(device), v->t.device);
-    ds_dtype_name(dtype, sizeof(dtype), v->t.dtype);
-    ds_ev_str(&e, "device", v->tensor_valid ? device : NULL);
-    ds_ev_str(&e, "dtype", v->tensor_valid ? dtype : NULL);
+    if (v->tensor_valid)
+        name_the_kind(&v->t, device, dtype);
+    ds_ev_word(&e, "device", v->tensor_valid ? device : NULL);
+    ds_ev_word(&e, "dtype", v->tensor_valid ? dtype : NULL);
     ds_ev_int_array(&e, "shape", v->tensor_valid ? v->shape : NULL, v->t.ndim);
     ds_ev_int_array(&e, "strides", v->tensor_valid && v->has_strides ? v->strides : NULL, v->t.ndim);
     ds_ev_uint(&e, "bytes", v->bytes);
     ds_ev_open(&e, "flags", '[');
     int n = ds_flag_names(v->flags, flags, (int)DS_ARRAY_LEN(flags));
     for (int i = 0; i < n; i++)
-        ds_ev_str(&e, NULL, flags[i]);
+        ds_ev_word(&e, NULL, flags[i]);
     ds_ev_close(&e);
     if (alloc) {
         ds_ev_hex(&e, "allocation", alloc->base);
-        ds_ev_str(&e, "allocation_owner", ds_name(alloc->owner));
+        ds_ev_name(&e, "allocation_owner", alloc->owner);
     }
     if (copied_from)
         ds_ev_hex(&e, "copied_from", copied_from);
@@ -131,8 +158,8 @@ static void emit_import(const record_copy *r, uint16_t api)
     ds_ev e;
     ds_ev_begin(&e, DS_EV_IMPORT);
     ds_ev_hex(&e, "tensor", r->tensor);
-    ds_ev_str(&e, "consumer", ds_name(r->consumer));
-    ds_ev_str(&e, "producer", ds_name(r->producer));
+    ds_ev_name(&e, "consumer", r->consumer);
+    ds_ev_name(&e, "producer", r->producer);
     api_field(&e, api);
     ds_ev_bool(&e, "zero_copy", !r->copied);
     ds_ev_uint(&e, "bytes", r->bytes);
@@ -148,8 +175,11 @@ static void emit_release(const record_copy *r, bool consumed, bool copy_on_impor
     ds_ev_hex(&e, "tensor", r->tensor);
     ds_ev_bool(&e, "consumed", consumed);
     ds_ev_uint(&e, "lifetime_ns", r->t_release - r->t_export);
-    ds_ev_str(&e, "producer", ds_name(r->producer));
-    ds_ev_str(&e, "consumer", consumed ? ds_name(r->consumer) : NULL);
+    ds_ev_name(&e, "producer", r->producer);
+    if (consumed)
+        ds_ev_name(&e, "consumer", r->consumer);
+    else
+        ds_ev_str(&e, "consumer", NULL);
     if (copy_on_import) {
         ds_ev_bool(&e, "copy_on_import", true);
         ds_ev_uint(&e, "bytes_copied", r->bytes);

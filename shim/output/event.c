@@ -29,9 +29,6 @@ void ds_outputs_set(unsigned which, bool open)
         atomic_fetch_and_explicit(&ds_outputs, ~which, memory_order_relaxed);
 }
 
-/* Room kept for the closing brackets, "}" and "\n". */
-#define DS_EV_RESERVE (DS_EV_DEPTH + 2)
-
 /* Reserves n bytes and returns where they go, or NULL (the event overflows
  * and will be dropped whole). */
 static char *reserve(ds_ev *e, size_t n)
@@ -45,11 +42,35 @@ static char *reserve(ds_ev *e, size_t n)
     return p;
 }
 
+/* n bytes from s: the keys, names and numbers of an event are 1 to 32
+ * bytes, which overlapping word moves copy without the call and the size
+ * dispatch of memcpy (a fifth of an event's instructions were memcpy's). */
+static inline void copy_short(char *d, const char *s, size_t n)
+{
+    uint64_t a, b, c, x;
+    uint32_t h, l;
+    if (n >= 8 && n <= 16) {
+        memcpy(&a, s, 8), memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8), memcpy(d + n - 8, &b, 8);
+    } else if (n > 16 && n <= 32) {
+        memcpy(&a, s, 8), memcpy(&b, s + 8, 8), memcpy(&c, s + n - 16, 8), memcpy(&x, s + n - 8, 8);
+        memcpy(d, &a, 8), memcpy(d + 8, &b, 8), memcpy(d + n - 16, &c, 8), memcpy(d + n - 8, &x, 8);
+    } else if (n >= 4 && n < 8) {
+        memcpy(&h, s, 4), memcpy(&l, s + n - 4, 4);
+        memcpy(d, &h, 4), memcpy(d + n - 4, &l, 4);
+    } else if (n > 0 && n < 4) {
+        char first = s[0], middle = s[n / 2], last = s[n - 1];
+        d[0] = first, d[n / 2] = middle, d[n - 1] = last;
+    } else if (n > 32) {
+        memcpy(d, s, n);
+    }
+}
+
 static void append(ds_ev *e, const char *s, size_t n)
 {
     char *p = reserve(e, n);
     if (p)
-        memcpy(p, s, n);
+        copy_short(p, s, n);
 }
 
 /* ---- numbers ------------------------------------------------------------ */
@@ -58,32 +79,68 @@ static const char two_digits[201] = "0001020304050607080910111213141516171819202
                                     "50515253545556575859606162636465666768697071727374"
                                     "75767778798081828384858687888990919293949596979899";
 
+/* The decimal digits of v < 10^8, exactly eight (leading zeros kept), at p:
+ * in 32 bits, by constant divisions the compiler makes multiplications. */
+static inline void eight_digits(char *p, uint32_t v)
+{
+    uint32_t high = v / 10000, low = v % 10000;
+    memcpy(p, two_digits + 2 * (high / 100), 2);
+    memcpy(p + 2, two_digits + 2 * (high % 100), 2);
+    memcpy(p + 4, two_digits + 2 * (low / 100), 2);
+    memcpy(p + 6, two_digits + 2 * (low % 100), 2);
+}
+
 /* v in decimal, written backwards so that it ends at `end`; returns its
- * first byte.  Two digits per step, by multiplication (the compiler turns
- * the constant divisions into it). */
+ * first byte.  Eight digits at a time while v has more than eight (one
+ * 64-bit division each), then two at a time in 32 bits. */
 static char *udec_backwards(char *end, unsigned long long v)
 {
     char *p = end;
-    while (v >= 100) {
-        unsigned r = (unsigned)(v % 100);
-        v /= 100;
-        p -= 2;
-        memcpy(p, two_digits + 2 * (size_t)r, 2);
+    while (v >= 100000000ull) {
+        unsigned long long q = v / 100000000ull;
+        p -= 8;
+        eight_digits(p, (uint32_t)(v - q * 100000000ull));
+        v = q;
     }
-    if (v >= 10) {
+    uint32_t w = (uint32_t)v;
+    while (w >= 100) {
+        uint32_t q = w / 100;
         p -= 2;
-        memcpy(p, two_digits + 2 * v, 2);
+        memcpy(p, two_digits + 2 * (w - q * 100), 2);
+        w = q;
+    }
+    if (w >= 10) {
+        p -= 2;
+        memcpy(p, two_digits + 2 * w, 2);
     } else {
-        *--p = (char)('0' + v);
+        *--p = (char)('0' + w);
     }
     return p;
 }
 
+/* Decimal digits of v: from its highest bit, and one comparison. */
+static size_t decimal_digits(unsigned long long v)
+{
+    static const unsigned long long powers[20] = {
+        1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
+        100000000ull, 1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
+        10000000000000ull, 100000000000000ull, 1000000000000000ull, 10000000000000000ull,
+        100000000000000000ull, 1000000000000000000ull, 10000000000000000000ull};
+    /* v lies in [2^(bits-1), 2^bits), so it has g or g + 1 digits, where
+     * g = floor(bits · log10 2) (1233/4096 is close enough below 2^64):
+     * g + 1 unless v is below 10^g. */
+    unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
+    size_t guess = (bits * 1233u) >> 12;
+    return guess + 1 - (v < powers[guess]) + (v == 0);
+}
+
+/* Written in place, without a copy. */
 static void append_udec(ds_ev *e, unsigned long long v)
 {
-    char t[20];
-    char *s = udec_backwards(t + sizeof(t), v);
-    append(e, s, (size_t)(t + sizeof(t) - s));
+    size_t n = decimal_digits(v);
+    char *p = reserve(e, n);
+    if (p)
+        udec_backwards(p + n, v);
 }
 
 /* "." and six digits of v (< 1,000,000): written with a leading "1" that
@@ -98,12 +155,14 @@ static void append_six_decimals(ds_ev *e, unsigned v)
 
 static void append_sdec(ds_ev *e, long long v)
 {
-    char t[21];
-    bool negative = v < 0;
-    char *s = udec_backwards(t + sizeof(t), negative ? 0ull - (unsigned long long)v : (unsigned long long)v);
-    if (negative)
-        *--s = '-';
-    append(e, s, (size_t)(t + sizeof(t) - s));
+    unsigned long long magnitude = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    size_t n = decimal_digits(magnitude) + (v < 0);
+    char *p = reserve(e, n);
+    if (!p)
+        return;
+    udec_backwards(p + n, magnitude);
+    if (v < 0)
+        p[0] = '-';
 }
 
 /* Two hexadecimal digits per byte value. */
@@ -236,10 +295,12 @@ size_t ds_json_escape(char *out, size_t cap, const char *s, size_t n)
 }
 
 /* ---- keys and containers ------------------------------------------------ */
-/* The separator and the key before a value: `,"key":` in JSON; in text
- * ` key=` at the top level (nothing before the first field, which follows
- * the padded event name), `,key=` inside brackets. */
-static void key(ds_ev *e, const char *k, size_t klen)
+/* The separator and the key before a value where ds_ev_key's inline path
+ * does not write them: inside brackets, `,"key":` in JSON and `,key=` in
+ * text, nothing before the first value; an array's elements have no key.
+ * At the top level (reached here only when the line is full) the same as
+ * ds_ev_key. */
+void ds_ev_key_nested(ds_ev *e, const char *k, size_t klen)
 {
     bool first = e->first[e->depth];
     e->first[e->depth] = false;
@@ -276,19 +337,23 @@ void ds_ev_begin(ds_ev *e, int id)
 }
 
 /* What starts each event's line, from events.def: in JSON the name and
- * the pid's key; in text the name padded to 10 columns. */
+ * the pid's key; in text the name padded to 9 columns, which the first
+ * field's separator makes 10 (no event's name is longer). */
 #define JSON_HEAD(name) "{\"event\":\"" name "\",\"pid\":"
 static const struct {
     const char *json, *text;
     uint8_t json_len, text_len;
 } heads[] = {
 #define DS_EVENT(ID, name, frequent) \
-    {JSON_HEAD(name), name "          ", sizeof(JSON_HEAD(name)) - 1, \
-     sizeof(name) - 1 < 10 ? 10 : sizeof(name) - 1},
+    {JSON_HEAD(name), name "         ", sizeof(JSON_HEAD(name)) - 1, \
+     9},
 #include "events.def"
 #undef DS_EVENT
 };
 #undef JSON_HEAD
+#define DS_EVENT(ID, name, frequent) _Static_assert(sizeof(name) - 1 <= 9, name " is over 9 columns");
+#include "events.def"
+#undef DS_EVENT
 
 /* This thread's pid and tid, formatted once: `7,"tid":8,"t_ns":` and
  * ` 7/8 `; redone when either changes (a fork). */
@@ -330,8 +395,7 @@ void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
     e->id = id;
     e->depth = 0;
     e->text = ds_cfg.format == DS_FORMAT_TEXT && !ds_trace_enabled();
-    for (int i = 0; i <= DS_EV_DEPTH; i++)
-        e->first[i] = true;
+    e->first[0] = false; /* the head holds the first fields (the padded name in text) */
     if (id < 0 || id >= DS_EV_COUNT) {
         e->overflow = true; /* not an event: dropped and counted */
         return;
@@ -345,13 +409,11 @@ void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
         append(e, heads[id].json, heads[id].json_len);
         append(e, ids.json, ids.json_len);
         append_udec(e, ns);
-        e->first[0] = false;
         ds_context_fields(e);
         return;
     }
     /* "dlshim: " seconds (4 wide) "." microseconds " pid/tid " name: what
-     * text.c makes of the four common fields.  The first field follows the
-     * padded name without a separator. */
+     * text.c makes of the four common fields. */
     append(e, "dlshim: ", 8);
     char t[20];
     char *s = udec_backwards(t + sizeof(t), ns / 1000000000u);
@@ -361,17 +423,37 @@ void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
     append_six_decimals(e, (unsigned)(ns % 1000000000u / 1000u));
     append(e, ids.text, ids.text_len);
     append(e, heads[id].text, heads[id].text_len);
+    e->head_len = e->len;
     ds_context_fields(e);
 }
 
-void ds_ev_str_k(ds_ev *e, const char *k, size_t klen, const char *val)
+/* A word of n bytes: quoted in JSON, bare in text, copied as it is. */
+static inline void append_word(ds_ev *e, const char *word, size_t n)
 {
-    key(e, k, klen);
+    bool quoted = !e->text;
+    char *p = reserve(e, n + 2 * (size_t)quoted);
+    if (!p)
+        return;
+    if (quoted)
+        *p++ = '"';
+    copy_short(p, word, n);
+    if (quoted)
+        p[n] = '"';
+}
+
+void ds_ev_str_value(ds_ev *e, const char *val)
+{
     if (!val) {
         append_null(e);
         return;
     }
-    size_t n = strlen(val);
+    size_t n = strlen(val), run = 0;
+    while (run < n && plain[(unsigned char)val[run]] && val[run] != ' ')
+        run++;
+    if (run == n && n) { /* the common case: a word, copied as it is */
+        append_word(e, val, n);
+        return;
+    }
     /* Text quotes a string only when it is empty or holds a space. */
     bool quote = !e->text || n == 0 || memchr(val, ' ', n);
     if (quote)
@@ -386,21 +468,36 @@ void ds_ev_str_k(ds_ev *e, const char *k, size_t klen, const char *val)
         append(e, "\"", 1);
 }
 
-void ds_ev_int_k(ds_ev *e, const char *k, size_t klen, int64_t v)
+void ds_ev_word_value(ds_ev *e, const char *word)
 {
-    key(e, k, klen);
+    if (word)
+        append_word(e, word, strlen(word));
+    else
+        append_null(e);
+}
+
+void ds_ev_name_value(ds_ev *e, uint16_t id)
+{
+    size_t n;
+    const char *name = ds_name_word(id, &n);
+    if (n)
+        append_word(e, name, n);
+    else
+        ds_ev_str_value(e, name);
+}
+
+void ds_ev_int_value(ds_ev *e, int64_t v)
+{
     append_sdec(e, v);
 }
 
-void ds_ev_uint_k(ds_ev *e, const char *k, size_t klen, uint64_t v)
+void ds_ev_uint_value(ds_ev *e, uint64_t v)
 {
-    key(e, k, klen);
     append_udec(e, v);
 }
 
-void ds_ev_double_k(ds_ev *e, const char *k, size_t klen, double v)
+void ds_ev_double_value(ds_ev *e, double v)
 {
-    key(e, k, klen);
     if (v != v || v > 1e300 || v < -1e300) { /* NaN and infinities are not JSON */
         append_null(e);
         return;
@@ -429,37 +526,22 @@ void ds_ev_double_k(ds_ev *e, const char *k, size_t klen, double v)
     }
 }
 
-void ds_ev_hex_k(ds_ev *e, const char *k, size_t klen, uintptr_t v)
+void ds_ev_hex_value(ds_ev *e, uintptr_t v)
 {
-    key(e, k, klen);
     append_hex(e, v);
 }
 
-void ds_ev_bool_k(ds_ev *e, const char *k, size_t klen, bool v)
+void ds_ev_bool_value(ds_ev *e, bool v)
 {
-    key(e, k, klen);
     if (v)
         append(e, "true", 4);
     else
         append(e, "false", 5);
 }
 
-void ds_ev_int_array_k(ds_ev *e, const char *k, size_t klen, const int64_t *v, int n)
-{
-    if (!v) {
-        key(e, k, klen);
-        append_null(e);
-        return;
-    }
-    ds_ev_open_k(e, k, klen, '[');
-    for (int i = 0; i < n; i++)
-        ds_ev_int_k(e, NULL, 0, v[i]);
-    ds_ev_close(e);
-}
 
-void ds_ev_open_k(ds_ev *e, const char *k, size_t klen, char bracket)
+static void open_bracket(ds_ev *e, char bracket)
 {
-    key(e, k, klen);
     if (e->depth >= DS_EV_DEPTH) {
         e->overflow = true;
         return;
@@ -467,6 +549,41 @@ void ds_ev_open_k(ds_ev *e, const char *k, size_t klen, char bracket)
     append(e, &bracket, 1);
     e->closers[++e->depth] = bracket == '{' ? '}' : ']';
     e->first[e->depth] = true;
+}
+
+void ds_ev_open_k(ds_ev *e, const char *k, size_t klen, char bracket)
+{
+    ds_ev_key(e, k, klen);
+    open_bracket(e, bracket);
+}
+
+void ds_ev_int_array_k(ds_ev *e, const char *k, size_t klen, const int64_t *v, int n)
+{
+    ds_ev_key(e, k, klen);
+    if (!v) {
+        append_null(e);
+        return;
+    }
+    /* "[" and "]", and for each element a separator, a sign and 19 digits;
+     * where the room for that many is not there, element by element (an
+     * event that does not fit is dropped whole either way). */
+    size_t most = 2 + (size_t)(n > 0 ? n : 0) * 21;
+    if (e->overflow || e->len + most + DS_EV_RESERVE > e->cap) {
+        open_bracket(e, '[');
+        for (int i = 0; i < n; i++) {
+            ds_ev_key_nested(e, NULL, 0);
+            append_sdec(e, v[i]);
+        }
+        ds_ev_close(e);
+        return;
+    }
+    e->buf[e->len++] = '[';
+    for (int i = 0; i < n; i++) {
+        if (i)
+            e->buf[e->len++] = ',';
+        append_sdec(e, v[i]);
+    }
+    e->buf[e->len++] = ']';
 }
 
 void ds_ev_close(ds_ev *e)
@@ -479,19 +596,28 @@ void ds_ev_close(ds_ev *e)
     e->depth--;
 }
 
-void ds_ev_end(ds_ev *e)
+bool ds_ev_finish(ds_ev *e)
 {
     while (e->depth > 0)
         ds_ev_close(e);
-    if (e->overflow) {
+    if (e->overflow)
+        return false;
+    /* The reserve has room for these. */
+    if (!e->text)
+        e->buf[e->len++] = '}';
+    else if (e->len == e->head_len)
+        e->buf[e->len++] = ' '; /* no field: the name's tenth column */
+    return true;
+}
+
+void ds_ev_end(ds_ev *e)
+{
+    if (!ds_ev_finish(e)) {
         ds_log_count_drop();
         return;
     }
-    if (!e->text) {
-        e->buf[e->len++] = '}';
-        if (ds_trace_enabled())
-            ds_trace_event(e->id, e->buf, e->len);
-    }
+    if (!e->text && ds_trace_enabled())
+        ds_trace_event(e->id, e->buf, e->len);
     if (!ds_log_enabled())
         return;
     size_t len = e->len;

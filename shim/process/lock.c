@@ -160,14 +160,6 @@ bool ds_lock_try(int id, bool read)
 
 atomic_bool ds_leaving;
 
-bool ds_lock_take_bounded(int id)
-{
-    if (atomic_load_explicit(&ds_leaving, memory_order_relaxed))
-        return ds_lock_try(id, false);
-    ds_lock_take(id);
-    return true;
-}
-
 /* ThreadSanitizer models a lock by its address, and a fresh initialisation
  * does not tell it that the lock prepare took is free in the child: it is
  * told so here, as the release it would have seen. */

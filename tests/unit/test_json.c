@@ -170,6 +170,10 @@ static void fill(ds_ev *e, const char *s)
     ds_ev_double(e, "huge", 1e30);
     ds_ev_bool(e, "t", true);
     ds_ev_bool(e, "f", false);
+    ds_ev_word(e, "w", "cuda:0");
+    ds_ev_word(e, "wnull", NULL);
+    ds_ev_name(e, "name", ds_name_intern(s)); /* escaped as any string, or written as a word */
+    ds_ev_name(e, "unknown", DS_NAME_UNKNOWN);
     int64_t arr[3] = {-1, 0, 99};
     ds_ev_int_array(e, "arr", arr, 3);
     ds_ev_int_array(e, "none", NULL, 0);
@@ -178,6 +182,8 @@ static void fill(ds_ev *e, const char *s)
     ds_ev_open(e, "list", '[');
     ds_ev_str(e, NULL, s);
     ds_ev_hex(e, NULL, 16);
+    ds_ev_word(e, NULL, "read_only");
+    ds_ev_name(e, NULL, ds_name_intern(s));
     ds_ev_close(e);
     ds_ev_close(e);
 }
@@ -185,11 +191,7 @@ static void fill(ds_ev *e, const char *s)
 /* The line as ds_ev_end would write it, without the log. */
 static size_t finish(ds_ev *e)
 {
-    while (e->depth > 0)
-        ds_ev_close(e);
-    assert_false(e->overflow);
-    if (!e->text)
-        e->buf[e->len++] = '}';
+    assert_true(ds_ev_finish(e));
     return e->len;
 }
 
