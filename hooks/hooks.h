@@ -49,10 +49,12 @@ typedef struct ds_py_mark {
     uintptr_t at; /* the instruction */
 } ds_py_mark;
 bool ds_py_mark_here(ds_py_mark *out, bool in_python);
+/* Nonzero while this thread runs the shim's part of a capsule function (a
+ * Python C API call, so it holds the GIL): source lines are then read from
+ * the frame list without asking Python whether it may. */
+extern DS_TLS unsigned ds_py_in_capsule_call;
 /* The package of the innermost frame's file (ds_python_package_name). */
 bool ds_py_package_here(char *out, size_t cap);
-/* Source locations for the core's events (ds_locator, shim/types.h). */
-extern const ds_locator ds_python_locator;
 
 /* ---- entry.c: DLSHIM_ENTRY specs ----------------------------------------- */
 /* Specs whose function was not loaded yet: looked up again (after dlopen). */

@@ -203,7 +203,9 @@ static DS_TLS struct {
 
 static void import_by(void *tensor, int kind, uint16_t consumer)
 {
+    ds_py_in_capsule_call++;
     ds_tensor_import_by(tensor, kind == VERSIONED, consumer, capsule_api());
+    ds_py_in_capsule_call--;
     ds_py_mark mark;
     last_import.tensor = 0;
     if (ds_py_mark_here(&mark, true)) {
@@ -270,12 +272,14 @@ static void capsule_destroyed(int i, PyObject *capsule)
     void *tensor = ds_active() ? dying_tensor(capsule) : NULL;
     PyObject *outer = destroying;
     destroying = capsule;
+    ds_py_in_capsule_call++; /* a capsule's destructor runs with the GIL held */
     errno = saved;
     orig(capsule);
     saved = errno;
     destroying = outer;
     if (tensor && ds_active())
         ds_tensor_dropped_unseen(tensor);
+    ds_py_in_capsule_call--;
     errno = saved;
 }
 
@@ -330,7 +334,9 @@ new_dlpack(void *pointer, const char *name, capsule_destructor destructor, int k
     if (capsule && track) {
         saved = errno;
         ds_py_bind((const void *)real);
+        ds_py_in_capsule_call++;
         ds_tensor_export_by(pointer, kind == VERSIONED, caller_id(caller), capsule_api());
+        ds_py_in_capsule_call--;
         errno = saved;
     }
     return capsule;
@@ -621,7 +627,6 @@ static void install(void)
             bridge_bits |= 1ull << bridges[i];
     }
     ds_tensor_set_release_observer(observe_release);
-    ds_context_set_locator(&ds_python_locator);
     ds_got_hooks_add(capsule_hooks, DS_ARRAY_LEN(capsule_hooks));
 }
 

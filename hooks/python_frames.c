@@ -94,6 +94,9 @@ static atomic_int state = UNBOUND;
 enum { UNCHECKED, CHECKING, CHECKED };
 static atomic_int layout_state = UNCHECKED;
 
+/* Source locations for the core's events, given once Python is bound. */
+static const ds_locator locator;
+
 /* `name` from the Python that defines `beside`: the global one where
  * libpython is linked into the executable, else that library's. */
 static void *find(const char *name, const void *beside)
@@ -128,6 +131,10 @@ void ds_py_bind(const void *python_function)
                py.get_frame && py.get_lasti && py.get_code && py.getattr && py.as_utf8 &&
                py.decref && py.addr2line && py.get_back && py.get_lineno;
     atomic_store_explicit(&state, all ? BOUND : ABSENT, memory_order_release);
+    /* Events ask for a source line only from now on: a program without
+     * Python never pays for the question. */
+    if (all)
+        ds_context_set_locator(&locator);
 }
 
 /* Whether Python may be asked about this thread's frames now: bound, and
@@ -282,6 +289,7 @@ bool ds_py_package_here(char *out, size_t cap)
 typedef struct {
     uintptr_t code, instr, filename, qualname; /* the key, and what proves it */
     bool framework;                            /* in a framework's own package */
+    bool plain, spaced;                        /* ds_where's, found once */
     uint8_t len;
     char text[DS_WHERE_MAX];
 } location;
@@ -299,6 +307,21 @@ static size_t format_location(char *out, size_t cap, const char *file, int line,
     const char *cut = n > 120 ? "..." : "";
     return ds_fmt(out, cap, "%s%s:%d in %s", cut, n > 120 ? file + n - 117 : file, line,
                   function ? function : "?");
+}
+
+/* The location's text, and what an event needs to know of its bytes:
+ * found once here, not scanned in every event that shows it. */
+static void set_text(location *l, const char *file, int line, const char *function)
+{
+    l->len = (uint8_t)format_location(l->text, sizeof(l->text), file, line, function);
+    l->framework = ds_python_framework_file(file);
+    l->plain = true;
+    l->spaced = false;
+    for (size_t i = 0; i < l->len; i++) {
+        unsigned char c = (unsigned char)l->text[i];
+        l->plain &= c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+        l->spaced |= c == ' ';
+    }
 }
 
 static const char *utf8_of(uintptr_t str)
@@ -329,8 +352,7 @@ static const location *locate_frame(uintptr_t frame)
     /* Bytes into the instructions: the one before the next to run. */
     long offset = (long)instr - (long)(code + (uintptr_t)code_at.units);
     int line = py.addr2line((PyObject *)code, offset >= 0 && offset < (1L << 30) ? (int)offset : -1);
-    l->len = (uint8_t)format_location(l->text, sizeof(l->text), file, line, function);
-    l->framework = ds_python_framework_file(file);
+    set_text(l, file, line, function);
     l->code = code, l->instr = instr, l->filename = filename, l->qualname = qualname;
     return l;
 }
@@ -369,8 +391,7 @@ static void walk_api(bool (*each)(const location *, void *), void *arg)
         const char *f = file ? py.as_utf8(file) : NULL, *n = name ? py.as_utf8(name) : NULL;
         bool go_on = false;
         if (f) {
-            l.len = (uint8_t)format_location(l.text, sizeof(l.text), f, py.get_lineno(frame), n);
-            l.framework = ds_python_framework_file(f);
+            set_text(&l, f, py.get_lineno(frame), n);
             go_on = each(&l, arg);
         }
         py.err_clear(); /* ours only: none was pending */
@@ -386,11 +407,22 @@ static void walk_api(bool (*each)(const location *, void *), void *arg)
         py.decref(held);
 }
 
-/* Walks this thread's frames where that is allowed now: false if not. */
+DS_TLS unsigned ds_py_in_capsule_call;
+
+/* Walks this thread's frames where that is allowed now: false if not.
+ * Inside a capsule function, with the layout checked, nothing needs asking:
+ * the GIL is held, and a pending exception matters only where a location is
+ * made (locate_frame asks then). */
 static bool walk(bool (*each)(const location *, void *), void *arg)
 {
-    if (atomic_load_explicit(&state, memory_order_acquire) != BOUND || !readable() ||
-        py.err_occurred())
+    if (atomic_load_explicit(&state, memory_order_acquire) != BOUND)
+        return false;
+    if (ds_py_in_capsule_call && layout &&
+        atomic_load_explicit(&layout_state, memory_order_acquire) == CHECKED) {
+        walk_layout(each, arg);
+        return true;
+    }
+    if (!readable() || py.err_occurred())
         return false;
     if (atomic_load_explicit(&layout_state, memory_order_acquire) == UNCHECKED &&
         !ds_holds_lock()) /* the check asks for a frame object: no shim lock held */
@@ -407,27 +439,29 @@ static bool walk(bool (*each)(const location *, void *), void *arg)
 }
 
 typedef struct {
-    char *out;
-    size_t cap, len;
+    ds_where *out;
+    char *scratch; /* for a location the C API path made: it lives on that walk's stack */
+    bool found;
 } here_search;
 
 static bool take_user_frame(const location *l, void *arg)
 {
     here_search *h = arg;
-    if (h->len == 0 || !l->framework) { /* the innermost, until a user's frame */
-        h->len = l->len < h->cap ? l->len : h->cap - 1;
-        memcpy(h->out, l->text, h->len);
-        h->out[h->len] = '\0';
+    if (!h->found || !l->framework) { /* the innermost, until a user's frame */
+        *h->out = (ds_where){l->text, l->len, l->plain, l->spaced};
+        if (l->code == 0) { /* the C API's */
+            memcpy(h->scratch, l->text, l->len);
+            h->out->text = h->scratch;
+        }
+        h->found = true;
     }
     return l->framework; /* a user's frame ends the search */
 }
 
-static size_t python_here(char *out, size_t cap)
+static bool python_here(ds_where *out, char scratch[DS_WHERE_MAX])
 {
-    here_search h = {out, cap, 0};
-    if (cap == 0 || !walk(take_user_frame, &h))
-        return 0;
-    return h.len;
+    here_search h = {out, scratch, false};
+    return walk(take_user_frame, &h) && h.found;
 }
 
 typedef struct {
@@ -451,4 +485,4 @@ static int python_stack(char (*out)[DS_WHERE_MAX], int max)
     return s.n;
 }
 
-const ds_locator ds_python_locator = {.here = python_here, .stack = python_stack};
+static const ds_locator locator = {.here = python_here, .stack = python_stack};

@@ -186,6 +186,9 @@ bool ds_log_enabled(void);
  * write drops what it carried and counts it.  false: this line or lines
  * flushed with it were lost. */
 bool ds_log_write(const char *line, size_t len);
+/* The same for a line of an event at `now` (ds_now_ns), which ages the
+ * buffer without reading the clock again. */
+bool ds_log_write_at(const char *line, size_t len, uint64_t now);
 /* Writes what the buffer holds (violations, exit, _exit). */
 bool ds_log_flush(void);
 void ds_log_before_fork(void); /* every lock held */
@@ -256,112 +259,239 @@ void ds_context_set_test(const char *name); /* NULL or "": no test runs */
 size_t ds_context_where(char *out, size_t cap);
 /* `py_stack`: up to max frames, when there are any. */
 void ds_context_stack_field(ds_ev *e, int max);
-/* `py`, `rank`, `test`: the first fields of every event (event.c). */
-void ds_context_fields(ds_ev *e);
+/* `py`, `rank`, `test`: the first fields of every event (event.c).  Most
+ * programs have none of them (no interpreter, no rank, no test runner):
+ * their events skip the call on one flag, set when any could be there. */
+extern atomic_bool ds_context_any;
+void ds_context_write(ds_ev *e);
+static inline void ds_context_fields(ds_ev *e)
+{
+    if (atomic_load_explicit(&ds_context_any, memory_order_relaxed))
+        ds_context_write(e);
+}
 
-void ds_ev_begin(ds_ev *e, int id);
-/* The same, building into a caller's buffer (the summary is large). */
+/* ---- names.c: interned producer/consumer names -------------------------- */
+#define DS_NAME_UNKNOWN 0
+#define DS_NAME_OTHER 1 /* every name past the table's size */
+uint16_t ds_name_intern(const char *name);
+const char *ds_name(uint16_t id);
+/* A name as events write it, quotes and escapes included, in JSON or in
+ * text: rendered once, when the name is interned.  NULL when a rendering is
+ * longer than DS_RENDERED_MAX (the event escapes the name itself). */
+#define DS_RENDERED_MAX 63
+typedef struct {
+    char bytes[DS_RENDERED_MAX];
+    uint8_t len; /* 0: longer than the slot */
+} ds_rendered;   /* 64 bytes: a slot is found by a shift */
+const ds_rendered *ds_name_rendered(uint16_t id, bool text);
+/* A constant name (an API's, for the events) interned on first use. */
+#define DS_NAME_ONCE(text)                                                       \
+    __extension__({                                                              \
+        static _Atomic uint16_t once_;                                           \
+        uint16_t id_ = atomic_load_explicit(&once_, memory_order_relaxed);       \
+        if (!id_) {                                                              \
+            id_ = ds_name_intern(text);                                          \
+            atomic_store_explicit(&once_, id_, memory_order_relaxed);            \
+        }                                                                        \
+        id_;                                                                     \
+    })
+
+/* ---- the event writer (event.c, flat.c; values: output/put.h, put.c) ----
+ * An event is built in the rendering the log asks for, then written whole:
+ *     ds_ev e;
+ *     ds_ev_begin(&e, DS_EV_IMPORT);
+ *     ds_ev_import(&e, &(ds_import_fields){.tensor = t, ...});
+ *     ds_ev_hex(&e, "stream", s);
+ *     ds_ev_end(&e);
+ * The frequent handoff events have a writer generated from fields.def
+ * (flat.c: every key a constant, one room check for the bounded fields);
+ * any event can add fields one by one after it, and the rest are built
+ * that way alone.  Every key is a literal (NULL: an array's element), so
+ * the inline field wrappers below write it as constant stores; a field
+ * costs one room check, for its key and the most its value can take.
+ * Where that room is not left, the exact path measures the value first; an
+ * event that still does not fit DS_LINE_MAX is dropped whole. */
+#include "output/put.h"
+
+/* Building into a caller's buffer (the summary is large), of which
+ * DS_EV_RESERVE + DS_EV_SLACK bytes are kept past the line's end. */
 void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap);
-/* Each field is its separator and key, then its value.  Every event's keys
- * are literals (NULL is an array element), so the inline wrappers below know
- * a key's length at compile time. */
-#define DS_KEY_LEN(k) ((k) ? __builtin_strlen(k) : 0)
+static inline void ds_ev_begin(ds_ev *e, int id)
+{
+    ds_ev_begin_buf(e, id, e->line, sizeof(e->line));
+}
 /* Always inlined, or the key's length is a strlen call again. */
 #define DS_EV_INLINE static inline __attribute__((always_inline))
-/* Room an event keeps for its closing brackets, "}" and "\n". */
-#define DS_EV_RESERVE (DS_EV_DEPTH + 2)
-/* The separator and key inside brackets, where the first value has none,
- * and wherever the inline path below cannot write (no room: overflow). */
-void ds_ev_key_nested(ds_ev *e, const char *key, size_t klen);
-/* At the top level every field's separator is the same: `,"key":` in JSON
- * (the head holds the first fields) and ` key=` in text (the head pads the
- * name to 9 columns; the separator makes the tenth).  Written here, where a
- * literal key's copy becomes a few stores (issue 28: the out-of-line key
- * with its variable-length copy was a fifth of an event). */
-DS_EV_INLINE void ds_ev_key(ds_ev *e, const char *key, size_t klen)
+#define DS_KEY_LEN(k) ((k) ? __builtin_strlen(k) : 0)
+/* Room an event keeps past e->limit for its closing brackets (an empty one
+ * is two bytes), "}" and "\n". */
+#define DS_EV_RESERVE (2 * DS_EV_DEPTH + 2)
+
+static inline size_t ds_ev_len(const ds_ev *e)
 {
-    size_t n = klen + (e->text ? 2 : 4);
-    if (__builtin_expect(e->depth != 0 || !key || e->overflow ||
-                             e->len + n + DS_EV_RESERVE > e->cap, 0)) {
-        ds_ev_key_nested(e, key, klen);
+    return (size_t)(e->p - e->buf);
+}
+/* Bytes fields may still take. */
+static inline size_t ds_ev_room(const ds_ev *e)
+{
+    return e->limit > e->p ? (size_t)(e->limit - e->p) : 0;
+}
+/* No field fits from now on: the event will be dropped, and counted. */
+void ds_ev_overflow(ds_ev *e);
+
+/* The separator and key of a field whose value takes at most `most` bytes:
+ * `,"key":` in JSON, ` key=` in text at the top level (`,key=` inside
+ * brackets), only the separator for an array's element.  Returns where the
+ * value goes, or NULL, writing nothing, when the line has no room for that
+ * much.  The separator is the level's own, even for a bracket's first
+ * value: the close writes the bracket over it (event.c). */
+DS_EV_INLINE char *ds_ev_field(ds_ev *e, const char *key, size_t klen, size_t most)
+{
+    char *p = e->p;
+    if (__builtin_expect(e->limit - p < (ptrdiff_t)(klen + most + 4), 0))
+        return NULL;
+    *p++ = e->sep;
+    if (!key)
+        return p;
+    if (e->text) {
+        __builtin_memcpy(p, key, klen);
+        p[klen] = '=';
+        return p + klen + 1;
+    }
+    p[0] = '"';
+    __builtin_memcpy(p + 1, key, klen);
+    p[klen + 1] = '"';
+    p[klen + 2] = ':';
+    return p + klen + 3;
+}
+/* A field whose value, n bytes at v, is already rendered: the exact path
+ * (the whole field, or the event overflows). */
+void ds_ev_append_field(ds_ev *e, const char *key, size_t klen, const char *v, size_t n);
+
+/* Values of a bounded size: X(name, C type, most bytes, the value written
+ * at p by put.h) gives the field ds_ev_<name>(e, key, v). */
+#define DS_EV_SCALARS(X)                                                       \
+    X(int, int64_t, DS_MOST_INT, ds_put_int(p, v))                             \
+    X(uint, uint64_t, DS_MOST_UINT, ds_put_uint(p, v))                         \
+    X(hex, uintptr_t, DS_MOST_HEX, ds_put_hex(p, v, e->text))                  \
+    X(double, double, DS_MOST_DOUBLE, ds_put_double(p, v, e->text))            \
+    X(bool, bool, DS_MOST_BOOL, ds_put_bool(p, v))
+char *ds_put_double(char *p, double v, bool text); /* put.c; NaN and infinities: null */
+#define DS_EV_SCALAR(name, type, most, put)                                    \
+    DS_EV_INLINE void ds_ev_##name(ds_ev *e, const char *key, type v)          \
+    {                                                                          \
+        size_t klen = DS_KEY_LEN(key);                                         \
+        char *p = ds_ev_field(e, key, klen, most);                             \
+        if (__builtin_expect(p == NULL, 0)) {                                  \
+            char value_[most];                                                 \
+            p = value_;                                                        \
+            ds_ev_append_field(e, key, klen, value_, (size_t)((put) - value_)); \
+            return;                                                            \
+        }                                                                      \
+        e->p = (put);                                                          \
+    }
+DS_EV_SCALARS(DS_EV_SCALAR)
+#undef DS_EV_SCALAR
+
+/* A string, n bytes: JSON-escaped and quoted; in text quoted only when
+ * empty or holding a space, with quotes and control bytes as '?'.  Invalid
+ * UTF-8 becomes U+FFFD in both.  At most DS_MOST_STR(n) bytes (put.c). */
+char *ds_put_str(char *p, const char *s, size_t n, bool text);
+/* The same into cap bytes; NULL when it does not fit. */
+char *ds_put_str_bounded(char *p, size_t cap, const char *s, size_t n, bool text);
+void ds_ev_str_k(ds_ev *e, const char *key, size_t klen, const char *s, size_t n);
+DS_EV_INLINE void ds_ev_str(ds_ev *e, const char *key, const char *s) /* NULL: null */
+{
+    size_t klen = DS_KEY_LEN(key);
+    if (!s) {
+        char *p = ds_ev_field(e, key, klen, DS_MOST_NULL);
+        if (p)
+            e->p = ds_put_null(p, e->text);
+        else
+            ds_ev_append_field(e, key, klen, e->text ? "-" : "null", e->text ? 1 : 4);
         return;
     }
-    char *p = e->buf + e->len;
-    e->len += n;
-    if (e->text) {
-        p[0] = ' ';
-        __builtin_memcpy(p + 1, key, klen);
-        p[klen + 1] = '=';
-    } else {
-        p[0] = ',';
-        p[1] = '"';
-        __builtin_memcpy(p + 2, key, klen);
-        p[klen + 2] = '"';
-        p[klen + 3] = ':';
-    }
-}
-/* Values, after ds_ev_key. */
-void ds_ev_str_value(ds_ev *e, const char *val);
-void ds_ev_word_value(ds_ev *e, const char *word);
-void ds_ev_name_value(ds_ev *e, uint16_t id);
-void ds_ev_int_value(ds_ev *e, int64_t v);
-void ds_ev_uint_value(ds_ev *e, uint64_t v);
-void ds_ev_hex_value(ds_ev *e, uintptr_t v);
-void ds_ev_double_value(ds_ev *e, double v);
-void ds_ev_bool_value(ds_ev *e, bool v);
-void ds_ev_int_array_k(ds_ev *e, const char *key, size_t klen, const int64_t *v, int n);
-void ds_ev_open_k(ds_ev *e, const char *key, size_t klen, char bracket);
-DS_EV_INLINE void ds_ev_str(ds_ev *e, const char *key, const char *val) /* NULL: null */
-{
-    ds_ev_key(e, key, DS_KEY_LEN(key));
-    ds_ev_str_value(e, val);
+    ds_ev_str_k(e, key, klen, s, __builtin_strlen(s));
 }
 /* A string the shim made that needs no escaping and no quoting in text:
  * non-empty, printable ASCII without space, quote or backslash (a device's
  * or dtype's name, a flag's); NULL: null. */
 DS_EV_INLINE void ds_ev_word(ds_ev *e, const char *key, const char *word)
 {
-    ds_ev_key(e, key, DS_KEY_LEN(key));
-    ds_ev_word_value(e, word);
+    if (!word) {
+        ds_ev_str(e, key, NULL);
+        return;
+    }
+    size_t klen = DS_KEY_LEN(key), n = __builtin_strlen(word);
+    char *p = ds_ev_field(e, key, klen, n + 2);
+    if (!p) {
+        ds_ev_str_k(e, key, klen, word, n);
+        return;
+    }
+    if (!e->text)
+        *p++ = '"';
+    __builtin_memcpy(p, word, n);
+    p += n;
+    if (!e->text)
+        *p++ = '"';
+    e->p = p;
 }
-/* An interned name (names.c), escaped once when it was interned. */
+/* The same for a word in a slot of DS_WORD_SLOT readable bytes (put.h). */
+DS_EV_INLINE void ds_ev_word_slot(ds_ev *e, const char *key, const char *slot, size_t n)
+{
+    size_t klen = DS_KEY_LEN(key);
+    char *p = ds_ev_field(e, key, klen, DS_WORD_SLOT + 2);
+    if (p)
+        e->p = ds_put_slot(p, slot, n, e->text);
+    else
+        ds_ev_str_k(e, key, klen, slot, n);
+}
+/* An interned name (names.c), rendered both ways once, when interned; one
+ * too long for its slot is escaped here (at most DS_MOST_NAME bytes). */
+#define DS_MOST_NAME DS_MOST_STR(DS_NAME_MAX - 1)
+static inline char *ds_put_name(char *p, uint16_t id, bool text)
+{
+    const ds_rendered *r = ds_name_rendered(id, text);
+    if (__builtin_expect(r == NULL, 0)) {
+        const char *name = ds_name(id);
+        return ds_put_str(p, name, __builtin_strlen(name), text);
+    }
+    /* All of the slot: a constant-size copy is a few moves (the bytes past
+     * the name are overwritten or lie in the line's room). */
+    __builtin_memcpy(p, r->bytes, DS_RENDERED_MAX);
+    return p + r->len;
+}
 DS_EV_INLINE void ds_ev_name(ds_ev *e, const char *key, uint16_t id)
 {
-    ds_ev_key(e, key, DS_KEY_LEN(key));
-    ds_ev_name_value(e, id);
+    size_t klen = DS_KEY_LEN(key);
+    char *p = ds_ev_field(e, key, klen, DS_MOST_NAME);
+    if (p)
+        e->p = ds_put_name(p, id, e->text);
+    else
+        ds_ev_str(e, key, ds_name(id));
 }
-DS_EV_INLINE void ds_ev_int(ds_ev *e, const char *key, int64_t v)
-{
-    ds_ev_key(e, key, DS_KEY_LEN(key));
-    ds_ev_int_value(e, v);
-}
-DS_EV_INLINE void ds_ev_uint(ds_ev *e, const char *key, uint64_t v)
-{
-    ds_ev_key(e, key, DS_KEY_LEN(key));
-    ds_ev_uint_value(e, v);
-}
-DS_EV_INLINE void ds_ev_hex(ds_ev *e, const char *key, uintptr_t v)
-{
-    ds_ev_key(e, key, DS_KEY_LEN(key));
-    ds_ev_hex_value(e, v);
-}
-DS_EV_INLINE void ds_ev_double(ds_ev *e, const char *key, double v) /* NaN/inf: null */
-{
-    ds_ev_key(e, key, DS_KEY_LEN(key));
-    ds_ev_double_value(e, v);
-}
-DS_EV_INLINE void ds_ev_bool(ds_ev *e, const char *key, bool v)
-{
-    ds_ev_key(e, key, DS_KEY_LEN(key));
-    ds_ev_bool_value(e, v);
-}
-DS_EV_INLINE void ds_ev_int_array(ds_ev *e, const char *key, const int64_t *v, int n) /* NULL: null */
+/* Whole numbers as a JSON array, `[1,-2]` in both renderings; NULL: null. */
+void ds_ev_int_array_k(ds_ev *e, const char *key, size_t klen, const int64_t *v, int n);
+DS_EV_INLINE void ds_ev_int_array(ds_ev *e, const char *key, const int64_t *v, int n)
 {
     ds_ev_int_array_k(e, key, DS_KEY_LEN(key), v, n);
 }
-DS_EV_INLINE void ds_ev_open(ds_ev *e, const char *key, char bracket) /* '{' or '[' */
+/* Words (ds_ev_word) as an array: `["read_only","is_copied"]`, in text
+ * `[read_only,is_copied]`; at most 64 of them. */
+void ds_ev_words(ds_ev *e, const char *key, const char *const *words, int n);
+/* The same written at p when the line has room up to `limit`; NULL if not. */
+char *ds_put_words(char *p, const char *limit, const char *const *words, int n, bool text);
+/* '{' or '[', closed by ds_ev_close (or by the event's end). */
+void ds_ev_open_bracket(ds_ev *e, char bracket);
+DS_EV_INLINE void ds_ev_open(ds_ev *e, const char *key, char bracket)
 {
-    ds_ev_open_k(e, key, DS_KEY_LEN(key), bracket);
+    size_t klen = DS_KEY_LEN(key);
+    char *p = ds_ev_field(e, key, klen, 0);
+    if (p)
+        e->p = p;
+    else
+        ds_ev_append_field(e, key, klen, "", 0);
+    ds_ev_open_bracket(e, bracket);
 }
 void ds_ev_close(ds_ev *e);
 /* Closes what is open and terminates the line (no newline); false when
@@ -372,6 +502,46 @@ void ds_ev_end(ds_ev *e);
 /* JSON string body escaping; invalid UTF-8 becomes U+FFFD.  Returns the
  * bytes written, or (size_t)-1 if it did not fit.  Exposed for tests. */
 size_t ds_json_escape(char *out, size_t cap, const char *s, size_t n);
+
+/* ---- flat.c: the generated writers of fields.def ---------------------------
+ * Each flat event's fields as a struct, ds_<event>_fields, and its writer
+ * ds_ev_<event>(e, fields), from the event's row list in fields.def.  A
+ * field's kind gives its member's C type: */
+typedef struct { /* a name, or the text the program gave where the table is full */
+    uint16_t id;
+    const char *text; /* NULL: the name; else at most DS_NAME_MAX - 1 bytes */
+} ds_label;
+typedef struct { /* a word in its slot; len 0: null */
+    char slot[DS_WORD_SLOT];
+    uint8_t len;
+} ds_word;
+typedef struct { /* NULL: null */
+    const int64_t *v;
+    int n;
+} ds_ints;
+typedef struct {
+    const char *const *v;
+    int n;
+} ds_words;
+#define DS_FLAT_TYPE_HEX uintptr_t
+#define DS_FLAT_TYPE_UINT uint64_t
+#define DS_FLAT_TYPE_BOOL bool
+#define DS_FLAT_TYPE_NAME uint16_t
+#define DS_FLAT_TYPE_NAME_OR_NULL int32_t /* -1: null */
+#define DS_FLAT_TYPE_LABEL ds_label
+#define DS_FLAT_TYPE_WORD ds_word
+#define DS_FLAT_TYPE_INTS ds_ints
+#define DS_FLAT_TYPE_WORDS ds_words
+#include "fields.def"
+#define DS_FLAT_MEMBER(kind, name, present) DS_FLAT_TYPE_##kind name;
+#define DS_FLAT_DECLARE(event, ID)                                             \
+    typedef struct {                                                           \
+        DS_FIELDS_##ID(DS_FLAT_MEMBER)                                         \
+    } ds_##event##_fields;                                                     \
+    void ds_ev_##event(ds_ev *e, const ds_##event##_fields *f);
+DS_FLAT_EVENTS(DS_FLAT_DECLARE)
+#undef DS_FLAT_DECLARE
+#undef DS_FLAT_MEMBER
 
 /* ---- safe_mem.c: reading and writing memory the program handed us ------- */
 /* Pages a syscall proved readable or writable, by page number in a small
@@ -441,24 +611,6 @@ void ds_dtype_name(char *out, size_t cap, DLDataType d);
 void ds_device_name(char *out, size_t cap, DLDevice d);
 /* Flag names, e.g. {"read_only","is_copied"}; returns how many. */
 int ds_flag_names(uint64_t flags, const char **out, int max);
-
-/* ---- names.c: interned producer/consumer names -------------------------- */
-#define DS_NAME_UNKNOWN 0
-uint16_t ds_name_intern(const char *name);
-const char *ds_name(uint16_t id);
-/* The same, and its length if events write it as it is (a word), else 0. */
-const char *ds_name_word(uint16_t id, size_t *word_len);
-/* A constant name (an API's, for the events) interned on first use. */
-#define DS_NAME_ONCE(text)                                                       \
-    __extension__({                                                              \
-        static _Atomic uint16_t once_;                                           \
-        uint16_t id_ = atomic_load_explicit(&once_, memory_order_relaxed);       \
-        if (!id_) {                                                              \
-            id_ = ds_name_intern(text);                                          \
-            atomic_store_explicit(&once_, id_, memory_order_relaxed);            \
-        }                                                                        \
-        id_;                                                                     \
-    })
 
 /* ---- registry.c: tensor records keyed by address ------------------------ */
 void ds_reg_init(size_t max_records);

@@ -62,19 +62,25 @@ enum ds_violation_kind {
 /* Longest event line; also PIPE_BUF, so one line is one atomic pipe write. */
 #define DS_LINE_MAX 4096
 #define DS_EV_DEPTH 6
+/* Room past a line's end where a generated writer's bounded fields may run
+ * before it finds the line too long (flat.c). */
+#define DS_EV_SLACK 1536
 
 typedef struct ds_ev {
-    char line[DS_LINE_MAX]; /* storage for ordinary events */
-    char *buf;              /* where the event is built: line, or larger */
-    size_t cap;
-    size_t len;
-    size_t head_len;   /* text: the length before the first field */
+    char *p;           /* where the next byte goes */
+    char *limit;       /* fields end before it (the reserve beyond holds the
+                          brackets, "}" and "\n"); at buf once it overflowed */
+    char *buf;         /* line, or a caller's larger buffer */
+    char *fields;      /* text: where the first field goes (after the head) */
+    uint64_t ns;       /* when it happened (t_ns) */
+    int id;            /* ds_event_id */
     bool overflow;     /* the line did not fit: it is dropped, not cut */
     bool text;         /* built as the text line, not as JSON */
-    int id;            /* ds_event_id */
-    int depth;         /* open objects/arrays below the top level */
-    bool first[DS_EV_DEPTH + 1];   /* no value yet at this level */
-    char closers[DS_EV_DEPTH + 1]; /* closing bracket of each open level */
+    char sep;          /* what precedes each value at the level open now */
+    uint8_t depth;     /* open objects/arrays below the top level */
+    char *opened[DS_EV_DEPTH + 1]; /* where each open level's bracket goes */
+    char brackets[DS_EV_DEPTH + 1]; /* its opening bracket */
+    char line[DS_LINE_MAX + DS_EV_SLACK]; /* storage for ordinary events */
 } ds_ev;
 
 /* ---- context (context.c) ------------------------------------------------ */
@@ -82,13 +88,24 @@ typedef struct ds_ev {
 #define DS_TEST_MAX 256   /* a test's id, NUL included */
 #define DS_PYSTACK_MAX 16 /* most frames of DLSHIM_PYSTACK (they fit one event line) */
 
+/* A source location as the interpreter's hook family keeps it: valid
+ * while the calling thread goes on (copied at once), never NUL-terminated
+ * for sure. */
+typedef struct {
+    const char *text;
+    size_t len;   /* < DS_WHERE_MAX */
+    bool plain;   /* printable ASCII without '"' or '\\': nothing to escape */
+    bool spaced;  /* holds a space: quoted in text too */
+} ds_where;
+
 /* What a hook family that knows an interpreter tells the core: where the
- * calling thread is in the interpreted program.  Both return nothing (0)
- * when the thread runs no interpreted code or may not ask now. */
+ * calling thread is in the interpreted program.  Both return nothing (false,
+ * 0) when the thread runs no interpreted code or may not ask now. */
 typedef struct ds_locator {
     /* The innermost location outside the frameworks' own packages (the
-     * innermost of all when every one is theirs); its length. */
-    size_t (*here)(char *out, size_t cap);
+     * innermost of all when every one is theirs); `scratch` holds its text
+     * where the family keeps none. */
+    bool (*here)(ds_where *out, char scratch[DS_WHERE_MAX]);
     /* Up to max locations, innermost first; how many. */
     int (*stack)(char (*out)[DS_WHERE_MAX], int max);
 } ds_locator;

@@ -287,11 +287,12 @@ static void emit(int id, const ds_alloc_info *a, const ds_alloc_info *alias, con
     ds_ev_str(&e, "api", api->name);
     ds_ev_name(&e, "owner", a->owner);
     if (api->property_names) {
-        ds_ev_open(&e, "memory", '[');
+        const char *memory[8];
+        int n = 0;
         for (unsigned bit = 0; bit < 8; bit++)
             if ((a->properties >> bit) & 1u && api->property_names[bit])
-                ds_ev_str(&e, NULL, api->property_names[bit]);
-        ds_ev_close(&e);
+                memory[n++] = api->property_names[bit];
+        ds_ev_words(&e, "memory", memory, n);
     }
     if (a->alias_of) {
         ds_ev_hex(&e, "alias_of", a->alias_of);

@@ -16,11 +16,14 @@
 
 static char names[DS_NAMES_MAX][DS_NAME_MAX] = {"unknown", "other"};
 static uint32_t hashes[DS_NAMES_MAX]; /* compared before the names: interning is per event */
-/* The length of a name that events write as it is (see word_length), else 0:
- * found once here rather than in every event that names it. */
-static uint8_t word_lengths[DS_NAMES_MAX] = {sizeof("unknown") - 1, sizeof("other") - 1};
+/* Each name as events write it, [0] in JSON and [1] in text (put.c's
+ * string rendering), made once here rather than escaped in every event;
+ * len 0: longer than a slot. */
+static ds_rendered rendered[2][DS_NAMES_MAX] = {
+    {{"\"unknown\"", 9}, {"\"other\"", 7}},
+    {{"unknown", 7}, {"other", 5}},
+};
 static atomic_uint count = 2;
-enum { ID_OTHER = 1 };
 
 /* FNV-1a of the first DS_NAME_MAX - 1 bytes, as the names are kept. */
 static uint32_t hash_of(const char *name)
@@ -31,14 +34,10 @@ static uint32_t hash_of(const char *name)
     return h;
 }
 
-/* n if the name is a word of the events (ds_ev_word): non-empty, printable
- * ASCII without space, quote or backslash; else 0. */
-static uint8_t word_length(const char *name, size_t n)
+static void render(ds_rendered *r, const char *name, size_t n, bool text)
 {
-    for (size_t i = 0; i < n; i++)
-        if (name[i] <= ' ' || name[i] > '~' || name[i] == '"' || name[i] == '\\')
-            return 0;
-    return (uint8_t)n;
+    char *end = ds_put_str_bounded(r->bytes, sizeof(r->bytes), name, n, text);
+    r->len = end ? (uint8_t)(end - r->bytes) : 0;
 }
 
 static uint16_t find(const char *name, uint32_t hash, unsigned n)
@@ -64,13 +63,14 @@ uint16_t ds_name_intern(const char *name)
     unsigned n = atomic_load_explicit(&count, memory_order_relaxed);
     id = find(name, hash, n);
     if (id == UINT16_MAX && n == DS_NAMES_MAX)
-        id = ID_OTHER;
+        id = DS_NAME_OTHER;
     if (id == UINT16_MAX) {
         size_t len = strnlen(name, DS_NAME_MAX - 1);
         memcpy(names[n], name, len);
         names[n][len] = '\0';
         hashes[n] = hash;
-        word_lengths[n] = word_length(name, len);
+        render(&rendered[0][n], name, len, false);
+        render(&rendered[1][n], name, len, true);
         atomic_store_explicit(&count, n + 1, memory_order_release);
         id = (uint16_t)n;
     }
@@ -78,12 +78,12 @@ uint16_t ds_name_intern(const char *name)
     return id;
 }
 
-const char *ds_name_word(uint16_t id, size_t *word_len)
+const ds_rendered *ds_name_rendered(uint16_t id, bool text)
 {
     if (id >= atomic_load_explicit(&count, memory_order_acquire))
         id = DS_NAME_UNKNOWN;
-    *word_len = word_lengths[id];
-    return names[id];
+    const ds_rendered *r = &rendered[text][id];
+    return r->len ? r : NULL;
 }
 
 const char *ds_name(uint16_t id)

@@ -124,7 +124,7 @@ void ds_stats_untracked(void)
 /* The summary line may hold many pairs, so it is built in its own buffer
  * (written once, at exit or before abort). */
 #define DS_SUMMARY_MAX (64 * 1024)
-static char summary_buf[DS_SUMMARY_MAX];
+static char summary_buf[DS_SUMMARY_MAX + DS_EV_SLACK]; /* the slack: ds_ev_begin_buf */
 static atomic_bool summary_written;
 
 /* Room one pair needs: two names escaped at worst six bytes per byte, and
@@ -307,7 +307,7 @@ void ds_summary_write(void)
         /* The busiest pairs, as many as fit one line. */
         int shown = 0;
         ds_ev_open(&e, "pairs", '[');
-        for (; shown < snap.npairs && e.len + DS_PAIR_ROOM < e.cap; shown++) {
+        for (; shown < snap.npairs && ds_ev_room(&e) > DS_PAIR_ROOM; shown++) {
             const pair *p = &snap.pairs[shown];
             ds_ev_open(&e, NULL, '{');
             ds_ev_name(&e, "producer", p->producer);

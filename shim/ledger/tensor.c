@@ -54,72 +54,61 @@ static const char *shown_name(const char *name, uint16_t id)
     return name ? name : ds_name(id);
 }
 
-/* The route a handoff took, where the hook family named it. */
-static void api_field(ds_ev *e, uint16_t api)
-{
-    if (api != DS_NAME_UNKNOWN)
-        ds_ev_name(e, "api", api);
-}
-
-/* The names of the device and dtype of this thread's last export event: a
- * program exports the same kind of tensor over and over, and formatting the
- * two names was a tenth of the event.  Copied out, and cut, by the event:
- * a signal handler that exports may rewrite them meanwhile. */
+/* This thread's last export's kind, named ("cuda:0", "float32"): a program
+ * exports the same kind of tensor over and over, and naming it was a tenth
+ * of the event.  Copied out whole, lengths cut to the slot: a signal
+ * handler that exports may rewrite it meanwhile. */
 static DS_TLS struct {
     bool valid;
     DLDevice device;
     DLDataType dtype;
-    char device_name[32], dtype_name[32];
+    ds_word device_name, dtype_name;
 } last_kind;
 
-static void name_the_kind(const DLTensor *t, char device[32], char dtype[32])
+static void name_the_kind(const DLTensor *t, ds_word *device, ds_word *dtype)
 {
     if (!(last_kind.valid && last_kind.device.device_type == t->device.device_type &&
-        last_kind.device.device_id == t->device.device_id && last_kind.dtype.code == t->dtype.code &&
-        last_kind.dtype.bits == t->dtype.bits && last_kind.dtype.lanes == t->dtype.lanes)) {
-        ds_device_name(last_kind.device_name, sizeof(last_kind.device_name), t->device);
-        ds_dtype_name(last_kind.dtype_name, sizeof(last_kind.dtype_name), t->dtype);
+          last_kind.device.device_id == t->device.device_id && last_kind.dtype.code == t->dtype.code &&
+          last_kind.dtype.bits == t->dtype.bits && last_kind.dtype.lanes == t->dtype.lanes)) {
+        ds_word *d = &last_kind.device_name, *k = &last_kind.dtype_name;
+        ds_device_name(d->slot, sizeof(d->slot), t->device);
+        ds_dtype_name(k->slot, sizeof(k->slot), t->dtype);
+        d->len = (uint8_t)strnlen(d->slot, sizeof(d->slot) - 1);
+        k->len = (uint8_t)strnlen(k->slot, sizeof(k->slot) - 1);
         last_kind.device = t->device;
         last_kind.dtype = t->dtype;
         last_kind.valid = true;
     }
-    memcpy(device, last_kind.device_name, 32);
-    memcpy(dtype, last_kind.dtype_name, 32);
-    device[31] = dtype[31] = '\0';
+    *device = last_kind.device_name;
+    *dtype = last_kind.dtype_name;
 }
 
 /* Called when the event is wanted. */
 static void emit_export(void *m, const ds_tensor_view *v, const char *name, uint16_t id,
                         uint16_t api, const ds_alloc_info *alloc, uintptr_t copied_from)
 {
-    char device[32], dtype[32];
     const char *flags[64];
+    ds_export_fields f = {
+        .tensor = (uintptr_t)m,
+        .versioned = v->versioned,
+        /* where the table is full, the name as the program gave it */
+        .producer = {id, name && id == DS_NAME_OTHER ? name : NULL},
+        .api = api,
+        .data = (uintptr_t)v->t.data,
+        .byte_offset = v->t.byte_offset,
+        .shape = {v->tensor_valid ? v->shape : NULL, v->t.ndim},
+        .strides = {v->tensor_valid && v->has_strides ? v->strides : NULL, v->t.ndim},
+        .bytes = v->bytes,
+        .flags = {flags, ds_flag_names(v->flags, flags, (int)DS_ARRAY_LEN(flags))},
+        .allocation = alloc ? alloc->base : 0,
+        .allocation_owner = alloc ? alloc->owner : DS_NAME_UNKNOWN,
+        .copied_from = copied_from,
+    };
+    if (v->tensor_valid)
+        name_the_kind(&v->t, &f.device, &f.dtype); /* else both null */
     ds_ev e;
     ds_ev_begin(&e, DS_EV_EXPORT);
-    ds_ev_hex(&e, "tensor", (uintptr_t)m);
-    ds_ev_bool(&e, "versioned", v->versioned);
-    ds_ev_str(&e, "producer", shown_name(name, id));
-    api_field(&e, api);
-    ds_ev_hex(&e, "data", (uintptr_t)v->t.data);
-    ds_ev_uint(&e, "byte_offset", v->t.byte_offset);
-    if (v->tensor_valid)
-        name_the_kind(&v->t, device, dtype);
-    ds_ev_word(&e, "device", v->tensor_valid ? device : NULL);
-    ds_ev_word(&e, "dtype", v->tensor_valid ? dtype : NULL);
-    ds_ev_int_array(&e, "shape", v->tensor_valid ? v->shape : NULL, v->t.ndim);
-    ds_ev_int_array(&e, "strides", v->tensor_valid && v->has_strides ? v->strides : NULL, v->t.ndim);
-    ds_ev_uint(&e, "bytes", v->bytes);
-    ds_ev_open(&e, "flags", '[');
-    int n = ds_flag_names(v->flags, flags, (int)DS_ARRAY_LEN(flags));
-    for (int i = 0; i < n; i++)
-        ds_ev_word(&e, NULL, flags[i]);
-    ds_ev_close(&e);
-    if (alloc) {
-        ds_ev_hex(&e, "allocation", alloc->base);
-        ds_ev_name(&e, "allocation_owner", alloc->owner);
-    }
-    if (copied_from)
-        ds_ev_hex(&e, "copied_from", copied_from);
+    ds_ev_export(&e, &f);
     if (ds_cfg.pystack_exports)
         ds_context_stack_field(&e, (int)ds_cfg.pystack);
     ds_ev_end(&e);
@@ -157,33 +146,26 @@ static void emit_import(const record_copy *r, uint16_t api)
 {
     ds_ev e;
     ds_ev_begin(&e, DS_EV_IMPORT);
-    ds_ev_hex(&e, "tensor", r->tensor);
-    ds_ev_name(&e, "consumer", r->consumer);
-    ds_ev_name(&e, "producer", r->producer);
-    api_field(&e, api);
-    ds_ev_bool(&e, "zero_copy", !r->copied);
-    ds_ev_uint(&e, "bytes", r->bytes);
+    ds_ev_import(&e, &(ds_import_fields){.tensor = r->tensor,
+                                         .consumer = r->consumer,
+                                         .producer = r->producer,
+                                         .api = api,
+                                         .zero_copy = !r->copied,
+                                         .bytes = r->bytes});
     ds_ev_end(&e);
 }
 
-/* Called when the event is wanted.  copy_on_import: the consumer let the
- * tensor go inside the call that took it, so it kept a copy of the bytes. */
 static void emit_release(const record_copy *r, bool consumed, bool copy_on_import)
 {
     ds_ev e;
     ds_ev_begin(&e, DS_EV_RELEASE);
-    ds_ev_hex(&e, "tensor", r->tensor);
-    ds_ev_bool(&e, "consumed", consumed);
-    ds_ev_uint(&e, "lifetime_ns", r->t_release - r->t_export);
-    ds_ev_name(&e, "producer", r->producer);
-    if (consumed)
-        ds_ev_name(&e, "consumer", r->consumer);
-    else
-        ds_ev_str(&e, "consumer", NULL);
-    if (copy_on_import) {
-        ds_ev_bool(&e, "copy_on_import", true);
-        ds_ev_uint(&e, "bytes_copied", r->bytes);
-    }
+    ds_ev_release(&e, &(ds_release_fields){.tensor = r->tensor,
+                                           .consumed = consumed,
+                                           .lifetime_ns = r->t_release - r->t_export,
+                                           .producer = r->producer,
+                                           .consumer = consumed ? r->consumer : -1,
+                                           .copy_on_import = copy_on_import,
+                                           .bytes_copied = r->bytes});
     ds_ev_end(&e);
 }
 

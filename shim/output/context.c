@@ -17,10 +17,13 @@
 
 static const ds_locator *locator;
 static int rank = -1;
+atomic_bool ds_context_any;
 
 void ds_context_set_locator(const ds_locator *l)
 {
     locator = l;
+    if (l)
+        atomic_store_explicit(&ds_context_any, true, memory_order_relaxed);
 }
 
 /* ---- rank --------------------------------------------------------------- */
@@ -53,6 +56,8 @@ void ds_context_init(char *const *envp)
                 break;
             }
         }
+    if (rank >= 0)
+        atomic_store_explicit(&ds_context_any, true, memory_order_relaxed);
 }
 
 int ds_rank(void)
@@ -99,14 +104,47 @@ void ds_context_set_test(const char *name)
 {
     /* One writer at a time: a second one leaves the name as the first sets it. */
     ds_seq_text_set(&test, name, DS_TEST_MAX);
+    atomic_store_explicit(&ds_context_any, true, memory_order_relaxed);
 }
 
 /* ---- the source line ---------------------------------------------------- */
+static bool where_now(ds_where *w, char scratch[DS_WHERE_MAX])
+{
+    return ds_cfg.py && locator && locator->here(w, scratch);
+}
+
 size_t ds_context_where(char *out, size_t cap)
 {
-    if (!ds_cfg.py || !locator)
+    ds_where w;
+    char scratch[DS_WHERE_MAX];
+    if (cap == 0 || !where_now(&w, scratch))
         return 0;
-    return locator->here(out, cap);
+    size_t n = w.len < cap ? w.len : cap - 1;
+    memcpy(out, w.text, n);
+    out[n] = '\0';
+    return n;
+}
+
+/* `py`: a plain location (the common case: a path, a line, a name) is
+ * copied between its quotes as it is. */
+static void where_field(ds_ev *e)
+{
+    ds_where w;
+    char scratch[DS_WHERE_MAX];
+    if (!where_now(&w, scratch))
+        return;
+    bool quoted = !e->text || w.spaced || w.len == 0;
+    char *p = w.plain ? ds_ev_field(e, "py", 2, w.len + 2) : NULL;
+    if (!p) {
+        ds_ev_str_k(e, "py", 2, w.text, w.len);
+        return;
+    }
+    *p = '"';
+    p += quoted;
+    memcpy(p, w.text, w.len);
+    p += w.len;
+    *p = '"';
+    e->p = p + quoted;
 }
 
 /* Its own frame: 3 KB of stack only when a stack is asked for. */
@@ -129,12 +167,11 @@ void ds_context_stack_field(ds_ev *e, int max)
 }
 
 /* ---- the fields --------------------------------------------------------- */
-void ds_context_fields(ds_ev *e)
+void ds_context_write(ds_ev *e)
 {
     /* The line first: the text rendering shows it right after the event's name. */
-    char where[DS_WHERE_MAX];
-    if (e->id != DS_EV_SUMMARY && ds_context_where(where, sizeof(where)))
-        ds_ev_str(e, "py", where);
+    if (e->id != DS_EV_SUMMARY)
+        where_field(e);
     if (rank >= 0)
         ds_ev_int(e, "rank", rank);
     char name[DS_TEST_MAX];

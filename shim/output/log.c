@@ -254,41 +254,36 @@ static bool flush_locked(int fd)
     return ok;
 }
 
-bool ds_log_write(const char *line, size_t len)
+/* A line that does not go into the buffer: written at once. */
+static bool write_now(int fd, const char *line, size_t len)
 {
-    int fd = writable_fd();
+    if (write_out(fd, line, len))
+        return true;
+    ds_log_count_drop();
+    return false;
+}
+
+bool ds_log_write_at(const char *line, size_t len, uint64_t now)
+{
+    int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
     if (fd == -1)
         return true; /* DLSHIM_LOG=off is not a loss */
-    if (fd < 0) {      /* a child's file not open yet, in a handler inside the shim */
+    if (fd < 0 && (fd = writable_fd()) < 0) {
+        /* a child's file not open yet, in a handler inside the shim */
         ds_log_count_drop();
         return false;
     }
     /* Unbuffered, or re-entered from a signal handler that interrupted this
      * thread inside the shim (which may hold the buffer's lock): written at
-     * once. */
-    if (!buffer || ds_holds_lock()) {
-        if (write_out(fd, line, len))
-            return true;
-        ds_log_count_drop();
-        return false;
-    }
-    if (!ds_lock_take_bounded(DS_LOCK_LOG)) {
-        /* Leaving through _exit while another thread holds the buffer: this
-         * line goes out at once, ahead of what the buffer holds. */
-        if (write_out(fd, line, len))
-            return true;
-        ds_log_count_drop();
-        return false;
-    }
+     * once.  So is a line while leaving through _exit as another thread
+     * holds the buffer: ahead of what the buffer holds. */
+    if (!buffer || ds_holds_lock() || !ds_lock_take_bounded(DS_LOCK_LOG))
+        return write_now(fd, line, len);
     bool ok = true;
-    uint64_t now = ds_now_coarse_ns();
     if (buffer_len + len > buffer_cap)
         ok = flush_locked(fd);
     if (len > buffer_cap) { /* a buffer smaller than a line: after what it held */
-        if (!write_out(fd, line, len)) {
-            ds_log_count_drop();
-            ok = false;
-        }
+        ok = write_now(fd, line, len) && ok;
     } else {
         if (buffer_len == 0)
             buffer_since = now;
@@ -300,6 +295,11 @@ bool ds_log_write(const char *line, size_t len)
     }
     ds_lock_give(DS_LOCK_LOG);
     return ok;
+}
+
+bool ds_log_write(const char *line, size_t len)
+{
+    return ds_log_write_at(line, len, ds_now_coarse_ns());
 }
 
 bool ds_log_flush(void)

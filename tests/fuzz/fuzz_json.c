@@ -46,23 +46,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!ds_ev_finish(&e))
             continue;
         if (!e.text) {
-            if (!json_is_object(e.buf, e.len)) {
-                fprintf(stderr, "not one JSON object: %.*s\n", (int)e.len, e.buf);
+            if (!json_is_object(e.buf, ds_ev_len(&e))) {
+                fprintf(stderr, "not one JSON object: %.*s\n", (int)ds_ev_len(&e), e.buf);
                 abort();
             }
-            memcpy(json_line, e.buf, e.len);
-            json_len = ds_text_from_json(json_line, e.len);
-            if (json_len == 0 || json_len > e.len + 1)
+            memcpy(json_line, e.buf, ds_ev_len(&e));
+            json_len = ds_text_from_json(json_line, ds_ev_len(&e));
+            if (json_len == 0 || json_len > ds_ev_len(&e) + 1)
                 abort();
             json_ok = true;
         } else if (json_ok) {
             /* Equal after the timestamp, which differs between the two. */
-            e.buf[e.len++] = '\n';
+            *e.p++ = '\n';
             const char *a = strchr(e.buf + 8 + strspn(e.buf + 8, " "), ' ');
             const char *b = strchr(json_line + 8 + strspn(json_line + 8, " "), ' ');
-            size_t na = e.len - (size_t)(a - e.buf), nb = json_len - (size_t)(b - json_line);
+            size_t na = ds_ev_len(&e) - (size_t)(a - e.buf), nb = json_len - (size_t)(b - json_line);
             if (na != nb || memcmp(a, b, na) != 0) {
-                fprintf(stderr, "text differs:\n%.*s%.*s", (int)e.len, e.buf, (int)json_len, json_line);
+                fprintf(stderr, "text differs:\n%.*s%.*s", (int)ds_ev_len(&e), e.buf, (int)json_len, json_line);
                 abort();
             }
         }

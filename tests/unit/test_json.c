@@ -192,7 +192,7 @@ static void fill(ds_ev *e, const char *s)
 static size_t finish(ds_ev *e)
 {
     assert_true(ds_ev_finish(e));
-    return e->len;
+    return ds_ev_len(e);
 }
 
 /* The line after "dlshim:", its spaces and the time. */
