@@ -263,11 +263,12 @@ static bool write_now(int fd, const char *line, size_t len)
     return false;
 }
 
-bool ds_log_write_at(const char *line, size_t len, uint64_t now)
+/* Everything but a line going into a buffer with room: a descriptor
+ * still to open, no buffer, a re-entry, a full or old buffer.  Out of line,
+ * so that the common case below needs no registers saved. */
+static __attribute__((noinline)) bool write_slow(const char *line, size_t len, uint64_t now)
 {
     int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
-    if (fd == -1)
-        return true; /* DLSHIM_LOG=off is not a loss */
     if (fd < 0 && (fd = writable_fd()) < 0) {
         /* a child's file not open yet, in a handler inside the shim */
         ds_log_count_drop();
@@ -295,6 +296,29 @@ bool ds_log_write_at(const char *line, size_t len, uint64_t now)
     }
     ds_lock_give(DS_LOCK_LOG);
     return ok;
+}
+
+bool ds_log_write_at(const char *line, size_t len, uint64_t now)
+{
+    int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
+    if (fd == -1)
+        return true; /* DLSHIM_LOG=off is not a loss */
+    /* The common case: a file's buffer with room for the line, which has
+     * not waited too long, taken by a thread inside no other shim lock. */
+    if (fd >= 0 && buffer && !ds_holds_lock() && !atomic_load_explicit(&ds_leaving, memory_order_relaxed)) {
+        ds_lock_take(DS_LOCK_LOG);
+        if (buffer_len + len <= buffer_cap && (buffer_len == 0 || now - buffer_since < DS_LOG_AGE_NS)) {
+            if (buffer_len == 0)
+                buffer_since = now;
+            memcpy(buffer + buffer_len, line, len);
+            buffer_len += len;
+            buffer_lines++;
+            ds_lock_give(DS_LOCK_LOG);
+            return true;
+        }
+        ds_lock_give(DS_LOCK_LOG);
+    }
+    return write_slow(line, len, now);
 }
 
 bool ds_log_write(const char *line, size_t len)

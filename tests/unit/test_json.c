@@ -188,6 +188,43 @@ static void fill(ds_ev *e, const char *s)
     ds_ev_close(e);
 }
 
+/* The generated writers (flat.c) with every kind of field, edge values
+ * included; `s` also as the label's text. */
+static void fill_flat(ds_ev *e, const char *s)
+{
+    static const char *const flags[] = {"read_only", "bit7"};
+    int64_t shape[3] = {1000, 0, INT64_MAX}, strides[3] = {-1, 1, INT64_MIN};
+    ds_export_fields x = {.tensor = UINTPTR_MAX,
+                          .versioned = true,
+                          .producer = {ds_name_intern(s), s},
+                          .api = ds_name_intern("capsule"),
+                          .data = 0,
+                          .byte_offset = 12345678901234567ull,
+                          .device = {"cuda:1", 6},
+                          .dtype = {.len = 0}, /* null */
+                          .shape = {shape, 3},
+                          .strides = {strides, 3},
+                          .bytes = UINT64_MAX,
+                          .flags = {flags, 2},
+                          .allocation = 0x7f0000001000,
+                          .allocation_owner = ds_name_intern(s),
+                          .copied_from = 0x10};
+    ds_ev_export(e, &x);
+    x.producer.text = NULL;
+    x.api = DS_NAME_UNKNOWN;
+    x.shape.v = NULL;
+    x.flags.n = 0;
+    x.allocation = x.copied_from = 0;
+    ds_ev_export(e, &x);
+    ds_ev_import(e, &(ds_import_fields){.tensor = 1, .consumer = ds_name_intern(s),
+                                        .producer = DS_NAME_UNKNOWN, .zero_copy = false,
+                                        .bytes = 99999999});
+    ds_ev_release(e, &(ds_release_fields){.tensor = 0xabcdef, .consumed = false,
+                                          .lifetime_ns = 100000000, .producer = DS_NAME_OTHER,
+                                          .consumer = -1, .copy_on_import = true,
+                                          .bytes_copied = 10});
+}
+
 /* The line as ds_ev_end would write it, without the log. */
 static size_t finish(ds_ev *e)
 {
@@ -217,10 +254,13 @@ static void test_direct_text_matches_the_json_rendering(void **state)
             ds_ev j, t;
             harness_init(jsonl);
             ds_ev_begin(&j, id);
-            if (i > 0) /* the first: the common fields alone */
+            if (i > 0) { /* the first: the common fields alone */
                 fill(&j, strings[i]);
+                fill_flat(&j, strings[i]);
+            }
             size_t n = finish(&j);
             assert_false(j.text);
+            assert_true(json_is_object(j.buf, n));
             char converted[DS_LINE_MAX + 1];
             memcpy(converted, j.buf, n);
             n = ds_text_from_json(converted, n);
@@ -228,8 +268,10 @@ static void test_direct_text_matches_the_json_rendering(void **state)
             converted[n] = '\0';
             harness_init(text);
             ds_ev_begin(&t, id);
-            if (i > 0)
+            if (i > 0) {
                 fill(&t, strings[i]);
+                fill_flat(&t, strings[i]);
+            }
             n = finish(&t);
             assert_true(t.text);
             t.buf[n++] = '\n';
@@ -237,6 +279,74 @@ static void test_direct_text_matches_the_json_rendering(void **state)
             assert_string_equal(after_time(t.buf), after_time(converted));
         }
     }
+}
+
+/* put.h's digits against printf's, at every length and around each power. */
+static void test_numbers_match_printf(void **state)
+{
+    (void)state;
+    char got[48], want[48];
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift: every bit length */
+        uint64_t v = i < 64 ? (uint64_t)i : x >> (x % 64);
+        if (i >= 64 && i < 64 + 3 * 20) { /* 10^k - 1, 10^k, 10^k + 1 */
+            uint64_t p = 1;
+            for (int k = 0; k < (i - 64) / 3; k++)
+                p *= 10;
+            v = p + (uint64_t)((i - 64) % 3) - 1;
+        }
+        *ds_put_uint(got, v) = '\0';
+        snprintf(want, sizeof(want), "%llu", (unsigned long long)v);
+        assert_string_equal(got, want);
+        int64_t sv = (int64_t)v * (i % 2 ? -1 : 1);
+        *ds_put_int(got, sv) = '\0';
+        snprintf(want, sizeof(want), "%lld", (long long)sv);
+        assert_string_equal(got, want);
+        *ds_put_hex(got, (uintptr_t)v, true) = '\0';
+        snprintf(want, sizeof(want), "0x%llx", (unsigned long long)v);
+        assert_string_equal(got, want);
+        *ds_put_hex(got, (uintptr_t)v, false) = '\0';
+        snprintf(want, sizeof(want), "\"0x%llx\"", (unsigned long long)v);
+        assert_string_equal(got, want);
+        *ds_put_six_decimals(got, (uint32_t)(v % 1000000)) = '\0';
+        snprintf(want, sizeof(want), ".%06u", (unsigned)(v % 1000000));
+        assert_string_equal(got, want);
+    }
+    *ds_put_int(got, INT64_MIN) = '\0';
+    assert_string_equal(got, "-9223372036854775808");
+}
+
+/* A generated writer keeps the builder's bound exactly: a line that ends
+ * at the limit is written, one byte more and it is dropped whole. */
+static void test_generated_fields_keep_the_line_limit(void **state)
+{
+    (void)state;
+    const char *jsonl[] = {"DLSHIM_FORMAT=jsonl", NULL};
+    harness_init(jsonl);
+    static char pad[DS_LINE_MAX];
+    memset(pad, 'x', sizeof(pad) - 1);
+    size_t longest = 0;
+    bool dropped_after = false;
+    for (size_t n = DS_LINE_MAX - 400; n < DS_LINE_MAX - 100; n++) {
+        ds_ev e;
+        ds_ev_begin(&e, DS_EV_IMPORT);
+        pad[n] = '\0';
+        ds_ev_str(&e, "pad", pad);
+        pad[n] = 'x';
+        ds_ev_import(&e, &(ds_import_fields){.tensor = 0x7fffffff1234, .consumer = DS_NAME_OTHER,
+                                             .producer = DS_NAME_UNKNOWN, .bytes = 4000000});
+        if (ds_ev_finish(&e)) {
+            assert_false(longest > 0 && dropped_after); /* nothing fits after a drop */
+            longest = ds_ev_len(&e);
+            assert_true(json_is_object(e.buf, longest));
+        } else {
+            dropped_after = longest > 0;
+        }
+    }
+    /* "}" and "\n" fit in the reserve past the fields' limit */
+    assert_int_equal(longest, DS_LINE_MAX - DS_EV_RESERVE + 1);
+    assert_true(dropped_after);
 }
 
 static void test_formatter(void **state)
@@ -266,6 +376,8 @@ int main(void)
         cmocka_unit_test(test_filtered_events_are_not_wanted),
         cmocka_unit_test(test_text_rendering),
         cmocka_unit_test(test_direct_text_matches_the_json_rendering),
+        cmocka_unit_test(test_numbers_match_printf),
+        cmocka_unit_test(test_generated_fields_keep_the_line_limit),
         cmocka_unit_test(test_formatter),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
