@@ -36,6 +36,16 @@ def test_stream_and_registry_programs(dlshim):
     env = {"LD_LIBRARY_PATH": str(SIMDEV), "DLSHIM_SYNC": "check"}
     r = dlshim.run([BENCH / "streams", "8", "200"], env=env)
     assert last_json(r)["streams"] == 8 and r.violations() == []
+    # One operation alone, beside live shares (the device hot path rows):
+    # the shares are handed over synchronized and held to the end.
+    for op in ("launch", "copy", "record"):
+        plain = dlshim.run([BENCH / "streams", op, "3", "50"], shim=False, env=env)
+        assert last_json(plain) == {**last_json(plain), "op": op, "shares": 3}
+        r = dlshim.run([BENCH / "streams", op, "3", "50"], env={**env, "DLSHIM_EVENTS": "all"})
+        assert last_json(r)["op"] == op and r.violations() == []
+        assert len(r.of("export")) == len(r.of("import")) == len(r.of("release")) == 3
+        assert r.summary["copies"] == 0  # every share zero-copy
+        assert r.summary["transfers"] == len(r.of("copy")) == (50 if op == "copy" else 0)
     reg = dlshim.run([BENCH / "registry", "5000"], shim=False)
     out = last_json(reg)
     assert out["allocations"] == 5000 and out["bytes_per_allocation"] > 0
