@@ -84,10 +84,10 @@ static const char two_digits[201] = "0001020304050607080910111213141516171819202
 static inline void eight_digits(char *p, uint32_t v)
 {
     uint32_t high = v / 10000, low = v % 10000;
-    memcpy(p, two_digits + 2 * (high / 100), 2);
-    memcpy(p + 2, two_digits + 2 * (high % 100), 2);
-    memcpy(p + 4, two_digits + 2 * (low / 100), 2);
-    memcpy(p + 6, two_digits + 2 * (low % 100), 2);
+    memcpy(p, two_digits + 2 * (size_t)(high / 100), 2);
+    memcpy(p + 2, two_digits + 2 * (size_t)(high % 100), 2);
+    memcpy(p + 4, two_digits + 2 * (size_t)(low / 100), 2);
+    memcpy(p + 6, two_digits + 2 * (size_t)(low % 100), 2);
 }
 
 /* v in decimal, written backwards so that it ends at `end`; returns its
@@ -106,12 +106,12 @@ static char *udec_backwards(char *end, unsigned long long v)
     while (w >= 100) {
         uint32_t q = w / 100;
         p -= 2;
-        memcpy(p, two_digits + 2 * (w - q * 100), 2);
+        memcpy(p, two_digits + 2 * (size_t)(w - q * 100), 2);
         w = q;
     }
     if (w >= 10) {
         p -= 2;
-        memcpy(p, two_digits + 2 * w, 2);
+        memcpy(p, two_digits + 2 * (size_t)w, 2);
     } else {
         *--p = (char)('0' + w);
     }
