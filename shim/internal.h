@@ -66,9 +66,22 @@ void ds_thread_after_fork(void);
 bool ds_forked_child(void); /* this process began as a fork of one the shim ran in */
 /* Nesting of device API calls on this thread: a runtime call that reaches
  * the driver through wrapped pointers is recorded once, by the outermost.
- * ds_api_enter returns true for the outermost call. */
-bool ds_api_enter(void);
-void ds_api_leave(void);
+ * ds_api_enter returns true for the outermost call.  Inline: asked by every
+ * device call, the inner ones of which do nothing else. */
+extern DS_TLS unsigned ds_api_depth;
+static inline bool ds_api_nested(void)
+{
+    return ds_api_depth != 0;
+}
+static inline bool ds_api_enter(void)
+{
+    return ds_api_depth++ == 0;
+}
+static inline void ds_api_leave(void)
+{
+    if (ds_api_depth)
+        ds_api_depth--;
+}
 
 /* ---- lock.c: every shim lock, declared in locks.def ---------------------- */
 enum ds_lock_id {
@@ -674,15 +687,19 @@ void ds_modules_set_namer(void (*namer)(const char *path, char *out, size_t cap)
 extern atomic_bool ds_any_diverged;
 void *ds_got_original_slow(const void *wrapper, void **global_real, const char *name,
                            const void *caller);
+/* The one global definition, where no module diverged and it is known; else
+ * NULL (ds_got_original_slow knows). */
+static inline void *ds_got_global(void **global_real)
+{
+    if (atomic_load_explicit(&ds_any_diverged, memory_order_relaxed))
+        return NULL;
+    return __atomic_load_n(global_real, __ATOMIC_ACQUIRE);
+}
 static inline void *ds_got_original(const void *wrapper, void **global_real, const char *name,
                                     const void *caller)
 {
-    if (!atomic_load_explicit(&ds_any_diverged, memory_order_relaxed)) {
-        void *global = __atomic_load_n(global_real, __ATOMIC_ACQUIRE);
-        if (global)
-            return global;
-    }
-    return ds_got_original_slow(wrapper, global_real, name, caller);
+    void *global = ds_got_global(global_real);
+    return global ? global : ds_got_original_slow(wrapper, global_real, name, caller);
 }
 /* In a wrapper: its real function for this call, e.g.
  * DS_REAL(wrap_New, real_New, "PyCapsule_New")(args...). */
