@@ -149,6 +149,21 @@ static inline void ds_lock_give(int id)
         ds_lock_slow_give(id);
     ds_locks_held &= ~(1u << id);
 }
+/* Spin lock `id` taken if it is free now (as ds_lock_take would): false,
+ * not taken, while another thread holds it.  For a fast way that hands over
+ * to a slower one which waits, rather than waiting itself: then it calls
+ * nothing, and costs no frame. */
+static inline bool ds_spin_take_now(int id)
+{
+#ifdef DS_DEBUG_LOCKS
+    ds_lock_order_check(id);
+#endif
+    ds_locks_held |= 1u << id;
+    if (!atomic_exchange_explicit(&ds_lock_cells[id].spin, true, memory_order_acquire))
+        return true;
+    ds_locks_held &= ~(1u << id);
+    return false;
+}
 /* Takes it if it comes within about a millisecond (never when this thread
  * holds it already): for the summary at _exit, which must not wait for a
  * thread that is about to vanish. */
@@ -457,6 +472,7 @@ int ds_flag_names(uint64_t flags, const char **out, int max);
 
 /* ---- names.c: interned producer/consumer names -------------------------- */
 #define DS_NAME_UNKNOWN 0
+#define DS_NAME_OTHER 1 /* every name past the table's size */
 uint16_t ds_name_intern(const char *name);
 const char *ds_name(uint16_t id);
 /* The same, and its length if events write it as it is (a word), else 0. */
@@ -609,8 +625,8 @@ void ds_sync_op(int api, uintptr_t stream, bool ptsz, const ds_range *r, int n,
                 const void *caller);
 /* A device tensor was imported: the last write to its bytes must be covered
  * by the consumer's first use. */
-void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const char *producer,
-                    const char *consumer);
+void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t producer,
+                    uint16_t consumer);
 uint64_t ds_sync_barriers(void);
 
 /* ---- copies.c: copy accounting ------------------------------------------ */

@@ -20,7 +20,6 @@ static uint32_t hashes[DS_NAMES_MAX]; /* compared before the names: interning is
  * found once here rather than in every event that names it. */
 static uint8_t word_lengths[DS_NAMES_MAX] = {sizeof("unknown") - 1, sizeof("other") - 1};
 static atomic_uint count = 2;
-enum { ID_OTHER = 1 };
 
 /* FNV-1a of the first DS_NAME_MAX - 1 bytes, as the names are kept. */
 static uint32_t hash_of(const char *name)
@@ -64,7 +63,7 @@ uint16_t ds_name_intern(const char *name)
     unsigned n = atomic_load_explicit(&count, memory_order_relaxed);
     id = find(name, hash, n);
     if (id == UINT16_MAX && n == DS_NAMES_MAX)
-        id = ID_OTHER;
+        id = DS_NAME_OTHER;
     if (id == UINT16_MAX) {
         size_t len = strnlen(name, DS_NAME_MAX - 1);
         memcpy(names[n], name, len);
