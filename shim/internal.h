@@ -572,6 +572,10 @@ void ds_alloc_device_name(char *out, size_t cap, const ds_alloc_info *a);
 void ds_alloc_record(const ds_alloc_info *a, uint16_t owner);
 /* The allocation holding address p. */
 bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out);
+/* A count bumped whenever what ds_alloc_lookup answers may change (an
+ * allocation recorded or forgotten): an answer holds while the count read
+ * before it was asked for is still the count. */
+uint64_t ds_alloc_changes(void);
 /* The allocation of `api` holding p (an address, or one of its handles). */
 bool ds_alloc_lookup_in(int api, uintptr_t p, ds_alloc_info *out);
 /* The allocation a tensor's data lies in: at `address` (data + byte_offset),
