@@ -7,7 +7,7 @@ $(BENCH_BIN)/calls: bench/calls.c include/dlshim.h $(CUDA_DRIVER)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart \
 	    $(CUDA_DRIVER) -ldl $(VARIANT_LDFLAGS)
 
-$(BENCH_BIN)/streams: bench/streams.c
+$(BENCH_BIN)/streams: bench/streams.c include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 

@@ -6,15 +6,7 @@
  */
 #include "device.h"
 
-bool ds_device_enter(void)
-{
-    return ds_api_enter() && ds_active(); /* entered either way */
-}
-
-void ds_device_leave(void)
-{
-    ds_api_leave();
-}
+DS_TLS const void *ds_device_caller;
 
 void ds_device_allocated(int api, int kind, const void *out_ptr, size_t ptr_size, uint64_t bytes,
                          int device, uintptr_t stream, const void *caller)
@@ -103,19 +95,6 @@ void ds_device_stream_created(int api, const void *out_stream, size_t ptr_size, 
     uintptr_t s = 0;
     if (ds_safe_read(&s, out_stream, ptr_size) == ptr_size)
         ds_sync_stream_created(api, s, non_blocking);
-}
-
-void ds_device_op(int api, uintptr_t stream, const ds_range *r, int n, const void *caller)
-{
-    ds_sync_op(api, stream, false, r, n, caller);
-}
-
-void ds_device_copy(int api, uintptr_t stream, uintptr_t dst, uintptr_t src, uint64_t bytes,
-                    uint64_t dst_span, uint64_t src_span, int direction, const void *caller)
-{
-    ds_range r[2] = {{src, src_span, false}, {dst, dst_span, true}};
-    ds_sync_op(api, stream, false, r, 2, caller);
-    ds_copy_record(dst, src, bytes, direction, false, caller);
 }
 
 int ds_copy_kind_direction(int kind)

@@ -12,12 +12,13 @@
  *   DS_FREE(name, (params), (args), pointer, KIND)      a free the shim may stop
  *   DS_LOOKUP(name, (params), (args), after)            hands out function pointers
  *
- * Every DS_HOOK and DS_FREE wrapper: keep errno; enter the nesting guard
- * (only the outermost call of a device API records: the runtime's own calls
- * into the driver underneath stay silent) and ask ds_active() (nothing runs
- * with the shim disabled or inside one of its locks); run `before`; call
- * the caller's own real function; run `after` if it succeeded; leave;
- * return its result and errno unchanged.  DS_LOOKUP wrappers skip the
+ * Every DS_HOOK and DS_FREE wrapper finds the caller's own real function;
+ * inside another device call (the runtime's own calls into the driver
+ * underneath) it only forwards to it: the outermost call records.  The
+ * outermost keeps errno; enters the nesting guard and asks ds_active()
+ * (nothing runs with the shim disabled or inside one of its locks); runs
+ * `before`; calls the real function; runs `after` if it succeeded; leaves;
+ * returns its result and errno unchanged.  DS_LOOKUP wrappers skip the
  * guard: a lookup made inside the runtime must still hand out wrappers.
  *
  * The including file defines, before it includes its table:
@@ -38,10 +39,6 @@
 #include "hooks.h"
 
 /* ---- device.c: what the wrappers' actions call --------------------------- */
-/* The outermost call of a device API on this thread, with the shim active;
- * every call enters, whatever the answer, and leaves. */
-bool ds_device_enter(void);
-void ds_device_leave(void);
 /* After a successful allocation that wrote its pointer (ptr_size bytes) to
  * out_ptr. */
 void ds_device_allocated(int api, int kind, const void *out_ptr, size_t ptr_size, uint64_t bytes,
@@ -54,10 +51,21 @@ void ds_device_freed(int api, uintptr_t ptr, const void *caller);
 void ds_device_stream_created(int api, const void *out_stream, size_t ptr_size, bool non_blocking);
 /* Before queuing an operation on `stream` that touches r[0..n) (n < 0: a
  * launch, buffers unknown): the stream model. */
-void ds_device_op(int api, uintptr_t stream, const ds_range *r, int n, const void *caller);
-/* A copy about to be queued: the stream model and copy accounting. */
-void ds_device_copy(int api, uintptr_t stream, uintptr_t dst, uintptr_t src, uint64_t bytes,
-                    uint64_t dst_span, uint64_t src_span, int direction, const void *caller);
+static inline void ds_device_op(int api, uintptr_t stream, const ds_range *r, int n,
+                                const void *caller)
+{
+    ds_sync_op(api, stream, false, r, n, caller);
+}
+/* A copy about to be queued: the stream model and copy accounting (inline:
+ * every copy passes here). */
+static inline void ds_device_copy(int api, uintptr_t stream, uintptr_t dst, uintptr_t src,
+                                  uint64_t bytes, uint64_t dst_span, uint64_t src_span,
+                                  int direction, const void *caller)
+{
+    ds_range r[2] = {{src, src_span, false}, {dst, dst_span, true}};
+    ds_sync_op(api, stream, false, r, 2, caller);
+    ds_copy_record(dst, src, bytes, direction, false, caller);
+}
 /* External memory (see EXTMEM_* below). */
 void ds_device_extmem_importing(const void *type, size_t type_size, const int *fd, int fd_type);
 void ds_device_extmem_imported(int api, const void *out, size_t handle_size);
@@ -180,27 +188,57 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
 #define HOST_FUNC(stream) ds_device_op(ds_api, P(stream), NULL, 0, caller)
 
 /* ---- the wrapper shapes ------------------------------------------------------ */
-/* What every DS_HOOK and DS_FREE wrapper begins and ends with: the real
- * function's slot, the caller, errno kept, the nesting guard and ds_active()
- * asked once (`on`), the caller's own real function (`real_`); then the
- * result `r_` and errno handed back. */
-#define DS_WRAPPER_BEGIN(name, params)                                                       \
+/* What every DS_HOOK and DS_FREE wrapper is: a small function without a
+ * frame of its own that, inside another device call, only forwards to the
+ * caller's own real function (the usual global one at once, else through
+ * forward_, which asks which), and else enters the nesting guard and hands
+ * over to the body.  The caller reaches forward_ and the body in
+ * ds_device_caller: the body's is written once the guard is entered, when
+ * any other call on this thread, a signal handler's too, is an inner one
+ * that leaves it alone.  The body begins with the caller, the real function
+ * (`real_`), errno kept and ds_active() asked once (`on`), and ends handing
+ * back the result `r_` and errno. */
+extern DS_TLS const void *ds_device_caller;
+#define DS_WRAPPER_BEGIN(name, params, args)                                                 \
     static DS_RESULT(*real_##name) params; /* NOLINT(bugprone-macro-parentheses) */          \
+    static DS_RESULT wrap_##name params; /* NOLINT(bugprone-macro-parentheses) */            \
+    static DS_RESULT body_##name params; /* NOLINT(bugprone-macro-parentheses) */            \
+    __attribute__((noinline)) static DS_RESULT forward_##name params                         \
+    {                                                                                        \
+        return ((__typeof__(real_##name))ds_got_original_slow(                               \
+            (void *)wrap_##name, (void **)&real_##name, #name,                               \
+            ds_device_caller)) args; /* NOLINT(bugprone-macro-parentheses) */                \
+    }                                                                                        \
     static DS_RESULT wrap_##name params                                                      \
     {                                                                                        \
-        const void *caller = __builtin_return_address(0);                                   \
+        if (ds_api_nested()) {                                                               \
+            __typeof__(real_##name) f_ =                                                     \
+                (__typeof__(real_##name))ds_got_global((void **)&real_##name);               \
+            if (f_)                                                                          \
+                return f_ args; /* NOLINT(bugprone-macro-parentheses) */                     \
+            ds_device_caller = __builtin_return_address(0);                                 \
+            return forward_##name args; /* NOLINT(bugprone-macro-parentheses) */             \
+        }                                                                                    \
+        ds_api_enter();                                                                      \
+        ds_device_caller = __builtin_return_address(0);                                     \
+        return body_##name args; /* NOLINT(bugprone-macro-parentheses) */                    \
+    }                                                                                        \
+    __attribute__((noinline)) static DS_RESULT body_##name params                            \
+    {                                                                                        \
+        const void *caller = ds_device_caller;                                               \
+        __typeof__(real_##name) real_ = (__typeof__(real_##name))ds_got_original(            \
+            (void *)wrap_##name, (void **)&real_##name, #name, caller);                      \
         int errno_ = errno;                                                                  \
-        bool on = ds_device_enter();                                                         \
-        __typeof__(real_##name) real_ = DS_REAL(wrap_##name, real_##name, #name);
+        bool on = ds_active();
 #define DS_WRAPPER_END                                                                       \
-        ds_device_leave();                                                                   \
+        ds_api_depth = 0; /* the outermost call leaves the guard as it entered it */         \
         errno = errno_;                                                                      \
         (void)caller;                                                                        \
         return r_;                                                                           \
     }
 
 #define DS_HOOK(name, params, args, before, after)                                           \
-    DS_WRAPPER_BEGIN(name, params)                                                           \
+    DS_WRAPPER_BEGIN(name, params, args)                                                     \
         if (on) {                                                                            \
             before;                                                                          \
         }                                                                                    \
@@ -216,7 +254,7 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
  * release of what is shared in it) or refuse (the API's invalid-value
  * error), under DLSHIM_ON_ERROR=protect. */
 #define DS_FREE(name, params, args, pointer, KIND)                                           \
-    DS_WRAPPER_BEGIN(name, params)                                                           \
+    DS_WRAPPER_BEGIN(name, params, args)                                                     \
         int action_ = on ? ds_device_free_check(ds_api, DS_ALLOC_##KIND, P(pointer), caller) \
                          : DS_FREE_FORWARD;                                                  \
         errno = errno_;                                                                      \

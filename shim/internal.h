@@ -66,9 +66,22 @@ void ds_thread_after_fork(void);
 bool ds_forked_child(void); /* this process began as a fork of one the shim ran in */
 /* Nesting of device API calls on this thread: a runtime call that reaches
  * the driver through wrapped pointers is recorded once, by the outermost.
- * ds_api_enter returns true for the outermost call. */
-bool ds_api_enter(void);
-void ds_api_leave(void);
+ * ds_api_enter returns true for the outermost call.  Inline: asked by every
+ * device call, the inner ones of which do nothing else. */
+extern DS_TLS unsigned ds_api_depth;
+static inline bool ds_api_nested(void)
+{
+    return ds_api_depth != 0;
+}
+static inline bool ds_api_enter(void)
+{
+    return ds_api_depth++ == 0;
+}
+static inline void ds_api_leave(void)
+{
+    if (ds_api_depth)
+        ds_api_depth--;
+}
 
 /* ---- lock.c: every shim lock, declared in locks.def ---------------------- */
 enum ds_lock_id {
@@ -135,6 +148,21 @@ static inline void ds_lock_give(int id)
     else
         ds_lock_slow_give(id);
     ds_locks_held &= ~(1u << id);
+}
+/* Spin lock `id` taken if it is free now (as ds_lock_take would): false,
+ * not taken, while another thread holds it.  For a fast way that hands over
+ * to a slower one which waits, rather than waiting itself: then it calls
+ * nothing, and costs no frame. */
+static inline bool ds_spin_take_now(int id)
+{
+#ifdef DS_DEBUG_LOCKS
+    ds_lock_order_check(id);
+#endif
+    ds_locks_held |= 1u << id;
+    if (!atomic_exchange_explicit(&ds_lock_cells[id].spin, true, memory_order_acquire))
+        return true;
+    ds_locks_held &= ~(1u << id);
+    return false;
 }
 /* Takes it if it comes within about a millisecond (never when this thread
  * holds it already): for the summary at _exit, which must not wait for a
@@ -695,6 +723,10 @@ void ds_alloc_device_name(char *out, size_t cap, const ds_alloc_info *a);
 void ds_alloc_record(const ds_alloc_info *a, uint16_t owner);
 /* The allocation holding address p. */
 bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out);
+/* A count bumped whenever what ds_alloc_lookup answers may change (an
+ * allocation recorded or forgotten): an answer holds while the count read
+ * before it was asked for is still the count. */
+uint64_t ds_alloc_changes(void);
 /* The allocation of `api` holding p (an address, or one of its handles). */
 bool ds_alloc_lookup_in(int api, uintptr_t p, ds_alloc_info *out);
 /* The allocation a tensor's data lies in: at `address` (data + byte_offset),
@@ -748,8 +780,8 @@ void ds_sync_op(int api, uintptr_t stream, bool ptsz, const ds_range *r, int n,
                 const void *caller);
 /* A device tensor was imported: the last write to its bytes must be covered
  * by the consumer's first use. */
-void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const char *producer,
-                    const char *consumer);
+void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t producer,
+                    uint16_t consumer);
 uint64_t ds_sync_barriers(void);
 
 /* ---- copies.c: copy accounting ------------------------------------------ */
@@ -826,15 +858,19 @@ void ds_modules_set_namer(void (*namer)(const char *path, char *out, size_t cap)
 extern atomic_bool ds_any_diverged;
 void *ds_got_original_slow(const void *wrapper, void **global_real, const char *name,
                            const void *caller);
+/* The one global definition, where no module diverged and it is known; else
+ * NULL (ds_got_original_slow knows). */
+static inline void *ds_got_global(void **global_real)
+{
+    if (atomic_load_explicit(&ds_any_diverged, memory_order_relaxed))
+        return NULL;
+    return __atomic_load_n(global_real, __ATOMIC_ACQUIRE);
+}
 static inline void *ds_got_original(const void *wrapper, void **global_real, const char *name,
                                     const void *caller)
 {
-    if (!atomic_load_explicit(&ds_any_diverged, memory_order_relaxed)) {
-        void *global = __atomic_load_n(global_real, __ATOMIC_ACQUIRE);
-        if (global)
-            return global;
-    }
-    return ds_got_original_slow(wrapper, global_real, name, caller);
+    void *global = ds_got_global(global_real);
+    return global ? global : ds_got_original_slow(wrapper, global_real, name, caller);
 }
 /* In a wrapper: its real function for this call, e.g.
  * DS_REAL(wrap_New, real_New, "PyCapsule_New")(args...). */

@@ -59,6 +59,8 @@ static node *pool;              /* pool[0] is the null node */
 static uint32_t next_free_node, free_list;
 static uint32_t generation_counter;
 static uint64_t live_count, live_bytes;
+/* Bumped whenever what a lookup answers may change (ds_alloc_changes). */
+static uint64_t changes;
 /* Bases freed through a hook, direct-mapped: a collision forgets one (a
  * double free then goes unnamed), never invents one. */
 static uintptr_t recent[DS_RECENT_FREES];
@@ -377,6 +379,7 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
         }
         if (*recent_slot(info.base) == info.base)
             *recent_slot(info.base) = 0;
+        __atomic_store_n(&changes, changes + 1, __ATOMIC_RELEASE);
     }
     ds_lock_give(DS_LOCK_ALLOCS);
     if (release_mapped)
@@ -400,6 +403,11 @@ bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out)
         fill_info(n, out);
     ds_lock_give(DS_LOCK_ALLOCS);
     return n != 0;
+}
+
+uint64_t ds_alloc_changes(void)
+{
+    return __atomic_load_n(&changes, __ATOMIC_ACQUIRE);
 }
 
 bool ds_alloc_lookup_tensor(int api, uintptr_t data, uintptr_t address, ds_alloc_info *out)
@@ -513,6 +521,7 @@ void ds_alloc_forget(uintptr_t base, int api, const char *caller)
         live_bytes -= pool[n].size;
         free_node(n);
         *recent_slot(base) = base;
+        __atomic_store_n(&changes, changes + 1, __ATOMIC_RELEASE);
     }
     ds_lock_give(DS_LOCK_ALLOCS);
     if (n) {
@@ -631,6 +640,7 @@ void ds_alloc_after_fork(void)
     memset(per_level, 0, sizeof(per_level));
     levels_used = 0;
     __atomic_store_n(&live_count, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&changes, changes + 1, __ATOMIC_RELEASE);
     live_bytes = 0;
     memset(recent, 0, sizeof(recent));
     atomic_store(&untracked_frees, 0);

@@ -7,8 +7,10 @@
  * would have avoided.
  *
  * Live shares (exported tensors not yet released) are indexed by their data
- * range here, so a copy can name the tensor it reads or writes.  Bounded
- * tables, one mutex, nothing called out while it is held.
+ * range here, so a copy can name the tensor it reads or writes; finding
+ * that a copy touches none costs the same with one share or thousands.
+ * Bounded tables, one spin lock (every copy takes it), nothing called out
+ * while it is held.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,12 +19,21 @@
 #include "internal.h"
 
 #define DS_SHARES_INDEXED 8192
+#define DS_SHARE_BUCKET_BITS 14 /* two tables of 1 << 14 chain heads */
+#define DS_SHARE_LEVELS 13      /* 4 KiB << 3k: 2^48 bytes at the last */
 #define DS_RECENT_COPIES 256   /* for exports filled by a copy (a power of two) */
 #define DS_PENDING_TRIPS 256   /* device→host copies waiting for their way back */
 
 typedef struct {
     uintptr_t tensor, start, end;
+    uint16_t next_of; /* the chain by tensor (share indices; 0 ends), or the free list */
+    uint8_t level;    /* LEVEL_FREE: not in use */
 } share;
+
+/* A share listed in the chain of one granule it covers. */
+typedef struct {
+    uint16_t share, next; /* 0 ends the chain, or the free list */
+} placement;
 
 typedef struct {
     uintptr_t dst, dst_end, src;
@@ -34,8 +45,13 @@ typedef struct {
     ds_alloc_info from; /* the device allocation the bytes came out of */
 } trip;
 
-static share shares[DS_SHARES_INDEXED];
-static int nshares;
+static share shares[DS_SHARES_INDEXED + 1]; /* [0]: none */
+static placement placements[2 * DS_SHARES_INDEXED + 1];
+static uint16_t at_heads[1u << DS_SHARE_BUCKET_BITS], of_heads[1u << DS_SHARE_BUCKET_BITS];
+static uint16_t free_shares, next_share = 1, free_placements, next_placement = 1;
+static uint32_t per_level[DS_SHARE_LEVELS];
+static uint32_t levels_used; /* bit k: level k holds shares (lookups skip the others) */
+static uint64_t share_changes; /* bumped as a share is added or removed */
 static recent_copy recent[DS_RECENT_COPIES];
 static uint64_t nrecent;
 static trip trips[DS_PENDING_TRIPS];
@@ -51,17 +67,115 @@ static const char *const direction_names[] = {"h2d", "d2h", "d2d", "h2h", "peer"
  * for it.  The first copy builds it from the registry's live records. */
 static atomic_bool indexing;
 
+/* Size classes, as allocs.c indexes allocations: level k holds the shares of
+ * at most 4 KiB << 3k bytes, each listed in a hash table under the granules
+ * of that size it covers (one or two).  A range is looked up under the
+ * granules it covers, per level in use: one or two chains, however many
+ * shares live, where shares are no smaller than a tenth of the range.  A
+ * range over more granules (a copy far bigger than a level's shares) walks
+ * that level's shares instead: such a copy costs far more itself.  A second
+ * table finds a share by its tensor. */
+#define LEVEL_FREE 0xffu
+#define GRANULES_PROBED 2u
+
+static unsigned shift_of(unsigned k)
+{
+    return 12u + 3u * k;
+}
+
+static unsigned level_of(uint64_t bytes)
+{
+    unsigned k = 0;
+    while (k + 1 < DS_SHARE_LEVELS && bytes > (uint64_t)1 << shift_of(k))
+        k++;
+    return k;
+}
+
+static uint16_t *bucket(uint16_t *heads, uint64_t key)
+{
+    return &heads[(key * 0x9e3779b97f4a7c15ull) >> (64u - DS_SHARE_BUCKET_BITS)];
+}
+
+static uint16_t *at_bucket(unsigned k, uintptr_t granule)
+{
+    return bucket(at_heads, (uint64_t)granule ^ (uint64_t)k << 58);
+}
+
+/* Lock held: share n listed under the granules it covers (or removed from
+ * them), at its level. */
+static void place(uint16_t n)
+{
+    unsigned k = shares[n].level, sh = shift_of(k);
+    for (uintptr_t g = shares[n].start >> sh; g <= (shares[n].end - 1) >> sh; g++) {
+        uint16_t p = free_placements ? free_placements : next_placement++;
+        if (p == free_placements)
+            free_placements = placements[p].next;
+        uint16_t *head = at_bucket(k, g);
+        placements[p] = (placement){n, *head};
+        *head = p;
+    }
+    per_level[k]++;
+    levels_used |= 1u << k;
+}
+
+static void unplace(uint16_t n)
+{
+    unsigned k = shares[n].level, sh = shift_of(k);
+    for (uintptr_t g = shares[n].start >> sh; g <= (shares[n].end - 1) >> sh; g++) {
+        uint16_t *l = at_bucket(k, g);
+        while (*l && placements[*l].share != n)
+            l = &placements[*l].next;
+        uint16_t p = *l;
+        if (p) {
+            *l = placements[p].next;
+            placements[p].next = free_placements;
+            free_placements = p;
+        }
+    }
+    if (--per_level[k] == 0)
+        levels_used &= ~(1u << k);
+}
+
 /* Lock held. */
 static void add_share(uintptr_t tensor, uintptr_t data, uint64_t bytes)
 {
-    int i = 0;
-    while (i < nshares && shares[i].tensor != tensor) /* exported again: updated */
-        i++;
-    if (i < DS_SHARES_INDEXED) {
-        shares[i] = (share){tensor, data, data + bytes};
-        if (i == nshares)
-            nshares++;
+    uint16_t *head = bucket(of_heads, tensor), n = *head;
+    while (n && shares[n].tensor != tensor)
+        n = shares[n].next_of;
+    if (n) {
+        unplace(n); /* exported again: updated */
+    } else {
+        n = free_shares ? free_shares : next_share <= DS_SHARES_INDEXED ? next_share++ : 0;
+        if (!n)
+            return;
+        if (n == free_shares)
+            free_shares = shares[n].next_of;
+        shares[n].tensor = tensor;
+        shares[n].next_of = *head;
+        *head = n;
     }
+    shares[n].start = data;
+    shares[n].end = data + bytes;
+    shares[n].level = (uint8_t)level_of(bytes);
+    place(n);
+    __atomic_store_n(&share_changes, share_changes + 1, __ATOMIC_RELAXED);
+}
+
+/* Lock held. */
+static void remove_share(uintptr_t tensor)
+{
+    uint16_t *l = bucket(of_heads, tensor);
+    while (*l && shares[*l].tensor != tensor)
+        l = &shares[*l].next_of;
+    uint16_t n = *l;
+    if (!n)
+        return;
+    *l = shares[n].next_of;
+    unplace(n);
+    shares[n].level = LEVEL_FREE;
+    shares[n].next_of = free_shares;
+    free_shares = n;
+    __atomic_store_n(&share_changes, share_changes + 1, __ATOMIC_RELAXED);
 }
 
 static void index_record(const ds_record *r, void *arg)
@@ -100,20 +214,33 @@ void ds_copies_share_removed(uintptr_t tensor)
     if (!atomic_load(&indexing))
         return;
     ds_lock_take(DS_LOCK_COPIES);
-    for (int i = 0; i < nshares; i++)
-        if (shares[i].tensor == tensor) {
-            shares[i] = shares[--nshares];
-            break;
-        }
+    remove_share(tensor);
     ds_lock_give(DS_LOCK_COPIES);
 }
 
-/* Lock held. */
-static uintptr_t share_at(uintptr_t start, uint64_t bytes)
+static bool overlaps(uint16_t n, unsigned k, uintptr_t a, uintptr_t b)
 {
-    for (int i = 0; i < nshares; i++)
-        if (shares[i].start < start + bytes && start < shares[i].end)
-            return shares[i].tensor;
+    return shares[n].level == k && shares[n].start < b && a < shares[n].end;
+}
+
+/* Lock held: a share overlapping [a, a + bytes) (when several do, one). */
+static uintptr_t share_at(uintptr_t a, uint64_t bytes)
+{
+    uintptr_t b = bytes > UINTPTR_MAX - a ? UINTPTR_MAX : a + bytes;
+    for (uint32_t used = levels_used; used; used &= used - 1) {
+        unsigned k = (unsigned)__builtin_ctz(used), sh = shift_of(k);
+        uintptr_t first = a >> sh, last = (b - 1) >> sh;
+        if (last - first < GRANULES_PROBED) {
+            for (uintptr_t g = first; g <= last; g++)
+                for (uint16_t p = *at_bucket(k, g); p; p = placements[p].next)
+                    if (overlaps(placements[p].share, k, a, b))
+                        return shares[placements[p].share].tensor;
+        } else {
+            for (uint16_t n = 1; n < next_share; n++)
+                if (overlaps(n, k, a, b))
+                    return shares[n].tensor;
+        }
+    }
     return 0;
 }
 
@@ -190,13 +317,54 @@ static void emit_roundtrip(const trip *t, const side *dst, uint64_t bytes, const
     ds_ev_end(&e);
 }
 
-void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
-                    bool needs_share, const void *caller_addr)
+/* The last device copy on this thread and whether it was relevant, with
+ * what that answer holds under: the count of allocation and share changes
+ * (their sum: both only grow), and of recent copies after its own entry.
+ * Programs repeat copies between the same buffers; the same copy again
+ * while these hold is relevant or not alike, and if it is, its entry is
+ * still the newest recent copy: it is counted, nothing else.  Not kept for
+ * copies between host and device (their trips go on), nor read when events
+ * are written.  Device copies only: they run inside a device call, where a
+ * signal handler on this thread does not come back here (its device calls
+ * are inner ones); a host copy (memcpy) may. */
+typedef struct {
+    uintptr_t dst, src;
+    uint64_t bytes, changes, nrecent;
+    int8_t direction;
+    bool relevant;
+} copy_memo;
+static DS_TLS copy_memo last_copy;
+
+static uint64_t changes_now(void)
 {
-    if (!bytes)
-        return;
+    return ds_alloc_changes() + __atomic_load_n(&share_changes, __ATOMIC_RELAXED);
+}
+
+static void count(uint64_t bytes)
+{
+    atomic_fetch_add(&transfers, 1);
+    ds_note_work();
+    atomic_fetch_add(&bytes_transferred, bytes);
+}
+
+/* Whether last_copy answers for this copy. */
+static inline bool repeated(const copy_memo *m, uintptr_t dst, uintptr_t src, uint64_t bytes,
+                            int direction)
+{
+    return m->dst == dst && m->src == src && m->bytes == bytes && m->direction == direction &&
+           m->changes == changes_now() &&
+           (!m->relevant || m->nrecent == __atomic_load_n(&nrecent, __ATOMIC_RELAXED)) &&
+           !ds_event_wanted(DS_EV_COPY);
+}
+
+/* The copy's sides, looked up and matched with the shares and trips. */
+__attribute__((noinline)) static void record_general(uintptr_t dst, uintptr_t src,
+                                                     uint64_t bytes, int direction,
+                                                     bool needs_share, const void *caller_addr)
+{
     if (!atomic_load(&indexing))
         start_indexing();
+    copy_memo memo = {dst, src, bytes, changes_now(), 0, (int8_t)direction, false};
     side s, d;
     describe(&s, src);
     describe(&d, dst);
@@ -213,6 +381,7 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
         recent[nrecent % DS_RECENT_COPIES] =
             (recent_copy){dst, dst + bytes, src, s.tracked || s.share};
         __atomic_store_n(&nrecent, nrecent + 1, __ATOMIC_RELAXED);
+        memo.nrecent = nrecent;
         if (direction == DS_COPY_D2H && s.tracked) {
             trips[ntrips++ % DS_PENDING_TRIPS] =
                 (trip){dst, dst + bytes, s.alloc};
@@ -230,15 +399,21 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
         }
     }
     ds_lock_give(DS_LOCK_COPIES);
+    memo.relevant = relevant;
+    if (relevant && (direction == DS_COPY_D2H || direction == DS_COPY_H2D))
+        memo = (copy_memo){0}; /* their trips go on: never repeated */
+    if (!needs_share)
+        last_copy = memo;
     if (!relevant)
         return;
 
+    count(bytes);
+    bool show = ds_event_wanted(DS_EV_COPY);
+    if (!show && !roundtrip)
+        return; /* nothing names the copying module */
     char caller[DS_NAME_MAX];
     ds_module_name_at(caller_addr, caller, sizeof(caller));
-    atomic_fetch_add(&transfers, 1);
-    ds_note_work();
-    atomic_fetch_add(&bytes_transferred, bytes);
-    if (ds_event_wanted(DS_EV_COPY)) {
+    if (show) {
         ds_ev e;
         ds_ev_begin(&e, DS_EV_COPY);
         ds_ev_uint(&e, "bytes", bytes);
@@ -253,6 +428,17 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
         ds_stats_roundtrip(matched.from.owner, d.alloc.owner);
         emit_roundtrip(&matched, &d, bytes, caller);
     }
+}
+
+void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
+                    bool needs_share, const void *caller_addr)
+{
+    if (!bytes)
+        return;
+    if (needs_share || !repeated(&last_copy, dst, src, bytes, direction))
+        record_general(dst, src, bytes, direction, needs_share, caller_addr);
+    else if (last_copy.relevant)
+        count(bytes);
 }
 
 bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source)

@@ -18,14 +18,27 @@
  * the consumer's first operation touching that range (or, for a launch whose
  * buffers are unknown, the consumer module's first operation) is checked:
  * if its stream's clock does not cover the write, the handoff is
- * unsynchronized.  Missing a write (an untracked kernel, an evicted ring
+ * unsynchronized.  A write the host's clock already covers can race with
+ * nothing (every operation merges the host's clock first), so it never
+ * waits as a handoff.  Missing a write (an untracked kernel, an evicted ring
  * entry) can only hide a race, never invent one.
  *
- * One mutex; barriers (calls into the runtime) are made outside it.
+ * Every stream operation passes here, so its cost is kept independent of
+ * everything but the streams in use: clocks are merged and copied only as
+ * wide as the highest slot ever used; a clock is merged into another only
+ * when it changed since the last merge (each clock counts its changes: its
+ * version); a stream's slot is found through a memo of recent handles; an
+ * operation or record on a settled stream (neither the host's clock nor a
+ * legacy stream's changed since its last) takes a way that calls nothing;
+ * one that writes nothing the shim sees is not modelled while no handoff
+ * waits (ds_sync_op says why); and no pending handoff is looked at while
+ * none waits.
+ *
+ * One spin lock (short sections); barriers (calls into the runtime) and the
+ * module lookup a launch needs are made outside it.
  */
-#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -33,25 +46,35 @@
 #define DS_EVENTS_MAX 4096
 #define DS_WRITES 4096          /* ring of recent writes (a power of two) */
 #define DS_PENDING 128          /* handoffs waiting for the consumer's first use */
-
-typedef uint32_t vclock[DS_CLOCKS];
+#define DS_STREAM_MEMOS 8       /* recent stream handles' slots (a power of two) */
 
 enum { KIND_LEGACY, KIND_BLOCKING, KIND_NON_BLOCKING };
 
 typedef struct {
     bool used;
+    int kind;
     int api;
     uintptr_t handle;
-    long tid;        /* per-thread default streams: the owning thread */
-    int kind;
-    vclock vc;
+    long tid;             /* per-thread default streams: the owning thread */
+    uint64_t version;     /* how often vc changed: what merges it remembers this */
+    uint64_t host_merged; /* the host's version when its clock was last merged in */
+    uint64_t settled_at;  /* `merges` when before_op last left nothing to merge (see settled) */
+    /* Blocking streams: the legacy stream's version last merged in, and this
+     * stream's version the legacy stream last merged. */
+    uint64_t legacy_merged, merged_by_legacy;
+    uint32_t vc[DS_CLOCKS];
 } stream;
 
 typedef struct {
     bool used, recorded;
     int api;
     uintptr_t handle;
-    vclock vc;
+    /* The snapshot's stream, its version, and no slot freed since (then the
+     * same record again would copy the same clock). */
+    int from;
+    uint32_t from_freed;
+    uint64_t from_version;
+    uint32_t vc[DS_CLOCKS];
 } event;
 
 typedef struct {
@@ -61,81 +84,163 @@ typedef struct {
 } write_rec;
 
 typedef struct {
-    bool used;
     uintptr_t tensor, start, end;
     int stream;      /* the producer's last write */
     uint32_t tick;
-    char producer[DS_NAME_MAX], consumer[DS_NAME_MAX];
+    uint16_t producer, consumer; /* name ids */
 } pending;
 
-static stream streams[DS_CLOCKS]; /* [0]: the host */
-static event *events;             /* mmap'd, DS_EVENTS_MAX */
-static write_rec writes[DS_WRITES];
-static uint64_t nwrites;
-static pending pend[DS_PENDING];
-static uint64_t untracked_streams, barriers_inserted;
+/* A handle as a call named it, and the slot it led to; `tag`:
+ * the call's API, whether it was a per-thread-default-stream variant, and
+ * how many slots had been freed then (see memo_tag). */
+typedef struct {
+    uintptr_t handle;
+    uint64_t tag;
+    int slot;
+} stream_memo;
 
 #define HOST 0
+#define NO_CALLER UINT16_MAX /* a launch's module, not looked up */
+
+static stream streams[DS_CLOCKS]; /* [0]: the host */
+static int width = 1;             /* slots ever used: clocks are zero beyond */
+static uint64_t used_slots = 1, blocking_slots;
+static int legacy_slot[DS_DEVICE_APIS_MAX]; /* each API's legacy default stream, or 0 */
+static uint32_t slots_freed = 1; /* a zeroed memo holds nothing */
+/* Bumped when the host's clock or a legacy stream's changes: a stream
+ * settled before (see settled) may have to merge them again. */
+static uint64_t merges = 1;
+static event events[DS_EVENTS_MAX]; /* open addressing by handle */
+static write_rec writes[DS_WRITES];
+static uint64_t nwrites;
+static pending pend[DS_PENDING];  /* [0, npending) */
+static atomic_int npending;       /* read outside the lock: whether to find a launch's module */
+static uint64_t untracked_streams, barriers_inserted;
+/* Where recent handles led: never to a thread's default stream, whose slot
+ * depends on the thread asking. */
+static stream_memo memos[DS_STREAM_MEMOS];
 
 bool ds_sync_enabled(void)
 {
     return ds_cfg.sync != DS_SYNC_OFF;
 }
 
-static void merge(uint32_t *into, const uint32_t *from)
+/* ---- clocks: lock held ------------------------------------------------------ */
+
+static void changed(stream *s)
 {
-    for (int i = 0; i < DS_CLOCKS; i++)
-        if (from[i] > into[i])
-            into[i] = from[i];
+    s->version++;
+}
+
+/* A clock others merge before their operations changed: none is settled. */
+static void unsettles(const stream *s)
+{
+    if (s->kind == KIND_LEGACY || s == &streams[HOST])
+        merges++;
+}
+
+static void merge(stream *into, const uint32_t *from)
+{
+    bool any = false;
+    for (int i = 0; i < width; i++)
+        if (from[i] > into->vc[i]) {
+            into->vc[i] = from[i];
+            any = true;
+        }
+    if (any) {
+        changed(into);
+        unsettles(into);
+    }
 }
 
 /* ---- streams and events: lock held ---------------------------------------- */
 
-/* The stream a call names: handle 0 (and the API's own legacy handle) the
- * legacy default stream, the API's per-thread handle (or 0 in a _ptsz call)
- * this thread's default stream, kept under that handle with the thread's id.
- * -1 when the table is full. */
-static int stream_index(int api, uintptr_t handle, bool per_thread_default, bool create)
+/* The slot of a stream the memo does not know: handle 0 (and the API's own
+ * legacy handle) the legacy default stream, the API's per-thread handle (or
+ * 0 in a _ptsz call) this thread's default stream, kept under that handle
+ * with the thread's id.  -1 when the table is full. */
+static int stream_lookup(int api, uintptr_t *handle, bool per_thread_default, bool create)
 {
     const ds_device_api *d = ds_device_api_at(api);
     long tid = 0;
     int kind = KIND_BLOCKING;
-    if ((d->per_thread_stream && handle == d->per_thread_stream) ||
-        (handle == 0 && per_thread_default)) {
-        handle = d->per_thread_stream;
+    uintptr_t h = *handle;
+    if ((d->per_thread_stream && h == d->per_thread_stream) || (h == 0 && per_thread_default)) {
+        h = d->per_thread_stream;
         tid = ds_tid();
-    } else if (handle == 0 || (d->legacy_stream && handle == d->legacy_stream)) {
-        handle = 0;
+    } else if (h == 0 || (d->legacy_stream && h == d->legacy_stream)) {
+        h = 0;
         kind = KIND_LEGACY;
     }
-    int free_slot = -1;
-    for (int i = 1; i < DS_CLOCKS; i++) {
-        if (streams[i].used && streams[i].api == api && streams[i].handle == handle &&
-            streams[i].tid == tid)
+    *handle = h;
+    for (uint64_t m = used_slots & ~1ull; m; m &= m - 1) {
+        int i = __builtin_ctzll(m);
+        if (streams[i].api == api && streams[i].handle == h && streams[i].tid == tid)
             return i;
-        if (!streams[i].used && free_slot < 0)
-            free_slot = i;
     }
-    if (!create || free_slot < 0) {
+    if (!create || !~used_slots) {
         if (create)
             untracked_streams++;
         return -1;
     }
-    stream *s = &streams[free_slot];
+    int i = __builtin_ctzll(~used_slots);
+    stream *s = &streams[i];
     memset(s, 0, sizeof(*s));
-    *s = (stream){.used = true, .api = api, .handle = handle, .tid = tid, .kind = kind};
-    return free_slot;
+    *s = (stream){.used = true, .api = api, .handle = h, .tid = tid, .kind = kind};
+    changed(s);
+    used_slots |= 1ull << i;
+    if (kind == KIND_BLOCKING)
+        blocking_slots |= 1ull << i;
+    if (kind == KIND_LEGACY && (unsigned)api < DS_DEVICE_APIS_MAX)
+        legacy_slot[api] = i;
+    if (i >= width)
+        width = i + 1;
+    return i;
 }
 
-static event *event_of(int api, uintptr_t handle, bool create)
+/* The memo holds while no slot was freed since it was written. */
+static uint64_t memo_tag(int api, bool ptsz)
 {
-    if (!events) {
-        void *p = mmap(NULL, DS_EVENTS_MAX * sizeof(event), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED)
-            return NULL;
-        events = p;
-    }
+    return (uint64_t)slots_freed << 32 | (uint32_t)api << 1 | ptsz;
+}
+
+/* Handles are the runtimes' pointers: bits above their alignment. */
+static stream_memo *memo_of(int api, uintptr_t handle)
+{
+    return &memos[((handle >> 4) ^ (handle >> 9) ^ (uintptr_t)(unsigned)api) %
+                  DS_STREAM_MEMOS];
+}
+
+/* stream_index past the memo: looked up, and remembered. */
+__attribute__((noinline)) static int stream_remembered(stream_memo *m, int api, uintptr_t handle,
+                                                       bool ptsz, bool create)
+{
+    uintptr_t resolved = handle;
+    int i = stream_lookup(api, &resolved, ptsz, create);
+    if (i > 0 && !streams[i].tid)
+        *m = (stream_memo){handle, memo_tag(api, ptsz), i};
+    return i;
+}
+
+/* Whether memo m holds the slot of the stream a call names: no slot was
+ * freed since it was written, so the slot still holds that stream. */
+static inline bool memo_holds(const stream_memo *m, int api, uintptr_t handle, bool ptsz)
+{
+    return m->handle == handle && m->tag == memo_tag(api, ptsz);
+}
+
+/* The stream a call names (see stream_lookup): the memo first. */
+static inline int stream_index(int api, uintptr_t handle, bool ptsz, bool create)
+{
+    stream_memo *m = memo_of(api, handle);
+    return memo_holds(m, api, handle, ptsz) ? m->slot
+                                            : stream_remembered(m, api, handle, ptsz, create);
+}
+
+/* event_of past the event's home slot: the probe on to the first hole, and
+ * (create) the event put there. */
+__attribute__((noinline)) static event *event_probed(int api, uintptr_t handle, bool create)
+{
     size_t start = (handle >> 4) % DS_EVENTS_MAX;
     event *free_slot = NULL;
     for (size_t k = 0; k < DS_EVENTS_MAX; k++) {
@@ -156,21 +261,75 @@ static event *event_of(int api, uintptr_t handle, bool create)
     return free_slot;
 }
 
-/* Program order and CUDA's implicit ordering, before an operation on s. */
-static void before_op(int s)
+/* The event if it is in its home slot (where it usually is), else NULL. */
+static inline event *event_at_home(int api, uintptr_t handle)
 {
-    merge(streams[s].vc, streams[HOST].vc);
-    if (streams[s].kind == KIND_LEGACY) {
-        for (int i = 1; i < DS_CLOCKS; i++)
-            if (streams[i].used && streams[i].api == streams[s].api &&
-                streams[i].kind == KIND_BLOCKING)
-                merge(streams[s].vc, streams[i].vc);
-    } else if (streams[s].kind == KIND_BLOCKING) {
-        for (int i = 1; i < DS_CLOCKS; i++)
-            if (streams[i].used && streams[i].api == streams[s].api &&
-                streams[i].kind == KIND_LEGACY)
-                merge(streams[s].vc, streams[i].vc);
+    event *e = &events[(handle >> 4) % DS_EVENTS_MAX];
+    return e->used && e->handle == handle && e->api == api ? e : NULL;
+}
+
+static inline event *event_of(int api, uintptr_t handle, bool create)
+{
+    event *e = event_at_home(api, handle);
+    return e ? e : event_probed(api, handle, create);
+}
+
+/* The legacy default stream of an API, or 0. */
+static inline int legacy_of(int api)
+{
+    return (unsigned)api < DS_DEVICE_APIS_MAX ? legacy_slot[api] : 0;
+}
+
+/* Program order and CUDA's implicit ordering, before an operation on s:
+ * each clock merged only if it changed since s (or, for the legacy stream,
+ * the blocking stream) last saw it.  A stream other than the legacy one or a
+ * thread's default stream is then settled until the host's clock or a legacy
+ * stream's changes. */
+static inline void before_op(int i)
+{
+    stream *s = &streams[i];
+    if (s->host_merged != streams[HOST].version) {
+        s->host_merged = streams[HOST].version;
+        merge(s, streams[HOST].vc);
     }
+    if (s->kind == KIND_BLOCKING) {
+        int l = legacy_of(s->api);
+        if (l && s->legacy_merged != streams[l].version) {
+            s->legacy_merged = streams[l].version;
+            merge(s, streams[l].vc);
+        }
+    } else if (s->kind == KIND_LEGACY) {
+        for (uint64_t m = blocking_slots; m; m &= m - 1) {
+            stream *b = &streams[__builtin_ctzll(m)];
+            if (b->api == s->api && b->merged_by_legacy != b->version) {
+                b->merged_by_legacy = b->version;
+                merge(s, b->vc);
+            }
+        }
+    }
+    if (s->kind != KIND_LEGACY && !s->tid)
+        s->settled_at = merges;
+}
+
+/* Lock held.  The fast way of an operation or a record, which calls
+ * nothing: the slot of the stream a call names if the memo holds it and
+ * before_op would merge nothing into it (it is settled: no clock it merges,
+ * the host's or a legacy stream's, changed since); else -1, for the general
+ * way. */
+static inline int settled(int api, uintptr_t handle, bool ptsz)
+{
+    const stream_memo *m = memo_of(api, handle);
+    return memo_holds(m, api, handle, ptsz) && streams[m->slot].settled_at == merges ? m->slot
+                                                                                      : -1;
+}
+
+static void set_kind(int i, int kind)
+{
+    streams[i].kind = kind;
+    if (kind == KIND_BLOCKING)
+        blocking_slots |= 1ull << i;
+    else
+        blocking_slots &= ~(1ull << i);
 }
 
 void ds_sync_stream_created(int api, uintptr_t handle, bool non_blocking)
@@ -180,8 +339,10 @@ void ds_sync_stream_created(int api, uintptr_t handle, bool non_blocking)
     ds_lock_take(DS_LOCK_SYNC);
     int s = stream_index(api, handle, false, true);
     if (s >= 0) {
-        memset(streams[s].vc, 0, sizeof(vclock));
-        streams[s].kind = non_blocking ? KIND_NON_BLOCKING : KIND_BLOCKING;
+        memset(streams[s].vc, 0, sizeof(streams[s].vc));
+        streams[s].host_merged = streams[s].legacy_merged = streams[s].settled_at = 0;
+        changed(&streams[s]);
+        set_kind(s, non_blocking ? KIND_NON_BLOCKING : KIND_BLOCKING);
     }
     ds_lock_give(DS_LOCK_SYNC);
 }
@@ -199,6 +360,36 @@ void ds_sync_stream_destroyed(int api, uintptr_t handle)
          * waited for it: the slot is reused, the clocks that mention it keep
          * their counters, which only ever makes later checks stricter. */
         streams[s].used = false;
+        used_slots &= ~(1ull << s);
+        slots_freed++;
+        blocking_slots &= ~(1ull << s);
+    }
+    ds_lock_give(DS_LOCK_SYNC);
+}
+
+static inline void snapshot(event *e, int s)
+{
+    if (e->from_version == streams[s].version && e->from == s && e->from_freed == slots_freed)
+        return; /* a version is never 0: a fresh event matches nothing */
+    for (int i = 0; i < width; i++) /* beyond the width both clocks are zero */
+        e->vc[i] = streams[s].vc[i];
+    e->recorded = true;
+    e->from = s;
+    e->from_version = streams[s].version;
+    e->from_freed = slots_freed;
+}
+
+/* A record the general way (the fast way gives the lock back first, so that
+ * it calls nothing but this, last). */
+__attribute__((noinline)) static void record_general(int api, uintptr_t ev, uintptr_t handle,
+                                                     bool ptsz)
+{
+    ds_lock_take(DS_LOCK_SYNC);
+    int s = stream_index(api, handle, ptsz, true);
+    event *e = event_of(api, ev, true);
+    if (s >= 0 && e) {
+        before_op(s);
+        snapshot(e, s);
     }
     ds_lock_give(DS_LOCK_SYNC);
 }
@@ -207,14 +398,18 @@ void ds_sync_event_recorded(int api, uintptr_t ev, uintptr_t handle, bool ptsz)
 {
     if (!ds_sync_enabled())
         return;
-    ds_lock_take(DS_LOCK_SYNC);
-    int s = stream_index(api, handle, ptsz, true);
-    event *e = event_of(api, ev, true);
-    if (s >= 0 && e) {
-        before_op(s);
-        memcpy(e->vc, streams[s].vc, sizeof(vclock));
-        e->recorded = true;
+    if (!ds_spin_take_now(DS_LOCK_SYNC)) {
+        record_general(api, ev, handle, ptsz);
+        return;
     }
+    int s = settled(api, handle, ptsz);
+    event *e = s < 0 ? NULL : event_at_home(api, ev);
+    if (!e) {
+        ds_lock_give(DS_LOCK_SYNC);
+        record_general(api, ev, handle, ptsz);
+        return;
+    }
+    snapshot(e, s);
     ds_lock_give(DS_LOCK_SYNC);
 }
 
@@ -226,7 +421,7 @@ void ds_sync_event_destroyed(int api, uintptr_t ev)
     event *e = event_of(api, ev, false);
     if (e)
         e->used = false; /* a record later re-creates it; probes stop at holes: rehash below */
-    if (e && events) {
+    if (e) {
         /* Backward-shift the cluster after the hole so probes stay correct. */
         size_t hole = (size_t)(e - events);
         for (size_t k = (hole + 1) % DS_EVENTS_MAX; events[k].used; k = (k + 1) % DS_EVENTS_MAX) {
@@ -248,11 +443,36 @@ void ds_sync_stream_waits(int api, uintptr_t handle, uintptr_t ev, bool ptsz)
     int s = stream_index(api, handle, ptsz, true);
     event *e = event_of(api, ev, false);
     if (s >= 0) {
-        merge(streams[s].vc, streams[HOST].vc);
+        if (streams[s].host_merged != streams[HOST].version) {
+            streams[s].host_merged = streams[HOST].version;
+            merge(&streams[s], streams[HOST].vc);
+        }
         if (e && e->recorded)
-            merge(streams[s].vc, e->vc);
+            merge(&streams[s], e->vc);
     }
     ds_lock_give(DS_LOCK_SYNC);
+}
+
+/* ---- the host waits: lock held ------------------------------------------------ */
+
+static bool covered_by_host(int stream_slot, uint32_t tick)
+{
+    return streams[HOST].vc[stream_slot] >= tick;
+}
+
+/* The host's clock grew: handoffs whose write it now covers can race with
+ * nothing any more. */
+static void host_merges(const uint32_t *from)
+{
+    uint64_t before = streams[HOST].version;
+    merge(&streams[HOST], from);
+    if (streams[HOST].version == before)
+        return;
+    int n = atomic_load_explicit(&npending, memory_order_relaxed);
+    for (int i = n - 1; i >= 0; i--)
+        if (covered_by_host(pend[i].stream, pend[i].tick))
+            pend[i] = pend[--n];
+    atomic_store_explicit(&npending, n, memory_order_relaxed);
 }
 
 void ds_sync_host_waits_stream(int api, uintptr_t handle, bool ptsz)
@@ -263,7 +483,7 @@ void ds_sync_host_waits_stream(int api, uintptr_t handle, bool ptsz)
     int s = stream_index(api, handle, ptsz, false);
     if (s >= 0) {
         before_op(s); /* synchronizing the legacy stream also waits for blocking ones */
-        merge(streams[HOST].vc, streams[s].vc);
+        host_merges(streams[s].vc);
     }
     ds_lock_give(DS_LOCK_SYNC);
 }
@@ -275,7 +495,7 @@ void ds_sync_host_waits_event(int api, uintptr_t ev)
     ds_lock_take(DS_LOCK_SYNC);
     event *e = event_of(api, ev, false);
     if (e && e->recorded)
-        merge(streams[HOST].vc, e->vc);
+        host_merges(e->vc);
     ds_lock_give(DS_LOCK_SYNC);
 }
 
@@ -284,16 +504,18 @@ void ds_sync_host_waits_all(int api)
     if (!ds_sync_enabled())
         return;
     ds_lock_take(DS_LOCK_SYNC);
-    for (int i = 1; i < DS_CLOCKS; i++)
-        if (streams[i].used && streams[i].api == api)
-            merge(streams[HOST].vc, streams[i].vc);
+    for (uint64_t m = used_slots & ~1ull; m; m &= m - 1) {
+        int i = __builtin_ctzll(m);
+        if (streams[i].api == api)
+            host_merges(streams[i].vc);
+    }
     ds_lock_give(DS_LOCK_SYNC);
 }
 
 /* ---- handoffs --------------------------------------------------------------- */
 
-void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const char *producer,
-                    const char *consumer)
+void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t producer,
+                    uint16_t consumer)
 {
     if (!ds_sync_enabled() || !bytes)
         return;
@@ -306,18 +528,19 @@ void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const char
         if (w->start < data + bytes && data < w->end)
             last = w;
     }
-    if (last) {
-        pending *p = NULL;
-        for (int i = 0; i < DS_PENDING && !p; i++)
-            if (!pend[i].used || pend[i].tensor == tensor)
-                p = &pend[i];
-        if (p) {
-            *p = (pending){.used = true, .tensor = tensor, .start = data, .end = data + bytes,
-                           .stream = last->stream, .tick = last->tick};
-            ds_fmt(p->producer, sizeof(p->producer), "%s", producer);
-            ds_fmt(p->consumer, sizeof(p->consumer), "%s", consumer);
-        }
+    int n = atomic_load_explicit(&npending, memory_order_relaxed), i = 0;
+    while (i < n && pend[i].tensor != tensor) /* imported again: replaced */
+        i++;
+    if (last && covered_by_host(last->stream, last->tick)) {
+        if (i < n) /* what waited before is no longer the last write */
+            pend[i] = pend[--n];
+    } else if (last && i < DS_PENDING) {
+        pend[i] = (pending){.tensor = tensor, .start = data, .end = data + bytes,
+                            .stream = last->stream, .tick = last->tick,
+                            .producer = producer, .consumer = consumer};
+        n += i == n;
     }
+    atomic_store_explicit(&npending, n, memory_order_relaxed);
     ds_lock_give(DS_LOCK_SYNC);
 }
 
@@ -334,7 +557,7 @@ static void stream_name(char *out, size_t cap, const stream *s)
 typedef struct {
     pending handoff;
     int producer_stream, api;
-    uintptr_t producer_handle, consumer_handle;
+    uintptr_t producer_handle;
     long producer_tid;
     char producer_name[64], consumer_name[64];
 } race;
@@ -343,8 +566,8 @@ static void race_fields(ds_ev *e, void *arg)
 {
     const race *r = arg;
     ds_ev_hex(e, "data", r->handoff.start);
-    ds_ev_str(e, "producer", r->handoff.producer);
-    ds_ev_str(e, "consumer", r->handoff.consumer);
+    ds_ev_str(e, "producer", ds_name(r->handoff.producer));
+    ds_ev_str(e, "consumer", ds_name(r->handoff.consumer));
     ds_ev_str(e, "producer_stream", r->producer_name);
     ds_ev_str(e, "consumer_stream", r->consumer_name);
 }
@@ -360,65 +583,55 @@ static void emit_barrier(const race *r)
     ds_ev_end(&e);
 }
 
+/* Whether an operation touching r[0..n) (n < 0: a launch by module
+ * `caller`, or NO_CALLER) is the consumer's first use of handoff p. */
+static bool touches(const pending *p, const ds_range *r, int n, uint16_t caller)
+{
+    if (n < 0) /* "other" stands for many names: it matches none */
+        return caller == p->consumer && caller != DS_NAME_OTHER;
+    for (int k = 0; k < n; k++)
+        if (r[k].start < p->end && p->start < r[k].start + r[k].len)
+            return true;
+    return false;
+}
+
 /* Lock held.  Finds the pending handoffs this operation is the consumer's
  * first use of; clears them; returns how many races it copied out. */
-static int take_due(int s, const ds_range *r, int n, const char *caller, race *out, int max)
+static int take_due(int s, const ds_range *r, int n, uint16_t caller, race *out, int max)
 {
-    int found = 0;
-    for (int i = 0; i < DS_PENDING; i++) {
-        pending *p = &pend[i];
-        if (!p->used)
+    int found = 0, left = atomic_load_explicit(&npending, memory_order_relaxed);
+    for (int i = 0; i < left;) {
+        pending p = pend[i];
+        if (!touches(&p, r, n, caller)) {
+            i++;
             continue;
-        bool touches = false;
-        if (n < 0) { /* buffers unknown: the consumer module's first operation */
-            touches = caller && !strcmp(caller, p->consumer);
-        } else {
-            for (int k = 0; k < n && !touches; k++)
-                touches = r[k].start < p->end && p->start < r[k].start + r[k].len;
         }
-        if (!touches)
-            continue;
-        p->used = false;
-        if (streams[s].vc[p->stream] >= p->tick || found == max)
+        pend[i] = pend[--left];
+        if (streams[s].vc[p.stream] >= p.tick || found == max)
             continue; /* covered: the producer's write happens before */
         race *x = &out[found++];
-        x->handoff = *p;
-        x->producer_stream = p->stream;
-        x->producer_handle = streams[p->stream].handle;
-        x->producer_tid = streams[p->stream].tid;
-        x->consumer_handle = streams[s].handle;
-        x->api = streams[p->stream].api;
-        stream_name(x->producer_name, sizeof(x->producer_name), &streams[p->stream]);
+        x->handoff = p;
+        x->producer_stream = p.stream;
+        x->producer_handle = streams[p.stream].handle;
+        x->producer_tid = streams[p.stream].tid;
+        x->api = streams[p.stream].api;
+        stream_name(x->producer_name, sizeof(x->producer_name), &streams[p.stream]);
         stream_name(x->consumer_name, sizeof(x->consumer_name), &streams[s]);
     }
+    atomic_store_explicit(&npending, left, memory_order_relaxed);
     return found;
 }
 
-void ds_sync_op(int api, uintptr_t handle, bool ptsz, const ds_range *r, int n,
-                const void *caller_addr)
+/* Lock held, and given back meanwhile: the handoffs this operation on slot
+ * s is the first use of, checked, and fixed by a barrier under enforce. */
+__attribute__((noinline)) static void handoffs_due(int api, uintptr_t handle, int s,
+                                                   const ds_range *r, int n, uint16_t caller)
 {
-    if (!ds_sync_enabled())
-        return;
-    char caller[DS_NAME_MAX] = "";
     race races[4];
-    ds_lock_take(DS_LOCK_SYNC);
-    bool any_pending = false;
-    for (int i = 0; i < DS_PENDING && !any_pending; i++)
-        any_pending = pend[i].used;
-    ds_lock_give(DS_LOCK_SYNC);
-    if (any_pending && n < 0)
-        ds_module_name_at(caller_addr, caller, sizeof(caller));
-
-    ds_lock_take(DS_LOCK_SYNC);
-    int s = stream_index(api, handle, ptsz, true);
-    if (s < 0) {
-        ds_lock_give(DS_LOCK_SYNC);
+    int nraces = take_due(s, r, n, caller, races, (int)DS_ARRAY_LEN(races));
+    if (!nraces)
         return;
-    }
-    before_op(s);
-    int nraces = any_pending ? take_due(s, r, n, caller, races, (int)DS_ARRAY_LEN(races)) : 0;
     ds_lock_give(DS_LOCK_SYNC);
-
     for (int i = 0; i < nraces; i++) {
         race *x = &races[i];
         bool fixed = false;
@@ -430,7 +643,8 @@ void ds_sync_op(int api, uintptr_t handle, bool ptsz, const ds_range *r, int n,
             barrier(x->producer_handle, handle)) {
             fixed = true;
             ds_lock_take(DS_LOCK_SYNC);
-            merge(streams[s].vc, streams[x->producer_stream].vc);
+            before_op(x->producer_stream); /* the barrier's record is an operation there */
+            merge(&streams[s], streams[x->producer_stream].vc);
             barriers_inserted++;
             ds_note_work();
             ds_lock_give(DS_LOCK_SYNC);
@@ -441,21 +655,87 @@ void ds_sync_op(int api, uintptr_t handle, bool ptsz, const ds_range *r, int n,
             ds_fmt(detail, sizeof(detail),
                    "%s used tensor %p on the %s before %s's write to it on the %s was "
                    "synchronized (no event record and stream wait, no synchronize)",
-                   x->handoff.consumer, (void *)x->handoff.tensor, x->consumer_name,
-                   x->handoff.producer, x->producer_name);
+                   ds_name(x->handoff.consumer), (void *)x->handoff.tensor, x->consumer_name,
+                   ds_name(x->handoff.producer), x->producer_name);
             ds_violation_with(DS_VIO_UNSYNCHRONIZED_HANDOFF, "tensor", x->handoff.tensor, detail,
                               race_fields, x);
         }
     }
-
-    /* Tick, and remember what this operation writes. */
     ds_lock_take(DS_LOCK_SYNC);
-    uint32_t tick = ++streams[s].vc[s];
+}
+
+/* Whether a call names the legacy default stream (see stream_lookup). */
+static bool names_legacy(int api, uintptr_t handle, bool ptsz)
+{
+    const ds_device_api *d = ds_device_api_at(api);
+    if (d->per_thread_stream && handle == d->per_thread_stream)
+        return false;
+    return handle == 0 ? !ptsz : d->legacy_stream && handle == d->legacy_stream;
+}
+
+/* Lock held: an operation on slot s ticks its clock, and what it writes is
+ * remembered. */
+static inline void tick(int s, const ds_range *r, int n)
+{
+    uint32_t t = ++streams[s].vc[s];
+    changed(&streams[s]);
     for (int k = 0; k < n; k++)
-        if (r[k].write && r[k].len) {
-            write_rec *w = &writes[nwrites++ % DS_WRITES];
-            *w = (write_rec){r[k].start, r[k].start + r[k].len, s, tick};
-        }
+        if (r[k].write && r[k].len)
+            writes[nwrites++ % DS_WRITES] = (write_rec){r[k].start, r[k].start + r[k].len, s, t};
+}
+
+/* An operation the general way, checked (and fixed) as the first use of
+ * the handoffs that wait for it (the fast way gives the lock back first, so
+ * that it calls nothing but this, last).  A launch counts as its module's
+ * use of what it imported: the module is found before the lock (the module
+ * table's comes first), and only while handoffs wait. */
+__attribute__((noinline)) static void op_general(int api, uintptr_t handle, bool ptsz,
+                                                 const ds_range *r, int n,
+                                                 const void *caller_addr)
+{
+    uint16_t caller = n < 0 && atomic_load_explicit(&npending, memory_order_relaxed)
+                          ? ds_module_id_at(caller_addr)
+                          : NO_CALLER;
+    ds_lock_take(DS_LOCK_SYNC);
+    int s = stream_index(api, handle, ptsz, true);
+    if (s >= 0) {
+        before_op(s);
+        if (atomic_load_explicit(&npending, memory_order_relaxed))
+            handoffs_due(api, handle, s, r, n, caller);
+        tick(s, r, n);
+        unsettles(&streams[s]);
+    }
+    ds_lock_give(DS_LOCK_SYNC);
+}
+
+void ds_sync_op(int api, uintptr_t handle, bool ptsz, const ds_range *r, int n,
+                const void *caller_addr)
+{
+    if (!ds_sync_enabled())
+        return;
+    /* Only writes are ever checked.  An operation that writes nothing the
+     * shim sees (a launch, a host function) while no handoff waits for its
+     * first use changes nothing a check reads: its tick orders no write, and
+     * what it would merge every later reader of its stream's clock merges
+     * itself (an event record, a host wait and a barrier merge first; the
+     * legacy stream has the host's and its own).  The legacy stream's own
+     * operations are kept: their wait for the blocking streams is a snapshot
+     * that the blocking streams' later operations inherit from it.  (A
+     * handoff imported meanwhile raced with the operation.) */
+    bool due = atomic_load_explicit(&npending, memory_order_relaxed) != 0;
+    if (n <= 0 && !due && !names_legacy(api, handle, ptsz))
+        return;
+    if (due || !ds_spin_take_now(DS_LOCK_SYNC)) {
+        op_general(api, handle, ptsz, r, n, caller_addr);
+        return;
+    }
+    int s = atomic_load_explicit(&npending, memory_order_relaxed) ? -1 : settled(api, handle, ptsz);
+    if (s < 0) {
+        ds_lock_give(DS_LOCK_SYNC);
+        op_general(api, handle, ptsz, r, n, caller_addr);
+        return;
+    }
+    tick(s, r, n);
     ds_lock_give(DS_LOCK_SYNC);
 }
 

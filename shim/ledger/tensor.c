@@ -326,7 +326,7 @@ static void import_tensor(void *m, bool versioned, uint16_t id, const char *name
             if (base)
                 ds_alloc_share(base, generation, +1);
             if (device)
-                ds_sync_import(c.tensor, c.data, c.bytes, ds_name(c.producer), ds_name(c.consumer));
+                ds_sync_import(c.tensor, c.data, c.bytes, c.producer, c.consumer);
             if (show)
                 emit_import(&c, api);
             return;

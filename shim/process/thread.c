@@ -80,15 +80,5 @@ void ds_thread_after_fork(void)
     atomic_fetch_add_explicit(&fork_generation, 1, memory_order_relaxed);
 }
 
-static DS_TLS unsigned api_depth;
-
-bool ds_api_enter(void)
-{
-    return api_depth++ == 0;
-}
-
-void ds_api_leave(void)
-{
-    if (api_depth)
-        api_depth--;
-}
+/* Device API calls this thread is inside (internal.h's ds_api_enter). */
+DS_TLS unsigned ds_api_depth;

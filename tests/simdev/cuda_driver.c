@@ -333,6 +333,106 @@ EXPORT CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data)
     return CUDA_SUCCESS;
 }
 
+/* ---- libraries and launches --------------------------------------------------------- */
+
+/* A library keeps its code, PTX text: its kernels are the names after
+ * ".entry".  A kernel computes nothing here; its launch is an operation in
+ * its stream's order like any other (what the shim models). */
+struct CUkern_st {
+    struct CUkern_st *next;
+    char name[64];
+};
+struct CUlib_st {
+    char *code;
+    struct CUkern_st *kernels;
+};
+
+EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                  void **jitOptionsValues, unsigned int numJitOptions,
+                                  CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                  unsigned int numLibraryOptions)
+{
+    (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
+    (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
+    CHECK_DEVICE;
+    if (!library || !code)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUlib_st *l = calloc(1, sizeof(*l));
+    if (!l || !(l->code = strdup(code))) {
+        free(l);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *library = l;
+    return CUDA_SUCCESS;
+}
+
+/* Whether the PTX text declares the kernel `name` (".entry name(" or a space). */
+static int declares(const char *code, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(code, ".entry "); p; p = strstr(p + 1, ".entry ")) {
+        const char *q = p + strlen(".entry ");
+        while (*q == ' ')
+            q++;
+        if (!strncmp(q, name, n) && (q[n] == '(' || q[n] == ' ' || q[n] == '\n'))
+            return 1;
+    }
+    return 0;
+}
+
+EXPORT CUresult cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char *name)
+{
+    CHECK_DEVICE;
+    if (!kernel || !library || !name || strlen(name) >= sizeof((*kernel)->name))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!declares(library->code, name))
+        return CUDA_ERROR_NOT_FOUND;
+    struct CUkern_st *k = calloc(1, sizeof(*k));
+    if (!k)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    strcpy(k->name, name);
+    k->next = library->kernels;
+    library->kernels = k;
+    *kernel = k;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLibraryUnload(CUlibrary library)
+{
+    CHECK_DEVICE;
+    if (!library)
+        return CUDA_ERROR_INVALID_HANDLE;
+    for (struct CUkern_st *k = library->kernels, *next; k; k = next) {
+        next = k->next;
+        free(k);
+    }
+    free(library->code);
+    free(library);
+    return CUDA_SUCCESS;
+}
+
+static void run_kernel(void *arg)
+{
+    (void)arg;
+}
+
+/* A CUkernel passed as the function, as CUDA allows. */
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                               unsigned int gridDimZ, unsigned int blockDimX,
+                               unsigned int blockDimY, unsigned int blockDimZ,
+                               unsigned int sharedMemBytes, CUstream stream, void **kernelParams,
+                               void **extra)
+{
+    (void)sharedMemBytes, (void)kernelParams, (void)extra;
+    CHECK_DEVICE;
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_enqueue(sim_stream_of(stream), run_kernel, NULL);
+    return CUDA_SUCCESS;
+}
+
 /* ---- external memory and semaphores ------------------------------------------------ */
 
 /* Only opaque file descriptors, the Linux Vulkan export (lavapipe's is a
@@ -464,7 +564,9 @@ static const struct {
     ENTRY(cuMemcpyAsync), ENTRY(cuMemsetD8), ENTRY(cuMemsetD8Async), ENTRY(cuStreamCreate),
     ENTRY(cuStreamDestroy), ENTRY(cuStreamSynchronize), ENTRY(cuStreamWaitEvent),
     ENTRY(cuEventCreate), ENTRY(cuEventRecord), ENTRY(cuEventQuery), ENTRY(cuEventSynchronize),
-    ENTRY(cuEventDestroy), ENTRY(cuLaunchHostFunc), ENTRY(cuImportExternalMemory),
+    ENTRY(cuEventDestroy), ENTRY(cuLaunchHostFunc), ENTRY(cuLibraryLoadData),
+    ENTRY(cuLibraryGetKernel), ENTRY(cuLibraryUnload), ENTRY(cuLaunchKernel),
+    ENTRY(cuImportExternalMemory),
     ENTRY(cuExternalMemoryGetMappedBuffer), ENTRY(cuDestroyExternalMemory),
     ENTRY(cuImportExternalSemaphore), ENTRY(cuSignalExternalSemaphoresAsync),
     ENTRY(cuWaitExternalSemaphoresAsync), ENTRY(cuDestroyExternalSemaphore),

@@ -38,6 +38,10 @@ static struct {
     __typeof__(cuEventSynchronize) *event_sync;
     __typeof__(cuEventDestroy) *event_destroy;
     __typeof__(cuLaunchHostFunc) *host_func;
+    __typeof__(cuLibraryLoadData) *library_load;
+    __typeof__(cuLibraryGetKernel) *library_kernel;
+    __typeof__(cuLibraryUnload) *library_unload;
+    __typeof__(cuLaunchKernel) *launch;
     __typeof__(cuCtxSynchronize) *ctx_sync;
     __typeof__(cuCtxGetDevice) *ctx_device;
     __typeof__(cuImportExternalMemory) *import_mem;
@@ -86,6 +90,10 @@ static void load_driver(void)
     GET(event_sync, "cuEventSynchronize");
     GET(event_destroy, "cuEventDestroy");
     GET(host_func, "cuLaunchHostFunc");
+    GET(library_load, "cuLibraryLoadData");
+    GET(library_kernel, "cuLibraryGetKernel");
+    GET(library_unload, "cuLibraryUnload");
+    GET(launch, "cuLaunchKernel");
     GET(ctx_sync, "cuCtxSynchronize");
     GET(ctx_device, "cuCtxGetDevice");
     GET(import_mem, "cuImportExternalMemory");
@@ -112,6 +120,7 @@ static cudaError_t from(CUresult r)
     case CUDA_ERROR_INVALID_HANDLE: return cudaErrorInvalidResourceHandle;
     case CUDA_ERROR_NOT_SUPPORTED: return cudaErrorNotSupported;
     case CUDA_ERROR_OPERATING_SYSTEM: return cudaErrorOperatingSystem;
+    case CUDA_ERROR_NOT_FOUND: return cudaErrorSymbolNotFound;
     default: return cudaErrorUnknown;
     }
 }
@@ -363,6 +372,38 @@ EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
 EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data)
 {
     CALL(drv.host_func((CUstream)stream, (CUhostFn)fn, data));
+}
+
+/* ---- libraries and launches: the runtime's types are the driver's ----------------- */
+
+EXPORT cudaError_t cudaLibraryLoadData(cudaLibrary_t *library, const void *code,
+                                       enum cudaJitOption *jitOptions, void **jitOptionsValues,
+                                       unsigned int numJitOptions,
+                                       enum cudaLibraryOption *libraryOptions,
+                                       void **libraryOptionValues, unsigned int numLibraryOptions)
+{
+    CALL(drv.library_load(library, code, (CUjit_option *)jitOptions, jitOptionsValues,
+                          numJitOptions, (CUlibraryOption *)libraryOptions, libraryOptionValues,
+                          numLibraryOptions));
+}
+
+EXPORT cudaError_t cudaLibraryGetKernel(cudaKernel_t *kernel, cudaLibrary_t library,
+                                        const char *name)
+{
+    CALL(drv.library_kernel(kernel, library, name));
+}
+
+EXPORT cudaError_t cudaLibraryUnload(cudaLibrary_t library)
+{
+    CALL(drv.library_unload(library));
+}
+
+/* `func`: a cudaKernel_t (there are no registered host stubs here). */
+EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args,
+                                    size_t shared, cudaStream_t stream)
+{
+    CALL(drv.launch((CUfunction)(uintptr_t)func, grid.x, grid.y, grid.z, block.x, block.y,
+                    block.z, (unsigned)shared, (CUstream)stream, args, NULL));
 }
 
 /* ---- external resource interoperability ------------------------------------------- */

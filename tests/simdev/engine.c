@@ -14,10 +14,26 @@
 
 /* ---- configuration --------------------------------------------------------- */
 
+/* A switch set to 1 in the environment, read once into *cache (atomic: any
+ * thread, or a signal handler, may ask first). */
+static bool switched_on(int *cache, const char *name)
+{
+    int r = __atomic_load_n(cache, __ATOMIC_RELAXED);
+    if (r < 0) {
+        const char *v = getenv(name);
+        r = v && *v == '1';
+        __atomic_store_n(cache, r, __ATOMIC_RELAXED);
+    }
+    return r;
+}
+
+/* Read once, as a driver finds its devices once: no getenv per call, whose
+ * cost grows with the environment (a preloaded shim's variables added to
+ * every call the bench counts). */
 bool sim_no_device(void)
 {
-    const char *v = getenv("SIMDEV_NO_DEVICE");
-    return v && *v == '1';
+    static int none = -1;
+    return switched_on(&none, "SIMDEV_NO_DEVICE");
 }
 
 void sim_log(const char *what, const void *p)
@@ -55,14 +71,8 @@ static alloc *dead_allocs; /* freed, kept for reuse (SIMDEV_REUSE only) */
  * and a read after free gives wrong numbers. */
 static bool reuse_freed(void)
 {
-    static int reuse = -1; /* atomic: any thread, or a signal handler, may ask first */
-    int r = __atomic_load_n(&reuse, __ATOMIC_RELAXED);
-    if (r < 0) {
-        const char *v = getenv("SIMDEV_REUSE");
-        r = v && *v == '1';
-        __atomic_store_n(&reuse, r, __ATOMIC_RELAXED);
-    }
-    return r;
+    static int reuse = -1;
+    return switched_on(&reuse, "SIMDEV_REUSE");
 }
 
 /* Allocation and free are async-signal-safe (the stress test allocates from
@@ -352,8 +362,26 @@ sim_stream *sim_stream_create(unsigned flags)
     return new_stream(!(flags & SIM_STREAM_NON_BLOCKING));
 }
 
+/* SIMDEV_IMMEDIATE=1 (make bench's instruction counts): every operation runs
+ * as it is queued, on the calling thread, as a device that finishes each one
+ * before the call returns would (in order, so every ordering CUDA promises
+ * holds).  Then what a run costs does not depend on how valgrind interleaves
+ * the stream workers with the program, which moved the count per operation
+ * by a hundred instructions from one build of the shim to the next.  A
+ * stream operation that waits for the host (a gate in a host function)
+ * would wait for ever: tests keep the workers. */
+static bool immediate(void)
+{
+    static int now = -1;
+    return switched_on(&now, "SIMDEV_IMMEDIATE");
+}
+
 static void push(sim_stream *s, void (*fn)(void *), void *arg)
 {
+    if (immediate()) {
+        fn(arg);
+        return;
+    }
     op *o = malloc(sizeof(*o));
     *o = (op){fn, arg, NULL};
     pthread_mutex_lock(&s->lock);

@@ -4,7 +4,8 @@
  * Memory lives in host RAM (each allocation its own mapping; a freed one is
  * poisoned with 0xdd and never reused, so a read after free gives wrong
  * numbers, as on a GPU).  Streams are in-order queues, each run by its own
- * worker thread: work happens later and on another thread.  The legacy
+ * worker thread: work happens later and on another thread (SIMDEV_IMMEDIATE=1:
+ * as it is queued, on the caller's, for instruction counts).  The legacy
  * default stream orders with blocking streams as CUDA specifies.
  * Test-only: never part of the installed shim.
  */

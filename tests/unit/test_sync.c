@@ -43,6 +43,14 @@ static void start(const char *sync)
     barriers = 0;
 }
 
+/* start, with the blocking streams A and B created. */
+static void start_with_a_and_b(const char *sync)
+{
+    start(sync);
+    ds_sync_stream_created(api, A, false);
+    ds_sync_stream_created(api, B, false);
+}
+
 static const ds_range data_write = {DATA, BYTES, true}, data_read = {DATA, BYTES, false};
 
 /* The producer writes the data on `producer`, exports; the consumer
@@ -53,7 +61,7 @@ static void handoff(uintptr_t producer, uintptr_t consumer, void (*between)(void
     static uintptr_t tensor = 0x9000;
     tensor += 0x100; /* a new tensor each time */
     ds_sync_op(api, producer, false, &data_write, 1, NULL);
-    ds_sync_import(tensor, DATA, BYTES, "producer", "consumer");
+    ds_sync_import(tensor, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("consumer"));
     if (between)
         between();
     ds_sync_op(api, consumer, false, &data_read, 1, NULL);
@@ -70,9 +78,7 @@ static int races(void)
 static void test_unsynchronized_handoff_is_reported(void **state)
 {
     (void)state;
-    start("check");
-    ds_sync_stream_created(api, A, false);
-    ds_sync_stream_created(api, B, false);
+    start_with_a_and_b("check");
     handoff(A, B, NULL);
     assert_int_equal(races(), 1);
     char *log = harness_read_log();
@@ -95,9 +101,7 @@ static void host_waits_for_a(void)
 static void test_synchronized_handoffs_are_silent(void **state)
 {
     (void)state;
-    start("check");
-    ds_sync_stream_created(api, A, false);
-    ds_sync_stream_created(api, B, false);
+    start_with_a_and_b("check");
     handoff(A, B, record_on_a_and_wait_on_b); /* event record + stream wait */
     handoff(A, B, host_waits_for_a);          /* a host synchronize in between */
     handoff(A, A, NULL);                      /* the same stream */
@@ -118,9 +122,7 @@ static void test_a_non_blocking_stream_escapes_the_legacy_ordering(void **state)
 static void test_an_event_recorded_before_the_write_covers_nothing(void **state)
 {
     (void)state;
-    start("check");
-    ds_sync_stream_created(api, A, false);
-    ds_sync_stream_created(api, B, false);
+    start_with_a_and_b("check");
     ds_sync_event_recorded(api, EV, A, false);
     ds_sync_stream_waits(api, B, EV, false);
     handoff(A, B, NULL);
@@ -130,9 +132,7 @@ static void test_an_event_recorded_before_the_write_covers_nothing(void **state)
 static void test_enforce_asks_the_api_for_a_barrier(void **state)
 {
     (void)state;
-    start("enforce");
-    ds_sync_stream_created(api, A, false);
-    ds_sync_stream_created(api, B, false);
+    start_with_a_and_b("enforce");
     handoff(A, B, NULL);
     assert_int_equal(barriers, 1);
     assert_true(barrier_from == A && barrier_to == B);
@@ -161,7 +161,7 @@ static void test_enforce_never_names_another_threads_default_stream(void **state
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, produce_on_per_thread_stream, NULL), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
-    ds_sync_import(0x7000, DATA, BYTES, "producer", "consumer");
+    ds_sync_import(0x7000, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("consumer"));
     ds_sync_op(api, B, false, &data_read, 1, NULL);
     assert_int_equal(barriers, 0);
     assert_int_equal(races(), 1);
@@ -174,6 +174,115 @@ static void test_enforce_never_names_another_threads_default_stream(void **state
     handoff(PER_THREAD, B, NULL);
     assert_int_equal(barriers, 1);
     assert_true(barrier_from == PER_THREAD && barrier_to == B);
+}
+
+/* A stream's slot, freed by its destroy, serves the next stream created:
+ * a thread that remembers where the old handle led must not follow it. */
+static void test_a_freed_slot_serves_another_stream(void **state)
+{
+    (void)state;
+    enum { GONE = 0x5000, NEXT = 0x6000 };
+    start("check");
+    ds_sync_stream_created(api, GONE, false);
+    ds_sync_op(api, GONE, false, &data_read, 1, NULL);
+    ds_sync_stream_destroyed(api, GONE);
+    ds_sync_stream_created(api, NEXT, false);
+    handoff(GONE, NEXT, NULL); /* the handle again: a stream of its own, unordered with NEXT */
+    assert_int_equal(races(), 1);
+}
+
+/* Clocks are merged only when they changed since the last merge: rounds of
+ * blocking streams ordered through the legacy default stream stay ordered,
+ * and so do chains of event waits across several streams. */
+static void legacy_op(void)
+{
+    ds_sync_op(api, 0, false, NULL, 0, NULL);
+}
+
+static void chain_a_b_c(void)
+{
+    enum { C = 0x5800, EV2 = 0x4800 };
+    ds_sync_stream_created(api, C, false);
+    ds_sync_event_recorded(api, EV, A, false);
+    ds_sync_stream_waits(api, B, EV, false);
+    ds_sync_event_recorded(api, EV2, B, false);
+    ds_sync_stream_waits(api, C, EV2, false);
+}
+
+static void test_orderings_hold_round_after_round(void **state)
+{
+    (void)state;
+    enum { C = 0x5800 };
+    start_with_a_and_b("check");
+    for (int round = 0; round < 3; round++) {
+        handoff(A, B, legacy_op);
+        handoff(B, A, legacy_op);
+        handoff(A, C, chain_a_b_c);
+    }
+    assert_int_equal(races(), 0);
+    handoff(A, B, NULL);
+    assert_int_equal(races(), 1);
+}
+
+/* A handoff whose write the host has waited for can race with nothing: it
+ * does not wait for its first use (the table of waiting ones stays free for
+ * those that can). */
+static void test_handoffs_the_host_waited_for_do_not_wait(void **state)
+{
+    (void)state;
+    start_with_a_and_b("check");
+    for (uintptr_t i = 0; i < 300; i++) {
+        ds_range w = {0x20000000u + i * BYTES, BYTES, true};
+        ds_sync_op(api, A, false, &w, 1, NULL);
+        if (i % 2) /* imported before or after the host waits: never used */
+            ds_sync_host_waits_stream(api, A, false);
+        ds_sync_import(0x30000000u + i, w.start, BYTES, ds_name_intern("producer"),
+                       ds_name_intern("consumer"));
+        ds_sync_host_waits_stream(api, A, false);
+    }
+    handoff(A, B, NULL);
+    assert_int_equal(races(), 1);
+}
+
+/* A tensor imported again (its address reused, for other bytes) waits for
+ * its new last write only: when the host has waited for that one, for
+ * nothing, and the old bytes' wait is over too. */
+static void test_a_tensor_imported_again_waits_for_its_last_write_only(void **state)
+{
+    (void)state;
+    enum { C = 0x5c00 };
+    static const ds_range other_write = {DATA + 2 * BYTES, BYTES, true};
+    start_with_a_and_b("check");
+    ds_sync_stream_created(api, C, false);
+    uint16_t producer = ds_name_intern("producer"), consumer = ds_name_intern("consumer");
+    ds_sync_op(api, A, false, &data_write, 1, NULL);
+    ds_sync_import(0x7300, DATA, BYTES, producer, consumer);
+    ds_sync_op(api, B, false, &other_write, 1, NULL);
+    ds_sync_host_waits_stream(api, B, false);
+    ds_sync_import(0x7300, other_write.start, BYTES, producer, consumer);
+    ds_sync_op(api, C, false, &data_read, 1, NULL);
+    assert_int_equal(races(), 0);
+}
+
+/* A launch names no buffers: it counts as the calling module's use of what
+ * that module imported, and of nothing another module imported. */
+static void test_a_launch_is_its_modules_first_use(void **state)
+{
+    (void)state;
+    char self[DS_NAME_MAX];
+    const void *here = (const void *)test_a_launch_is_its_modules_first_use;
+    ds_module_name_at(here, self, sizeof(self));
+    start_with_a_and_b("check");
+    ds_sync_op(api, A, false, &data_write, 1, NULL);
+    ds_sync_import(0x7100, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("elsewhere"));
+    ds_sync_op(api, B, false, NULL, -1, here);
+    assert_int_equal(races(), 0);
+    ds_sync_op(api, A, false, &data_write, 1, NULL); /* used (and written) on its own stream */
+    ds_sync_import(0x7200, DATA, BYTES, ds_name_intern("producer"), ds_name_intern(self));
+    ds_sync_op(api, B, false, NULL, -1, here);
+    assert_int_equal(races(), 1);
+    ds_sync_op(api, B, false, NULL, -1, here); /* only the first use is checked */
+    assert_int_equal(races(), 1);
 }
 
 static void test_off_models_nothing(void **state)
@@ -194,6 +303,11 @@ int main(void)
         cmocka_unit_test(test_an_event_recorded_before_the_write_covers_nothing),
         cmocka_unit_test(test_enforce_asks_the_api_for_a_barrier),
         cmocka_unit_test(test_enforce_never_names_another_threads_default_stream),
+        cmocka_unit_test(test_a_freed_slot_serves_another_stream),
+        cmocka_unit_test(test_orderings_hold_round_after_round),
+        cmocka_unit_test(test_handoffs_the_host_waited_for_do_not_wait),
+        cmocka_unit_test(test_a_tensor_imported_again_waits_for_its_last_write_only),
+        cmocka_unit_test(test_a_launch_is_its_modules_first_use),
         cmocka_unit_test(test_off_models_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
