@@ -361,7 +361,8 @@ static const location *locate_frame(uintptr_t frame)
 
 /* The frames of this thread, innermost first, through the checked layout:
  * `each` is told each location until it returns false. */
-static void walk_layout(bool (*each)(const location *, void *), void *arg)
+static inline __attribute__((always_inline)) void
+walk_layout(bool (*each)(const location *, void *), void *arg)
 {
     uintptr_t frame = layout_frame(layout);
     for (int depth = 0; frame && depth < FRAMES_WALKED; depth++) {
@@ -412,8 +413,10 @@ DS_TLS unsigned ds_py_in_capsule_call;
 /* Walks this thread's frames where that is allowed now: false if not.
  * Inside a capsule function, with the layout checked, nothing needs asking:
  * the GIL is held, and a pending exception matters only where a location is
- * made (locate_frame asks then). */
-static bool walk(bool (*each)(const location *, void *), void *arg)
+ * made (locate_frame asks then).  Inlined, so each caller's `each` is
+ * called directly (an event asks for its line: a call per frame counted). */
+static inline __attribute__((always_inline)) bool
+walk(bool (*each)(const location *, void *), void *arg)
 {
     if (atomic_load_explicit(&state, memory_order_acquire) != BOUND)
         return false;
