@@ -217,6 +217,15 @@ bool ds_log_write(const char *line, size_t len);
 /* The same for a line of an event at `now` (ds_now_ns), which ages the
  * buffer without reading the clock again. */
 bool ds_log_write_at(const char *line, size_t len, uint64_t now);
+/* A line written in the buffer itself: where it goes, with DS_LINE_MAX +
+ * DS_EV_SLACK bytes of room, the buffer's lock taken (what it held was
+ * written first if it had not that room or had waited too long); NULL,
+ * nothing taken, where the log has no such buffer or this thread may not
+ * take its lock now.  Then ds_log_commit with the line's end (its newline
+ * included), or ds_log_cancel to write nothing. */
+char *ds_log_reserve(uint64_t now);
+void ds_log_commit(const char *end, uint64_t now);
+void ds_log_cancel(void);
 /* Writes what the buffer holds (violations, exit, _exit). */
 bool ds_log_flush(void);
 void ds_log_before_fork(void); /* every lock held */
@@ -287,16 +296,28 @@ void ds_context_set_test(const char *name); /* NULL or "": no test runs */
 size_t ds_context_where(char *out, size_t cap);
 /* `py_stack`: up to max frames, when there are any. */
 void ds_context_stack_field(ds_ev *e, int max);
-/* `py`, `rank`, `test`: the first fields of every event (event.c).  Most
- * programs have none of them (no interpreter, no rank, no test runner):
- * their events skip the call on one flag, set when any could be there. */
+/* `py`, `rank`, `test`: the first fields of every event, gathered before
+ * its line is written (the line may be written under the log's lock). */
+typedef struct {
+    bool any; /* any of these */
+    bool has_where, has_test;
+    int rank; /* -1: none */
+    ds_where where;
+    char scratch[DS_WHERE_MAX]; /* the location's text, where its family keeps none */
+    char test[DS_TEST_MAX];
+} ds_context;
+/* Most programs have none of them (no interpreter, no rank, no test
+ * runner): their events skip the gathering on one flag, set when any could
+ * be there. */
 extern atomic_bool ds_context_any;
-void ds_context_write(ds_ev *e);
-static inline void ds_context_fields(ds_ev *e)
+static inline bool ds_context_wanted(void)
 {
-    if (atomic_load_explicit(&ds_context_any, memory_order_relaxed))
-        ds_context_write(e);
+    return atomic_load_explicit(&ds_context_any, memory_order_relaxed);
 }
+void ds_context_capture(ds_context *c, int event_id);
+/* c's fields at p, each with its separator; NULL if they do not end
+ * before `limit`. */
+char *ds_put_context(char *p, const char *limit, const ds_context *c, bool text);
 
 /* ---- names.c: interned producer/consumer names -------------------------- */
 #define DS_NAME_UNKNOWN 0
@@ -344,6 +365,18 @@ const ds_rendered *ds_name_rendered(uint16_t id, bool text);
 /* Building into a caller's buffer (the summary is large), of which
  * DS_EV_RESERVE + DS_EV_SLACK bytes are kept past the line's end. */
 void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap);
+/* What starts every line (event, pid, tid, t_ns in JSON; "dlshim:", the
+ * time, pid/tid and the padded name in text), at most DS_EV_HEAD_MOST
+ * bytes; id must be an event's. */
+#define DS_EV_HEAD_MOST 160
+char *ds_put_head(char *p, int id, uint64_t ns, bool text);
+/* Whether events are built as text lines now (DLSHIM_FORMAT=text, and no
+ * trace, which reads JSON). */
+static inline bool ds_ev_text_now(void)
+{
+    return ds_cfg.format == DS_FORMAT_TEXT &&
+           !(atomic_load_explicit(&ds_outputs, memory_order_relaxed) & DS_OUT_TRACE);
+}
 static inline void ds_ev_begin(ds_ev *e, int id)
 {
     ds_ev_begin_buf(e, id, e->line, sizeof(e->line));
@@ -533,7 +566,10 @@ size_t ds_json_escape(char *out, size_t cap, const char *s, size_t n);
 
 /* ---- flat.c: the generated writers of fields.def ---------------------------
  * Each flat event's fields as a struct, ds_<event>_fields, and its writer
- * ds_ev_<event>(e, fields), from the event's row list in fields.def.  A
+ * ds_ev_<event>(e, fields), from the event's row list in fields.def; and
+ * ds_emit_<event>(fields), the whole event: head, context and fields
+ * written in the log's buffer itself where that is open, else built and
+ * written as any event.  A
  * field's kind gives its member's C type: */
 typedef struct { /* a name, or the text the program gave where the table is full */
     uint16_t id;
@@ -566,7 +602,8 @@ typedef struct {
     typedef struct {                                                           \
         DS_FIELDS_##ID(DS_FLAT_MEMBER)                                         \
     } ds_##event##_fields;                                                     \
-    void ds_ev_##event(ds_ev *e, const ds_##event##_fields *f);
+    void ds_ev_##event(ds_ev *e, const ds_##event##_fields *f);             \
+    void ds_emit_##event(const ds_##event##_fields *f);
 DS_FLAT_EVENTS(DS_FLAT_DECLARE)
 #undef DS_FLAT_DECLARE
 #undef DS_FLAT_MEMBER

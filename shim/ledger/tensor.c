@@ -106,11 +106,14 @@ static void emit_export(void *m, const ds_tensor_view *v, const char *name, uint
     };
     if (v->tensor_valid)
         name_the_kind(&v->t, &f.device, &f.dtype); /* else both null */
-    ds_ev e;
+    if (!ds_cfg.pystack_exports) {
+        ds_emit_export(&f);
+        return;
+    }
+    ds_ev e; /* a Python stack after the fields: built field by field */
     ds_ev_begin(&e, DS_EV_EXPORT);
     ds_ev_export(&e, &f);
-    if (ds_cfg.pystack_exports)
-        ds_context_stack_field(&e, (int)ds_cfg.pystack);
+    ds_context_stack_field(&e, (int)ds_cfg.pystack);
     ds_ev_end(&e);
 }
 
@@ -144,29 +147,23 @@ static bool on_a_device(int32_t type)
 /* Called when the event is wanted; `api`: the importer's route. */
 static void emit_import(const record_copy *r, uint16_t api)
 {
-    ds_ev e;
-    ds_ev_begin(&e, DS_EV_IMPORT);
-    ds_ev_import(&e, &(ds_import_fields){.tensor = r->tensor,
+    ds_emit_import(&(ds_import_fields){.tensor = r->tensor,
                                          .consumer = r->consumer,
                                          .producer = r->producer,
                                          .api = api,
                                          .zero_copy = !r->copied,
                                          .bytes = r->bytes});
-    ds_ev_end(&e);
 }
 
 static void emit_release(const record_copy *r, bool consumed, bool copy_on_import)
 {
-    ds_ev e;
-    ds_ev_begin(&e, DS_EV_RELEASE);
-    ds_ev_release(&e, &(ds_release_fields){.tensor = r->tensor,
+    ds_emit_release(&(ds_release_fields){.tensor = r->tensor,
                                            .consumed = consumed,
                                            .lifetime_ns = r->t_release - r->t_export,
                                            .producer = r->producer,
                                            .consumer = consumed ? r->consumer : -1,
                                            .copy_on_import = copy_on_import,
                                            .bytes_copied = r->bytes});
-    ds_ev_end(&e);
 }
 
 /* ---- export ------------------------------------------------------------- */

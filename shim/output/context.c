@@ -125,28 +125,6 @@ size_t ds_context_where(char *out, size_t cap)
     return n;
 }
 
-/* `py`: a plain location (the common case: a path, a line, a name) is
- * copied between its quotes as it is. */
-static void where_field(ds_ev *e)
-{
-    ds_where w;
-    char scratch[DS_WHERE_MAX];
-    if (!where_now(&w, scratch))
-        return;
-    bool quoted = !e->text || w.spaced || w.len == 0;
-    char *p = w.plain ? ds_ev_field(e, "py", 2, w.len + 2) : NULL;
-    if (!p) {
-        ds_ev_str_k(e, "py", 2, w.text, w.len);
-        return;
-    }
-    *p = '"';
-    p += quoted;
-    memcpy(p, w.text, w.len);
-    p += w.len;
-    *p = '"';
-    e->p = p + quoted;
-}
-
 /* Its own frame: 3 KB of stack only when a stack is asked for. */
 static __attribute__((noinline)) void stack_field(ds_ev *e, int max)
 {
@@ -167,14 +145,52 @@ void ds_context_stack_field(ds_ev *e, int max)
 }
 
 /* ---- the fields --------------------------------------------------------- */
-void ds_context_write(ds_ev *e)
+void ds_context_capture(ds_context *c, int event_id)
 {
-    /* The line first: the text rendering shows it right after the event's name. */
-    if (e->id != DS_EV_SUMMARY)
-        where_field(e);
-    if (rank >= 0)
-        ds_ev_int(e, "rank", rank);
-    char name[DS_TEST_MAX];
-    if (ds_seq_text_get(&test, name, sizeof(name)))
-        ds_ev_str(e, "test", name);
+    /* The summary is the process's, not a line's */
+    c->has_where = event_id != DS_EV_SUMMARY && where_now(&c->where, c->scratch);
+    c->rank = rank;
+    c->has_test = ds_seq_text_get(&test, c->test, sizeof(c->test));
+    c->any = c->has_where || c->rank >= 0 || c->has_test;
+}
+
+/* A field's separator and key, literal: `,"key":` or ` key=`. */
+#define PUT_KEY(p, key, text)                                                  \
+    ((text) ? (memcpy((p), " " key "=", sizeof(key) + 1), (p) + sizeof(key) + 1) \
+            : (memcpy((p), ",\"" key "\":", sizeof(key) + 3), (p) + sizeof(key) + 3))
+
+char *ds_put_context(char *p, const char *limit, const ds_context *c, bool text)
+{
+    /* The line first: the text rendering shows it right after the event's
+     * name.  A plain location (the common case: a path, a line, a name) is
+     * copied between its quotes as it is. */
+    if (c->has_where) {
+        const ds_where *w = &c->where;
+        if (limit - p < (ptrdiff_t)(6 + DS_MOST_STR(w->len)))
+            return NULL;
+        p = PUT_KEY(p, "py", text);
+        if (w->plain) {
+            bool quoted = !text || w->spaced || w->len == 0;
+            *p = '"';
+            p += quoted;
+            memcpy(p, w->text, w->len);
+            p += w->len;
+            *p = '"';
+            p += quoted;
+        } else {
+            p = ds_put_str(p, w->text, w->len, text);
+        }
+    }
+    if (c->rank >= 0) {
+        if (limit - p < 8 + DS_MOST_INT)
+            return NULL;
+        p = ds_put_int(PUT_KEY(p, "rank", text), c->rank);
+    }
+    if (c->has_test) {
+        size_t n = strnlen(c->test, sizeof(c->test));
+        if (limit - p < (ptrdiff_t)(8 + DS_MOST_STR(n)))
+            return NULL;
+        p = ds_put_str(PUT_KEY(p, "test", text), c->test, n, text);
+    }
+    return p;
 }

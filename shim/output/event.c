@@ -278,8 +278,31 @@ static char *put_text_time(char *p, uint64_t ns)
     return ds_put_six_decimals(p + ids.seconds.len, (uint32_t)(ns % 1000000000u / 1000u));
 }
 
-/* Room the head takes at most: the text's, seconds of any width. */
-#define HEAD_MOST (8 + 32 + sizeof(ids.text) + sizeof(heads[0].text))
+_Static_assert(8 + 32 + sizeof(ids.text) + sizeof(heads[0].text) <= DS_EV_HEAD_MOST &&
+                   sizeof(heads[0].json) + sizeof(ids.json) + DS_MOST_UINT <= DS_EV_HEAD_MOST,
+               "a line's head is over DS_EV_HEAD_MOST");
+
+char *ds_put_head(char *p, int id, uint64_t ns, bool text)
+{
+    /* A thread's tid changes only in a forked child, where the pid does. */
+    int pid = ds_pid();
+    if (ids.pid != pid)
+        format_ids(pid, ds_tid());
+    if (!text) {
+        memcpy(p, heads[id].json, sizeof(heads[id].json));
+        p += heads[id].json_len;
+        memcpy(p, ids.json, sizeof(ids.json));
+        return put_t_ns(p + ids.json_len, ns);
+    }
+    /* "dlshim: " seconds (4 wide) "." microseconds " pid/tid " name: what
+     * text.c makes of the four common fields. */
+    memcpy(p, "dlshim: ", 8);
+    p = put_text_time(p + 8, ns);
+    memcpy(p, ids.text, sizeof(ids.text));
+    p += ids.text_len;
+    memcpy(p, heads[id].text, sizeof(heads[id].text));
+    return p + 9;
+}
 
 void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
 {
@@ -287,40 +310,26 @@ void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
     e->overflow = false;
     e->id = id;
     e->depth = 0;
-    e->text = ds_cfg.format == DS_FORMAT_TEXT &&
-              !(atomic_load_explicit(&ds_outputs, memory_order_relaxed) & DS_OUT_TRACE);
+    e->text = ds_ev_text_now();
     e->sep = e->text ? ' ' : ',';
-    if (id < 0 || id >= DS_EV_COUNT ||
-        cap < DS_EV_RESERVE + DS_EV_SLACK + HEAD_MOST + sizeof(ids.json)) {
+    if (id < 0 || id >= DS_EV_COUNT || cap < DS_EV_RESERVE + DS_EV_SLACK + DS_EV_HEAD_MOST) {
         e->limit = buf;
         ds_ev_overflow(e); /* not an event: dropped and counted */
         return;
     }
     /* The slack past the limit is the generated writers' (flat.c). */
     e->limit = buf + cap - DS_EV_RESERVE - DS_EV_SLACK;
-    /* A thread's tid changes only in a forked child, where the pid does. */
-    int pid = ds_pid();
-    if (ids.pid != pid)
-        format_ids(pid, ds_tid());
     e->ns = ds_now_ns();
-    char *p = buf;
-    if (!e->text) {
-        memcpy(p, heads[id].json, sizeof(heads[id].json));
-        p += heads[id].json_len;
-        memcpy(p, ids.json, sizeof(ids.json));
-        p = put_t_ns(p + ids.json_len, e->ns);
-    } else {
-        /* "dlshim: " seconds (4 wide) "." microseconds " pid/tid " name:
-         * what text.c makes of the four common fields. */
-        memcpy(p, "dlshim: ", 8);
-        p = put_text_time(p + 8, e->ns);
-        memcpy(p, ids.text, sizeof(ids.text));
-        p += ids.text_len;
-        memcpy(p, heads[id].text, sizeof(heads[id].text));
-        p += 9;
+    e->p = e->fields = ds_put_head(buf, id, e->ns, e->text);
+    if (ds_context_wanted()) {
+        ds_context c;
+        ds_context_capture(&c, id);
+        char *p = c.any ? ds_put_context(e->p, e->limit, &c, e->text) : e->p;
+        if (p)
+            e->p = p;
+        else
+            ds_ev_overflow(e);
     }
-    e->p = e->fields = p;
-    ds_context_fields(e);
 }
 
 bool ds_ev_finish(ds_ev *e)

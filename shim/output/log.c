@@ -321,6 +321,33 @@ bool ds_log_write_at(const char *line, size_t len, uint64_t now)
     return write_slow(line, len, now);
 }
 
+char *ds_log_reserve(uint64_t now)
+{
+    if (atomic_load_explicit(&log_fd, memory_order_relaxed) < 0 || !buffer ||
+        buffer_cap < DS_LINE_MAX + DS_EV_SLACK || ds_holds_lock() ||
+        atomic_load_explicit(&ds_leaving, memory_order_relaxed))
+        return NULL;
+    ds_lock_take(DS_LOCK_LOG);
+    if (buffer_len && (buffer_cap - buffer_len < DS_LINE_MAX + DS_EV_SLACK ||
+                       now - buffer_since >= DS_LOG_AGE_NS))
+        flush_locked(atomic_load_explicit(&log_fd, memory_order_relaxed));
+    return buffer + buffer_len;
+}
+
+void ds_log_commit(const char *end, uint64_t now)
+{
+    if (buffer_len == 0)
+        buffer_since = now;
+    buffer_len = (size_t)(end - buffer);
+    buffer_lines++;
+    ds_lock_give(DS_LOCK_LOG);
+}
+
+void ds_log_cancel(void)
+{
+    ds_lock_give(DS_LOCK_LOG);
+}
+
 bool ds_log_write(const char *line, size_t len)
 {
     return ds_log_write_at(line, len, ds_now_coarse_ns());
