@@ -9,8 +9,11 @@
  * allocation with one memory access that depends on nothing but the pointer:
  * about one cache miss at a million live allocations, at 81 to 122 bytes per
  * allocation.  Written by hand: no Debian library offers an allocation-free
- * interval map for C.  One mutex; nothing is called out of the shim while it
- * is held.
+ * interval map for C.  One lock, a spin lock (locks.def): every handoff
+ * looks an allocation up, and a mutex's two calls were a fifth of a lookup's
+ * instructions; its rare long holds (growing the table, rebuilding the
+ * filter: O(n)) make a waiter yield, then nap.  Nothing is called out of the
+ * shim while it is held.
  *
  * Shares: an import of a tensor whose data lies in an allocation counts one
  * share on it until the tensor's release.  Freeing an allocation with shares
@@ -576,7 +579,7 @@ static uint32_t first_alias(uint32_t n)
 
 int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)
 {
-    ds_alloc_info info, alias = {0};
+    ds_alloc_info info = {0}, alias = {0};
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
     ds_lock_take(DS_LOCK_ALLOCS);
     uint32_t n = containing(p, ds_device_api_at(api)->handles);
