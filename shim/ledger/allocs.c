@@ -3,13 +3,17 @@
  * owner, and the policy for frees: free_while_shared, invalid_free, deferred
  * frees under DLSHIM_ON_ERROR=protect, and the leak count at exit.
  *
- * A hash table of size classes (see "the index" below), its nodes in one
- * mmap'd pool (never malloc: hooks run inside allocators, deleters and
- * signal handlers), answers pointer → allocation in constant time at a
- * million live allocations, at 56 bytes per allocation and 4 to 8 for its
- * bucket.  Written by hand: no Debian library offers an allocation-free
- * interval map for C.  One mutex; nothing is called out of the shim while it
- * is held.
+ * One hash table of size classes (see "the index" below) holds the records
+ * themselves, 64 bytes each, in mmap'd memory (never malloc: hooks run inside
+ * allocators, deleters and signal handlers), and answers pointer →
+ * allocation with one memory access that depends on nothing but the pointer:
+ * about one cache miss at a million live allocations, at 81 to 122 bytes per
+ * allocation.  Written by hand: no Debian library offers an allocation-free
+ * interval map for C.  One lock, a spin lock (locks.def): every handoff
+ * looks an allocation up, and a mutex's two calls were a fifth of a lookup's
+ * instructions; its rare long holds (growing the table, rebuilding the
+ * filter: O(n)) make a waiter yield, then nap.  Nothing is called out of the
+ * shim while it is held.
  *
  * Shares: an import of a tensor whose data lies in an allocation counts one
  * share on it until the tensor's release.  Freeing an allocation with shares
@@ -21,8 +25,8 @@
  * is freed: the same rule, for the same reason.
  *
  * APIs whose allocations are handles, not addresses (the descriptor's
- * `handles`), share the index: a handle is a one-byte entry marked as one,
- * which address lookups pass over, and the reverse.
+ * `handles`), share the index: a handle is a class of its own, keyed by its
+ * value, which address lookups never probe, and the reverse.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,32 +35,30 @@
 
 #include "internal.h"
 
-#define DS_ALLOC_NODES_MAX (1u << 24) /* virtual reservation; pages touched on use */
 #define DS_RECENT_FREES 4096u          /* remembered bases, to name double frees (a power of two) */
 
+/* One live allocation: a slot of the index, one cache line. */
 typedef struct {
     uintptr_t base;
     uint64_t size;
     void *stream;
     uintptr_t alias_base;      /* the allocation this one maps (alias_of), or 0 */
-    uint32_t next;        /* the next node in its bucket's chain, or on the free list */
+    uint32_t dist;        /* slots past its home slot (Robin Hood's order) */
     uint32_t shares;      /* live imports of tensors inside */
     uint32_t generation;  /* tells a reused base from the allocation it replaced */
     uint32_t alias_generation;
     uint16_t owner;       /* name id */
     int16_t device;
     uint16_t maps;        /* live aliases of this allocation (other APIs' mappings) */
-    uint8_t kind, api, level; /* level: DS_LEVEL_FREE when not in use */
+    uint8_t kind, api;
+    uint8_t klass;        /* its class + 1; 0: an empty slot (as mmap gives it) */
     uint8_t deferred; /* freed while shared under protect: free at the last release */
     uint8_t freed_with; /* the API's free kind (host or device) for the deferred free */
     uint8_t properties;
-    uint8_t handle;       /* base is an API's handle (its descriptor's `handles`) */
     uint8_t alias_holds;  /* counted in the aliased allocation's maps */
 } node;
-_Static_assert(sizeof(node) <= 64, "at most 64 bytes per tracked allocation");
+_Static_assert(sizeof(node) == 64, "one cache line per tracked allocation");
 
-static node *pool;              /* pool[0] is the null node */
-static uint32_t next_free_node, free_list;
 static uint32_t generation_counter;
 static uint64_t live_count, live_bytes;
 /* Bumped whenever what a lookup answers may change (ds_alloc_changes). */
@@ -79,194 +81,343 @@ static uintptr_t *recent_slot(uintptr_t base)
     return &recent[((base >> 8) ^ (base >> 20)) & (DS_RECENT_FREES - 1)];
 }
 
-static bool pool_ready(void)
-{
-    if (pool)
-        return true;
-    void *p = mmap(NULL, (size_t)DS_ALLOC_NODES_MAX * sizeof(node), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-        return false;
-    pool = p;
-    next_free_node = 1;
-    return true;
-}
+/* ---- the index: size classes hashed by granule, records in the table -------- */
 
-static uint32_t new_node(void)
-{
-    uint32_t n = free_list;
-    if (n) {
-        free_list = pool[n].next;
-    } else if (next_free_node < DS_ALLOC_NODES_MAX) {
-        n = next_free_node++;
-    }
-    return n;
-}
+/* Level k holds the allocations of at most 256 B << 2k bytes (and more than a
+ * quarter of that, above level 0), keyed by (k, the granule of that size
+ * their base lies in).  An allocation holding p then starts in p's granule
+ * or, if it straddles a granule's end, in the one before: a lookup probes one
+ * key per level in use, two where the level has a straddler (allocations
+ * aligned to their size never straddle), however many allocations there are.
+ * Keys are unique but for small allocations: at most four of a level start
+ * in a granule (more only in level 0, under 64 bytes each).  Handles are a
+ * class apart from the levels, keyed by the handle's value, so that
+ * consecutive handles do not crowd one key: one probe, one entry per key.
+ *
+ * The records live in the table itself (open addressing, Robin Hood linear
+ * probing), not behind an index of node numbers: a probe's address depends
+ * on the pointer alone, and the record is on the first cache line it
+ * fetches, where a chain of node numbers cost a dependent miss per link (265
+ * ns a lookup at 1e6: four misses and their TLB walks).  A B-tree or a radix
+ * tree over addresses would cost a dependent miss per level below the cached
+ * ones, then one for the record.  Robin Hood keeps each home's entries
+ * together, so a probe stops at the first slot whose entry sits nearer its
+ * own home than we are to ours.  A record moves when its neighbours do:
+ * nothing holds a slot number across a change of the index (exact() finds an
+ * allocation again by base and generation).
+ *
+ * Mixed sizes put many levels in use, and a probe each would be a miss each
+ * at scale: a filter of two bits per key, both in one word (a byte per slot,
+ * after the slots), rules out before its probe most keys no entry has, and
+ * the probes left are prefetched together.  Only the level with the most
+ * entries is probed without asking: most pointers lie there.
+ *
+ * The table grows by half when four fifths full, so it stays more than half
+ * full (65 bytes a slot over a load of 0.53 to 0.8: 81 to 122 bytes per
+ * allocation); a table of many megabytes asks for transparent huge pages,
+ * each of which saves a page walk per probe where the kernel grants them
+ * (nothing depends on it). */
+#define DS_LEVELS 25u               /* 256 B << 48 = 64 PiB: any user-space size */
+#define DS_HANDLES DS_LEVELS        /* the class of handles; the levels are the others */
+#define DS_CLASSES (DS_LEVELS + 1u)
+#define DS_NO_SLOT UINT32_MAX
+#define DS_FIRST_SLOTS 1024u
+#define DS_MAX_SLOTS (1u << 26)     /* 4 GiB of table, 53 million allocations */
+#define DS_HUGE_TABLE (4u << 20)    /* bytes from which a table asks for huge pages */
 
-/* ---- the index: size classes hashed by granule ------------------------------ */
+static node *table; /* capacity slots, then the filter's words, mmap'd together */
+static uint32_t capacity;
+static uint64_t *filter;
+static uint32_t filter_words, filter_stale; /* stale: entries gone since it was built */
+static uint32_t per_class[DS_CLASSES]; /* live entries of each class */
+static uint32_t straddling[DS_CLASSES]; /* those that cross their granule's end */
+static uint32_t levels_used;            /* bit k: level k has any (lookups skip the rest) */
+static unsigned main_level;             /* the level that had the most entries */
 
-/* Level k holds the allocations of at most 1 KiB << 2k bytes (and more than a
- * quarter of that, above level 0), chained in a hash table by the granule of
- * that size their base lies in.  An allocation holding p then starts in p's
- * granule or the one before it, so a lookup probes two buckets per level in
- * use, however many allocations there are: one or two cache misses at a
- * million, where a balanced tree took twenty.  Chains are short because
- * allocations do not overlap: at most four of one level start in a granule
- * (more only at level 0, for allocations under 256 bytes). */
-#define DS_LEVELS 20u               /* 1 KiB << 38 = 256 TiB: any user-space size */
-#define DS_LEVEL_FREE 0xffu         /* a node on the free list */
-#define DS_FIRST_BUCKET_BITS 10u
+static unsigned level_shift(unsigned k) { return 8u + 2u * k; }
 
-static uint32_t *buckets; /* chain heads (node indices; 0: none), mmap'd */
-static unsigned bucket_bits;
-static uint32_t per_level[DS_LEVELS]; /* live allocations of each level */
-static uint32_t levels_used;          /* bit k: level k has any (lookups skip the rest) */
-
-static unsigned shift_of(unsigned k) { return 10u + 2u * k; }
+static unsigned shift_of(unsigned k) { return k == DS_HANDLES ? 0 : level_shift(k); }
 
 static unsigned level_of(uint64_t size)
 {
     unsigned k = 0;
-    while (k + 1 < DS_LEVELS && size > (uint64_t)1 << shift_of(k))
+    while (k + 1 < DS_LEVELS && size > (uint64_t)1 << level_shift(k))
         k++;
     return k;
 }
 
-static uint32_t *bucket_of(uint32_t *table, unsigned bits, unsigned k, uintptr_t granule)
+/* The bytes an entry answers lookups for: a handle is one key. */
+static uint64_t span_of(const node *e)
 {
-    uint64_t h = ((uint64_t)granule ^ (uint64_t)k << 56) * 0x9e3779b97f4a7c15ull;
-    return &table[h >> (64u - bits)];
+    return e->klass == DS_HANDLES + 1 || !e->size ? 1 : e->size;
 }
 
-static uint32_t *new_table(unsigned bits)
+static uintptr_t granule_of(const node *e) { return e->base >> shift_of(e->klass - 1u); }
+
+static bool straddles(const node *e)
 {
-    void *t = mmap(NULL, sizeof(uint32_t) << bits, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return t == MAP_FAILED ? NULL : t;
+    return ((e->base + span_of(e) - 1) >> shift_of(e->klass - 1u)) != granule_of(e);
 }
 
-/* Twice the buckets once there are more allocations than buckets, so chains
- * stay short (an O(n) pass, one allocation in n pays it).  Failing to map
- * keeps the old table: longer chains, nothing lost. */
-static void grow(void)
+/* Multiplicative hashing spreads consecutive granules evenly (each class's
+ * moved far from the others' by a multiple of an odd constant); the high
+ * half scaled to the capacity (which is not a power of two) picks the home. */
+static uint64_t key_hash(unsigned k, uintptr_t granule)
 {
-    unsigned bits = buckets ? bucket_bits + 1 : DS_FIRST_BUCKET_BITS;
-    if (buckets && live_count < (uint64_t)1 << bucket_bits)
+    return ((uint64_t)granule + (uint64_t)k * 0xc2b2ae3d27d4eb4full) * 0x9e3779b97f4a7c15ull;
+}
+
+static uint32_t home_at(uint64_t h) { return (uint32_t)(((h >> 32) * capacity) >> 32); }
+
+static uint32_t home_of(unsigned k, uintptr_t granule) { return home_at(key_hash(k, granule)); }
+
+/* The filter's word for key hash h, and *bits: two of its bits, from the
+ * hash mixed again (the home took its high half). */
+static uint64_t *filter_bits(uint64_t h, uint64_t *bits)
+{
+    uint64_t x = (h ^ h >> 31) * 0xbf58476d1ce4e5b9ull;
+    *bits = 1ull << (x & 63) | 1ull << (x >> 6 & 63);
+    return &filter[((x >> 32) * filter_words) >> 32];
+}
+
+static void filter_add(const node *e)
+{
+    if (e->klass == DS_HANDLES + 1)
         return;
-    uint32_t *table = new_table(bits);
-    if (!table)
-        return;
-    if (buckets) {
-        for (size_t b = 0; b < (size_t)1 << bucket_bits; b++)
-            for (uint32_t n = buckets[b], next; n; n = next) {
-                next = pool[n].next;
-                uint32_t *head = bucket_of(table, bits, pool[n].level,
-                                           pool[n].base >> shift_of(pool[n].level));
-                pool[n].next = *head;
-                *head = n;
-            }
-        munmap(buckets, sizeof(uint32_t) << bucket_bits);
-    }
-    buckets = table;
-    bucket_bits = bits;
+    uint64_t bits, *word = filter_bits(key_hash(e->klass - 1u, granule_of(e)), &bits);
+    *word |= bits;
 }
 
-/* The bytes a node answers lookups for: a handle is one key. */
-static uint64_t span_of(uint32_t n)
+/* False: no entry has the key of hash h.  True: one may (a false positive
+ * for about one key in 20 to 30). */
+static bool maybe_present(uint64_t h)
 {
-    return pool[n].handle || !pool[n].size ? 1 : pool[n].size;
+    uint64_t bits, word = *filter_bits(h, &bits);
+    return (word & bits) == bits;
 }
 
-static void index_insert(uint32_t n)
+/* Bits cannot be cleared one key at a time (keys share them), so entries
+ * gone leave theirs set until the filter is built again from the table:
+ * when they come to a quarter of the slots, an O(n) pass that as many
+ * removals pay for. */
+static void filter_rebuild(void)
 {
-    grow();
-    if (!buckets) {
-        pool[n].level = DS_LEVEL_FREE; /* caller frees it */
-        return;
-    }
-    unsigned k = level_of(span_of(n));
-    uint32_t *head = bucket_of(buckets, bucket_bits, k, pool[n].base >> shift_of(k));
-    pool[n].level = (uint8_t)k;
-    pool[n].next = *head;
-    *head = n;
-    per_level[k]++;
-    levels_used |= 1u << k;
+    memset(filter, 0, (size_t)filter_words * sizeof(uint64_t));
+    for (uint32_t s = 0; s < capacity; s++)
+        if (table[s].klass)
+            filter_add(&table[s]);
+    filter_stale = 0;
 }
 
-/* Unlinks the allocation starting at `base` (an address, or a handle when
- * `handle`): its node, or 0. */
-static uint32_t index_remove(uintptr_t base, bool handle)
+static uint32_t next_slot(uint32_t s) { return s + 1 == capacity ? 0 : s + 1; }
+
+/* Robin Hood: walking from its home, e takes the slot of the first entry
+ * nearer its own home, which goes on looking.  Returns e's slot. */
+static uint32_t place(node e)
 {
-    if (!buckets)
-        return 0;
-    for (uint32_t used = levels_used; used; used &= used - 1) {
-        unsigned k = (unsigned)__builtin_ctz(used);
-        for (uint32_t *link = bucket_of(buckets, bucket_bits, k, base >> shift_of(k)); *link;
-             link = &pool[*link].next) {
-            uint32_t n = *link;
-            if (pool[n].base == base && pool[n].level == k && pool[n].handle == handle) {
-                *link = pool[n].next;
-                if (--per_level[k] == 0)
-                    levels_used &= ~(1u << k);
-                return n;
-            }
+    uint32_t s = home_of(e.klass - 1u, granule_of(&e)), landed = DS_NO_SLOT;
+    for (e.dist = 0;; s = next_slot(s), e.dist++) {
+        if (!table[s].klass || table[s].dist < e.dist) {
+            node displaced = table[s];
+            table[s] = e;
+            if (landed == DS_NO_SLOT)
+                landed = s;
+            if (!displaced.klass)
+                return landed;
+            e = displaced;
         }
     }
-    return 0;
+}
+
+/* Empties slot s: the entries after it, up to one at its home, move back. */
+static void unplace(uint32_t s)
+{
+    for (uint32_t t = next_slot(s); table[t].klass && table[t].dist; s = t, t = next_slot(t)) {
+        table[s] = table[t];
+        table[s].dist--;
+    }
+    table[s] = (node){0};
+}
+
+static size_t table_bytes(uint32_t slots)
+{
+    return (size_t)slots * sizeof(node) + (size_t)(slots / 8) * sizeof(uint64_t);
+}
+
+static node *map_table(uint32_t slots)
+{
+    size_t bytes = table_bytes(slots);
+    void *t = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (t == MAP_FAILED)
+        return NULL;
+    if (bytes >= DS_HUGE_TABLE)
+        (void)madvise(t, bytes, MADV_HUGEPAGE); /* refused: small pages, slower */
+    return t;
+}
+
+/* Room for one more entry: the table grows by half past four fifths full (an
+ * O(n) pass, one insertion in n/3 pays it).  Failing to map keeps the old
+ * table, fuller: longer probes, nothing lost, and one slot always empty. */
+static bool reserve_slot(void)
+{
+    if (table && live_count + 1 <= capacity - capacity / 5)
+        return true;
+    uint32_t slots = !table ? DS_FIRST_SLOTS
+                     : capacity < DS_MAX_SLOTS - capacity / 2 ? capacity + capacity / 2
+                                                                : DS_MAX_SLOTS;
+    node *old = table, *fresh = slots > capacity ? map_table(slots) : NULL;
+    if (!fresh)
+        return table && live_count + 1 < capacity;
+    uint32_t old_capacity = old ? capacity : 0;
+    table = fresh;
+    capacity = slots;
+    filter = (uint64_t *)(fresh + slots);
+    filter_words = slots / 8;
+    filter_stale = 0;
+    for (uint32_t s = 0; s < old_capacity; s++)
+        if (old[s].klass) {
+            place(old[s]);
+            filter_add(&old[s]);
+        }
+    if (old)
+        munmap(old, table_bytes(old_capacity));
+    return true;
+}
+
+static void count(const node *e, int delta)
+{
+    unsigned k = e->klass - 1u;
+    per_class[k] += (uint32_t)delta;
+    if (k != DS_HANDLES && per_class[k] > per_class[main_level])
+        main_level = k;
+    straddling[k] += straddles(e) ? (uint32_t)delta : 0;
+    if (k != DS_HANDLES)
+        levels_used = per_class[k] ? levels_used | 1u << k : levels_used & ~(1u << k);
+    __atomic_store_n(&live_count, live_count + (uint64_t)(int64_t)delta, __ATOMIC_RELAXED);
+    live_bytes += (uint64_t)(int64_t)delta * e->size;
+}
+
+/* Indexes e (a handle when `handle`): its slot, or DS_NO_SLOT when there is
+ * no memory for the index. */
+static uint32_t index_insert(node e, bool handle)
+{
+    if (!reserve_slot())
+        return DS_NO_SLOT;
+    e.klass = (uint8_t)((handle ? DS_HANDLES : level_of(e.size ? e.size : 1)) + 1);
+    count(&e, +1);
+    filter_add(&e);
+    return place(e);
+}
+
+/* One probe: of the entries keyed (k, g), which start at `home`, the one
+ * holding p that starts last, if it starts after `best`'s. */
+static inline __attribute__((always_inline)) uint32_t probe(unsigned k, uintptr_t g, uint32_t home,
+                                                             uintptr_t p, uint32_t best)
+{
+    unsigned shift = shift_of(k);
+    for (uint32_t s = home, d = 0;; s = next_slot(s), d++) {
+        const node *e = &table[s];
+        if (!e->klass || e->dist < d)
+            return best;
+        /* Keyed (k, g): then a handle is p itself, and span_of is this. */
+        if (e->klass == k + 1 && e->base >> shift == g && p - e->base < e->size + !e->size &&
+            (best == DS_NO_SLOT || e->base > table[best].base))
+            best = s;
+    }
+}
+
+typedef struct {
+    uintptr_t g;
+    unsigned k;
+    uint32_t home;
+} key;
+
+/* Key (k, g), unless the filter rules it out (the main level is probed
+ * unasked: it is the likely answer), its home prefetched, so that the
+ * probes of a lookup wait for memory together, not one after another. */
+static inline __attribute__((always_inline)) unsigned consider(key *keys, unsigned nkeys,
+                                                               unsigned k, uintptr_t g)
+{
+    uint64_t h = key_hash(k, g);
+    if (k != main_level && !maybe_present(h))
+        return nkeys;
+    keys[nkeys] = (key){g, k, home_at(h)};
+    __builtin_prefetch(&table[keys[nkeys].home]);
+    return nkeys + 1;
 }
 
 /* The allocation holding p (an address, or a handle when `handle`); where
  * an untracked free let two overlap, the one starting last. */
 static uint32_t containing(uintptr_t p, bool handle)
 {
-    uint32_t best = 0;
-    if (!buckets)
-        return 0;
+    key keys[2 * DS_LEVELS];
+    unsigned nkeys = 0;
+    if (handle)
+        return per_class[DS_HANDLES] ? probe(DS_HANDLES, p, home_of(DS_HANDLES, p), p, DS_NO_SLOT)
+                                     : DS_NO_SLOT;
     for (uint32_t used = levels_used; used; used &= used - 1) {
         unsigned k = (unsigned)__builtin_ctz(used);
-        uintptr_t g = p >> shift_of(k);
-        for (uintptr_t back = 0; back < 2 && back <= g; back++) {
-            for (uint32_t n = *bucket_of(buckets, bucket_bits, k, g - back); n; n = pool[n].next)
-                if (p - pool[n].base < span_of(n) && pool[n].handle == handle &&
-                    (!best || pool[n].base > pool[best].base))
-                    best = n;
-        }
+        uintptr_t g = p >> level_shift(k);
+        nkeys = consider(keys, nkeys, k, g);
+        if (straddling[k] && g)
+            nkeys = consider(keys, nkeys, k, g - 1);
     }
+    uint32_t best = DS_NO_SLOT;
+    for (unsigned i = 0; i < nkeys; i++)
+        best = probe(keys[i].k, keys[i].g, keys[i].home, p, best);
     return best;
 }
 
-/* The allocation starting at `base` with this generation (either space), or 0. */
+/* The allocation starting at `base` (an address, or a handle when `handle`):
+ * bases are unique in each space, so it is the one holding base that starts
+ * last, if that starts there. */
+static uint32_t starting_at(uintptr_t base, bool handle)
+{
+    uint32_t s = containing(base, handle);
+    return s != DS_NO_SLOT && table[s].base == base ? s : DS_NO_SLOT;
+}
+
+/* Unindexes the allocation starting at `base` (*out: its record); false
+ * when there is none. */
+static bool index_remove(uintptr_t base, bool handle, node *out)
+{
+    uint32_t s = starting_at(base, handle);
+    if (s == DS_NO_SLOT)
+        return false;
+    *out = table[s];
+    count(out, -1);
+    unplace(s);
+    if (++filter_stale > capacity / 4)
+        filter_rebuild();
+    return true;
+}
+
+/* The allocation starting at `base` with this generation (either space). */
 static uint32_t exact(uintptr_t base, uint32_t generation)
 {
-    for (int handle = 0; handle < 2 && pool; handle++) {
-        uint32_t n = containing(base, handle);
-        if (n && pool[n].base == base && pool[n].generation == generation)
-            return n;
+    for (int handle = 0; handle < 2; handle++) {
+        uint32_t s = starting_at(base, handle);
+        if (s != DS_NO_SLOT && table[s].generation == generation)
+            return s;
     }
-    return 0;
+    return DS_NO_SLOT;
 }
 
-static void free_node(uint32_t n)
+static void fill_info(const node *e, ds_alloc_info *out)
 {
-    pool[n].level = DS_LEVEL_FREE;
-    pool[n].next = free_list;
-    free_list = n;
-}
-
-static void fill_info(uint32_t n, ds_alloc_info *out)
-{
-    *out = (ds_alloc_info){.base = pool[n].base,
-                           .size = pool[n].size,
-                           .stream = pool[n].stream,
-                           .owner = pool[n].owner,
-                           .device = pool[n].device,
-                           .kind = pool[n].kind,
-                           .api = pool[n].api,
-                           .generation = pool[n].generation,
-                           .properties = pool[n].properties,
-                           .alias_of = pool[n].alias_base,
-                           .alias_generation = pool[n].alias_generation,
-                           .alias_holds = pool[n].alias_holds};
+    *out = (ds_alloc_info){.base = e->base,
+                           .size = e->size,
+                           .stream = e->stream,
+                           .owner = e->owner,
+                           .device = e->device,
+                           .kind = e->kind,
+                           .api = e->api,
+                           .generation = e->generation,
+                           .properties = e->properties,
+                           .alias_of = e->alias_base,
+                           .alias_generation = e->alias_generation,
+                           .alias_holds = e->alias_holds};
 }
 
 /* ---- events ----------------------------------------------------------------- */
@@ -316,20 +467,21 @@ static void emit(int id, const ds_alloc_info *a, const ds_alloc_info *alias, con
 
 static void release_deferred(uintptr_t base, int api, int kind);
 
-/* Lock held, node n leaving: if it is an alias, the allocation it shows
+/* Lock held, `gone` unindexed: if it is an alias, the allocation it shows
  * loses its shares and (held) one mapping; true when a free deferred for
  * that one is now due (*mapped: what to free, its kind the free's). */
-static bool unmap_alias(uint32_t n, ds_alloc_info *mapped)
+static bool unmap_alias(const node *gone, ds_alloc_info *mapped)
 {
-    uint32_t of = pool[n].alias_base ? exact(pool[n].alias_base, pool[n].alias_generation) : 0;
-    if (!of)
+    uint32_t of = gone->alias_base ? exact(gone->alias_base, gone->alias_generation) : DS_NO_SLOT;
+    if (of == DS_NO_SLOT)
         return false;
-    pool[of].shares -= pool[n].shares < pool[of].shares ? pool[n].shares : pool[of].shares;
-    if (pool[n].alias_holds && pool[of].maps)
-        pool[of].maps--;
-    fill_info(of, mapped);
-    mapped->kind = pool[of].freed_with;
-    return pool[of].deferred && !pool[of].shares && !pool[of].maps;
+    node *m = &table[of];
+    m->shares -= gone->shares < m->shares ? gone->shares : m->shares;
+    if (gone->alias_holds && m->maps)
+        m->maps--;
+    fill_info(m, mapped);
+    mapped->kind = m->freed_with;
+    return m->deferred && !m->shares && !m->maps;
 }
 
 void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
@@ -340,51 +492,38 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
     void *frames[DS_BACKTRACE_CAPTURE];
     int nframes = ds_cfg.backtrace > 0 ? ds_backtrace_capture(frames, (int)DS_ARRAY_LEN(frames)) : 0;
     ds_lock_take(DS_LOCK_ALLOCS);
-    uint32_t n = pool_ready() ? new_node() : 0;
-    if (n) {
-        /* A base still in the index was freed behind our back (an untracked
-         * route): the new allocation replaces it. */
-        uint32_t stale = index_remove(info.base, handle);
-        if (stale) {
-            release_mapped = unmap_alias(stale, &mapped);
-            __atomic_store_n(&live_count, live_count - 1, __ATOMIC_RELAXED);
-            live_bytes -= pool[stale].size;
-            free_node(stale);
-        }
-        info.owner = owner;
-        info.generation = ++generation_counter;
-        pool[n] = (node){.base = info.base, .size = info.size, .stream = info.stream,
-                         .owner = info.owner, .device = (int16_t)info.device,
-                         .kind = (uint8_t)info.kind, .api = (uint8_t)info.api,
-                         .generation = info.generation, .properties = info.properties,
-                         .handle = handle};
-        __atomic_store_n(&live_count, live_count + 1, __ATOMIC_RELAXED);
-        index_insert(n);
-        if (pool[n].level == DS_LEVEL_FREE) { /* no memory for the index */
-            __atomic_store_n(&live_count, live_count - 1, __ATOMIC_RELAXED);
-            free_node(n);
-            n = 0;
-        } else {
-            live_bytes += info.size;
-            /* What it maps, while that is still the allocation it was. */
-            uint32_t of = info.alias_of ? exact(info.alias_of, info.alias_generation) : 0;
-            if (of && (!info.alias_holds || pool[of].maps < UINT16_MAX)) {
-                pool[of].maps += info.alias_holds;
-                pool[n].alias_base = info.alias_of;
-                pool[n].alias_generation = info.alias_generation;
-                pool[n].alias_holds = info.alias_holds;
-                fill_info(of, &alias);
-                aliased = true;
-            }
-        }
-        if (*recent_slot(info.base) == info.base)
-            *recent_slot(info.base) = 0;
-        __atomic_store_n(&changes, changes + 1, __ATOMIC_RELEASE);
+    /* A base still in the index was freed behind our back (an untracked
+     * route): the new allocation replaces it. */
+    node stale;
+    if (index_remove(info.base, handle, &stale))
+        release_mapped = unmap_alias(&stale, &mapped);
+    info.owner = owner;
+    info.generation = ++generation_counter;
+    uint32_t n = index_insert((node){.base = info.base, .size = info.size, .stream = info.stream,
+                                     .owner = info.owner, .device = (int16_t)info.device,
+                                     .kind = (uint8_t)info.kind, .api = (uint8_t)info.api,
+                                     .generation = info.generation,
+                                     .properties = info.properties},
+                              handle);
+    /* What it maps, while that is still the allocation it was (no slot
+     * moves from here on: n stays n). */
+    uint32_t of = n != DS_NO_SLOT && info.alias_of ? exact(info.alias_of, info.alias_generation)
+                                                   : DS_NO_SLOT;
+    if (of != DS_NO_SLOT && (!info.alias_holds || table[of].maps < UINT16_MAX)) {
+        table[of].maps += info.alias_holds;
+        table[n].alias_base = info.alias_of;
+        table[n].alias_generation = info.alias_generation;
+        table[n].alias_holds = info.alias_holds;
+        fill_info(&table[of], &alias);
+        aliased = true;
     }
+    if (*recent_slot(info.base) == info.base)
+        *recent_slot(info.base) = 0;
+    __atomic_store_n(&changes, changes + 1, __ATOMIC_RELEASE);
     ds_lock_give(DS_LOCK_ALLOCS);
     if (release_mapped)
         release_deferred(mapped.base, mapped.api, mapped.kind);
-    if (!n) {
+    if (n == DS_NO_SLOT) { /* no memory for the index */
         ds_stats_untracked();
         return;
     }
@@ -398,11 +537,11 @@ bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out)
     if (__atomic_load_n(&live_count, __ATOMIC_RELAXED) == 0)
         return false;
     ds_lock_take(DS_LOCK_ALLOCS);
-    uint32_t n = pool ? containing(p, false) : 0;
-    if (n)
-        fill_info(n, out);
+    uint32_t n = containing(p, false);
+    if (n != DS_NO_SLOT)
+        fill_info(&table[n], out);
     ds_lock_give(DS_LOCK_ALLOCS);
-    return n != 0;
+    return n != DS_NO_SLOT;
 }
 
 uint64_t ds_alloc_changes(void)
@@ -428,42 +567,42 @@ bool ds_alloc_lookup_tensor(int api, uintptr_t data, uintptr_t address, ds_alloc
 bool ds_alloc_lookup_in(int api, uintptr_t p, ds_alloc_info *out)
 {
     ds_lock_take(DS_LOCK_ALLOCS);
-    uint32_t n = pool ? containing(p, ds_device_api_at(api)->handles) : 0;
-    if (n && pool[n].api != api)
-        n = 0;
-    if (n)
-        fill_info(n, out);
+    uint32_t n = containing(p, ds_device_api_at(api)->handles);
+    bool found = n != DS_NO_SLOT && table[n].api == api;
+    if (found)
+        fill_info(&table[n], out);
     ds_lock_give(DS_LOCK_ALLOCS);
-    return n != 0;
+    return found;
 }
 
-/* The first live alias of allocation `n` (another API's mapping), or 0. */
+/* The first live alias of allocation `n` (another API's mapping), or
+ * DS_NO_SLOT. */
 static uint32_t first_alias(uint32_t n)
 {
-    for (uint32_t a = 1; a < next_free_node; a++)
-        if (pool[a].level != DS_LEVEL_FREE && pool[a].alias_base == pool[n].base &&
-            pool[a].alias_generation == pool[n].generation)
+    for (uint32_t a = 0; a < capacity; a++)
+        if (table[a].klass && table[a].alias_base == table[n].base &&
+            table[a].alias_generation == table[n].generation)
             return a;
-    return 0;
+    return DS_NO_SLOT;
 }
 
 int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)
 {
-    ds_alloc_info info, alias;
+    ds_alloc_info info = {0}, alias = {0};
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
     ds_lock_take(DS_LOCK_ALLOCS);
-    uint32_t n = pool ? containing(p, ds_device_api_at(api)->handles) : 0;
-    bool exact = n && pool[n].base == p;
-    bool recently_freed = !n && *recent_slot(p) == p;
-    uint32_t shares = exact ? pool[n].shares : 0, maps = exact ? pool[n].maps : 0;
-    uint32_t mapper = maps ? first_alias(n) : 0; /* a rare path: a walk is fine */
-    if (n)
-        fill_info(n, &info);
-    if (mapper)
-        fill_info(mapper, &alias);
+    uint32_t n = containing(p, ds_device_api_at(api)->handles);
+    bool inside = n != DS_NO_SLOT, exact = inside && table[n].base == p;
+    bool recently_freed = !inside && *recent_slot(p) == p;
+    uint32_t shares = exact ? table[n].shares : 0, maps = exact ? table[n].maps : 0;
+    uint32_t mapper = maps ? first_alias(n) : DS_NO_SLOT; /* a rare path: a walk is fine */
+    if (inside)
+        fill_info(&table[n], &info);
+    if (mapper != DS_NO_SLOT)
+        fill_info(&table[mapper], &alias);
     if (exact && (shares || maps) && ds_cfg.on_error == DS_ON_ERROR_PROTECT) {
-        pool[n].deferred = 1;
-        pool[n].freed_with = (uint8_t)kind;
+        table[n].deferred = 1;
+        table[n].freed_with = (uint8_t)kind;
     }
     ds_lock_give(DS_LOCK_ALLOCS);
 
@@ -472,8 +611,9 @@ int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)
                "%s freed the %llu-byte allocation %p of %s while %s still maps it (%p, "
                "imported by %s); its reads and writes there may now hit freed memory",
                caller, (unsigned long long)info.size, (void *)p, ds_name(info.owner),
-               mapper ? ds_device_api_at(alias.api)->name : "another API",
-               mapper ? (void *)alias.base : NULL, mapper ? ds_name(alias.owner) : "?");
+               mapper != DS_NO_SLOT ? ds_device_api_at(alias.api)->name : "another API",
+               mapper != DS_NO_SLOT ? (void *)alias.base : NULL,
+               mapper != DS_NO_SLOT ? ds_name(alias.owner) : "?");
         return ds_violation(DS_VIO_FREE_WHILE_SHARED, "data", p, detail) ? DS_FREE_DEFER
                                                                           : DS_FREE_FORWARD;
     }
@@ -486,7 +626,7 @@ int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)
         return ds_violation(DS_VIO_FREE_WHILE_SHARED, "data", p, detail) ? DS_FREE_DEFER
                                                                           : DS_FREE_FORWARD;
     }
-    if (n && !exact) {
+    if (inside && !exact) {
         ds_fmt(detail, sizeof(detail),
                "%s freed %p, %llu bytes inside the allocation %p of %s, not its start", caller,
                (void *)p, (unsigned long long)(p - info.base), (void *)info.base,
@@ -500,7 +640,7 @@ int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)
         return ds_violation(DS_VIO_INVALID_FREE, "data", p, detail) ? DS_FREE_REFUSE
                                                                      : DS_FREE_FORWARD;
     }
-    if (!n) {
+    if (!inside) {
         atomic_fetch_add(&untracked_frees, 1);
         ds_note_work();
     }
@@ -509,22 +649,19 @@ int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)
 
 void ds_alloc_forget(uintptr_t base, int api, const char *caller)
 {
-    uint32_t n = 0;
+    node gone;
     ds_alloc_info info, mapped = {0};
     bool release_mapped = false;
     ds_lock_take(DS_LOCK_ALLOCS);
-    n = index_remove(base, ds_device_api_at(api)->handles);
-    if (n) {
-        fill_info(n, &info);
-        release_mapped = unmap_alias(n, &mapped);
-        __atomic_store_n(&live_count, live_count - 1, __ATOMIC_RELAXED);
-        live_bytes -= pool[n].size;
-        free_node(n);
+    bool found = index_remove(base, ds_device_api_at(api)->handles, &gone);
+    if (found) {
+        fill_info(&gone, &info);
+        release_mapped = unmap_alias(&gone, &mapped);
         *recent_slot(base) = base;
         __atomic_store_n(&changes, changes + 1, __ATOMIC_RELEASE);
     }
     ds_lock_give(DS_LOCK_ALLOCS);
-    if (n) {
+    if (found) {
         ds_note_work();
         emit(DS_EV_FREE, &info, NULL, caller, NULL, 0);
     }
@@ -540,17 +677,18 @@ void ds_alloc_share(uintptr_t base, uint32_t generation, int delta)
     ds_alloc_info due[2];
     int ndue = 0;
     ds_lock_take(DS_LOCK_ALLOCS);
-    uint32_t n = pool ? exact(base, generation) : 0;
-    for (int hop = 0; n && hop < 2; hop++) {
+    uint32_t n = exact(base, generation);
+    for (int hop = 0; n != DS_NO_SLOT && hop < 2; hop++) {
+        node *e = &table[n];
         if (delta > 0)
-            pool[n].shares++;
-        else if (pool[n].shares)
-            pool[n].shares--;
-        if (pool[n].deferred && pool[n].shares == 0 && pool[n].maps == 0) {
-            fill_info(n, &due[ndue]);
-            due[ndue++].kind = pool[n].freed_with;
+            e->shares++;
+        else if (e->shares)
+            e->shares--;
+        if (e->deferred && e->shares == 0 && e->maps == 0) {
+            fill_info(e, &due[ndue]);
+            due[ndue++].kind = e->freed_with;
         }
-        n = pool[n].alias_base ? exact(pool[n].alias_base, pool[n].alias_generation) : 0;
+        n = e->alias_base ? exact(e->alias_base, e->alias_generation) : DS_NO_SLOT;
     }
     ds_lock_give(DS_LOCK_ALLOCS);
     for (int i = 0; i < ndue; i++)
@@ -580,15 +718,16 @@ typedef struct {
 
 static void collect_shared(leak_sum *s)
 {
-    for (uint32_t n = 1; n < next_free_node; n++) {
-        if (pool[n].level == DS_LEVEL_FREE || !pool[n].shares || pool[n].deferred)
+    for (uint32_t n = 0; n < capacity; n++) {
+        const node *e = &table[n];
+        if (!e->klass || !e->shares || e->deferred)
             continue;
         if (s->count < DS_LEAKS_NAMED) {
-            fill_info(n, &s->named[s->count]);
-            s->shares[s->count] = pool[n].shares;
+            fill_info(e, &s->named[s->count]);
+            s->shares[s->count] = e->shares;
         }
         s->count++;
-        s->bytes += pool[n].size;
+        s->bytes += e->size;
     }
 }
 
@@ -610,8 +749,7 @@ void ds_alloc_report_leaks(void)
     memset(&s, 0, sizeof(s));
     if (!ds_lock_take_bounded(DS_LOCK_ALLOCS))
         return; /* leaving, and held elsewhere: the summary says partial */
-    if (pool)
-        collect_shared(&s);
+    collect_shared(&s);
     ds_lock_give(DS_LOCK_ALLOCS);
     char detail[DS_DETAIL_MAX];
     for (uint64_t i = 0; i < s.count && i < DS_LEAKS_NAMED; i++) {
@@ -633,11 +771,16 @@ void ds_alloc_report_leaks(void)
  * memory are untracked there, and its summary and leak report are its own. */
 void ds_alloc_after_fork(void)
 {
-    free_list = 0;
-    next_free_node = 1;
-    if (buckets)
-        memset(buckets, 0, sizeof(uint32_t) << bucket_bits);
-    memset(per_level, 0, sizeof(per_level));
+    /* Unmapped, not cleared: clearing would copy every page of the parent's. */
+    if (table)
+        munmap(table, table_bytes(capacity));
+    table = NULL;
+    capacity = 0;
+    filter = NULL;
+    filter_words = filter_stale = 0;
+    main_level = 0;
+    memset(per_class, 0, sizeof(per_class));
+    memset(straddling, 0, sizeof(straddling));
     levels_used = 0;
     __atomic_store_n(&live_count, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&changes, changes + 1, __ATOMIC_RELEASE);

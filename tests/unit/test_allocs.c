@@ -97,11 +97,18 @@ static void test_range_lookup_at_scale(void **state)
     assert_int_equal(bytes, 0);
 }
 
-/* Sizes from 0 bytes to 64 GiB, so every size class of the index holds some,
- * packed with random gaps: every lookup agrees with a linear search, before
- * and after removing every other allocation (an allocation's first and last
- * byte, one past its end, and pointers deep inside large ones). */
-#define MIXED 3000
+/* ---- an oracle: the allocations the index should hold, searched linearly -- */
+
+#define ORACLE_MAX 8000
+
+typedef struct {
+    uintptr_t base;
+    uint64_t size;
+    bool live;
+} known;
+
+static known oracle[ORACLE_MAX];
+static int oracle_count;
 
 static uint64_t next_random(uint64_t *x)
 {
@@ -111,62 +118,211 @@ static uint64_t next_random(uint64_t *x)
     return *x;
 }
 
-static uintptr_t mixed_base[MIXED];
-static uint64_t mixed_size[MIXED];
-static bool mixed_live[MIXED];
-
-static int linear_search(uintptr_t p)
+static uint64_t span(const known *k)
 {
-    for (int i = 0; i < MIXED; i++)
-        if (mixed_live[i] && p - mixed_base[i] < (mixed_size[i] ? mixed_size[i] : 1))
-            return i;
-    return -1;
+    return k->size ? k->size : 1;
 }
 
-static void check_against_linear_search(uint64_t *rng)
+/* Records it in the index and the oracle; a live base recorded again was
+ * freed behind the shim's back, and the new allocation replaces it. */
+static int oracle_record(uintptr_t base, uint64_t size)
 {
-    for (int i = 0; i < MIXED; i++) {
-        uint64_t size = mixed_size[i] ? mixed_size[i] : 1;
-        uintptr_t probes[] = {mixed_base[i], mixed_base[i] + size - 1, mixed_base[i] + size,
-                              mixed_base[i] - 1, mixed_base[i] + next_random(rng) % size};
-        for (size_t k = 0; k < DS_ARRAY_LEN(probes); k++) {
-            ds_alloc_info a;
-            int want = linear_search(probes[k]);
-            bool found = ds_alloc_lookup(probes[k], &a);
-            assert_int_equal(found, want >= 0);
-            if (found)
-                assert_int_equal(a.base, mixed_base[want]);
-        }
+    for (int i = 0; i < oracle_count; i++)
+        if (oracle[i].live && oracle[i].base == base)
+            oracle[i].live = false;
+    assert_true(oracle_count < ORACLE_MAX);
+    oracle[oracle_count] = (known){base, size, true};
+    record(base, size);
+    return oracle_count++;
+}
+
+static void oracle_forget(int i)
+{
+    ds_alloc_forget(oracle[i].base, api, "unit");
+    oracle[i].live = false;
+}
+
+static void oracle_forget_all(void)
+{
+    for (int i = 0; i < oracle_count; i++)
+        if (oracle[i].live)
+            oracle_forget(i);
+    oracle_count = 0;
+    uint64_t live, bytes, untracked;
+    ds_alloc_totals(&live, &bytes, &untracked);
+    assert_int_equal(live, 0);
+    assert_int_equal(bytes, 0);
+}
+
+/* The live allocation holding p; where two overlap, the one starting last. */
+static int oracle_holding(uintptr_t p)
+{
+    int best = -1;
+    for (int i = 0; i < oracle_count; i++)
+        if (oracle[i].live && p - oracle[i].base < span(&oracle[i]) &&
+            (best < 0 || oracle[i].base > oracle[best].base))
+            best = i;
+    return best;
+}
+
+static void check_point(uintptr_t p)
+{
+    ds_alloc_info a;
+    int want = oracle_holding(p);
+    bool found = ds_alloc_lookup(p, &a);
+    if (found != (want >= 0) || (found && a.base != oracle[want].base))
+        fail_msg("lookup of %#lx: %s %#lx, the oracle says %#lx", (unsigned long)p,
+                 found ? "found" : "none", found ? (unsigned long)a.base : 0ul,
+                 want >= 0 ? (unsigned long)oracle[want].base : 0ul);
+    if (found)
+        assert_int_equal(a.size, oracle[want].size);
+}
+
+/* Every allocation's first and last byte, the bytes either side, and one
+ * inside at random. */
+static void check_all(uint64_t *rng)
+{
+    for (int i = 0; i < oracle_count; i++) {
+        const known *k = &oracle[i];
+        check_point(k->base);
+        check_point(k->base + span(k) - 1);
+        check_point(k->base + span(k));
+        check_point(k->base - 1);
+        check_point(k->base + next_random(rng) % span(k));
     }
 }
 
+/* check_all, then again without every `step`th allocation from `first`,
+ * then all forgotten. */
+static void check_before_and_after_forgetting(int first, int step, uint64_t *rng)
+{
+    check_all(rng);
+    for (int i = first; i < oracle_count; i += step)
+        if (oracle[i].live)
+            oracle_forget(i);
+    check_all(rng);
+    oracle_forget_all();
+}
+
+/* Sizes from 0 bytes to 64 GiB, so every size class of the index holds some,
+ * packed with random gaps: every lookup agrees with a linear search, before
+ * and after removing every other allocation (an allocation's first and last
+ * byte, one past its end, and pointers deep inside large ones). */
 static void test_lookup_agrees_across_sizes(void **state)
 {
     (void)state;
     uint64_t rng = 0x9e3779b97f4a7c15ull;
     uintptr_t at = 0x100000000000ull;
-    for (int i = 0; i < MIXED; i++) {
+    for (int i = 0; i < 3000; i++) {
         unsigned log2 = (unsigned)(next_random(&rng) % 37); /* up to 64 GiB */
         uint64_t size = i % 50 == 0 ? 0 : ((uint64_t)1 << log2) + next_random(&rng) % ((uint64_t)1 << log2);
         at += next_random(&rng) % 3 == 0 ? 0 : next_random(&rng) % 8192; /* some back to back */
-        mixed_base[i] = at;
-        mixed_size[i] = size;
-        mixed_live[i] = true;
-        record(at, size);
+        oracle_record(at, size);
         at += size ? size : 1;
     }
-    check_against_linear_search(&rng);
-    for (int i = 0; i < MIXED; i += 2) {
-        ds_alloc_forget(mixed_base[i], api, "unit");
-        mixed_live[i] = false;
+    check_before_and_after_forgetting(0, 2, &rng);
+}
+
+/* Around every power of four from 256 bytes to 1 GiB (the index's size
+ * classes and granules), allocations of a quarter plus one, one less, as
+ * many and one more bytes: aligned to it, ending exactly on a multiple of
+ * it, and straddling one by half their size. */
+static void test_granule_boundaries(void **state)
+{
+    (void)state;
+    uint64_t rng = 7;
+    uintptr_t region = 0x300000000000ull;
+    /* Alone in the index, one whose last byte is the first of the next. */
+    for (uint64_t g = 256; g <= (1ull << 30); g <<= 2) {
+        oracle_record(region + 4 * g - g / 2, g / 2 + 1);
+        check_all(&rng);
+        oracle_forget_all();
     }
-    check_against_linear_search(&rng);
-    for (int i = 1; i < MIXED; i += 2)
-        ds_alloc_forget(mixed_base[i], api, "unit");
-    uint64_t live, bytes, untracked;
-    ds_alloc_totals(&live, &bytes, &untracked);
-    assert_int_equal(live, 0);
-    assert_int_equal(bytes, 0);
+    for (uint64_t g = 256; g <= (1ull << 30); g <<= 2) {
+        uint64_t sizes[] = {g / 4 + 1, g - 1, g, g + 1};
+        for (size_t i = 0; i < DS_ARRAY_LEN(sizes); i++) {
+            uint64_t s = sizes[i];
+            region += 16 * g;
+            oracle_record(region, s);                    /* aligned */
+            oracle_record(region + 4 * g - s, s);        /* ends on a multiple */
+            oracle_record(region + 8 * g - s / 2, s);    /* straddles one */
+        }
+    }
+    /* Without the straddlers, the granules after theirs hold nothing. */
+    check_before_and_after_forgetting(2, 3, &rng);
+}
+
+/* Allocations freed by an untracked route stay in the index; one allocated
+ * over them is the answer where it lies, whichever size class each is in. */
+static void test_the_one_starting_last(void **state)
+{
+    (void)state;
+    uint64_t rng = 11;
+    uintptr_t x = 0x400000000000ull;
+    int big = oracle_record(x, 1ull << 30), small = oracle_record(x + 4096, 100);
+    ds_alloc_info a;
+    assert_true(ds_alloc_lookup(x + 4096 + 50, &a) && a.base == oracle[small].base);
+    assert_true(ds_alloc_lookup(x + 8192, &a) && a.base == oracle[big].base);
+    /* A later start wins even when it is the larger one. */
+    int early = oracle_record(x + (2ull << 30), 1000);
+    int late = oracle_record(x + (2ull << 30) + 500, 1ull << 30);
+    assert_true(ds_alloc_lookup(x + (2ull << 30) + 600, &a) && a.base == oracle[late].base);
+    assert_true(ds_alloc_lookup(x + (2ull << 30) + 400, &a) && a.base == oracle[early].base);
+    /* Many, of sizes from 1 byte to 16 MiB, in 64 MiB: most overlap others. */
+    for (int i = 0; i < 2500; i++) {
+        uint64_t size = (uint64_t)1 << (next_random(&rng) % 25);
+        oracle_record(x + (4ull << 30) + next_random(&rng) % (64u << 20),
+                      size + next_random(&rng) % size);
+    }
+    for (int i = 0; i < 4000; i++)
+        check_point(x + (4ull << 30) + next_random(&rng) % (80u << 20));
+    check_before_and_after_forgetting(0, 2, &rng);
+}
+
+/* From an empty index (as a forked child starts) to five thousand
+ * allocations of sizes from 256 bytes to 256 KiB (several size classes: the
+ * index grows five times), then as many again coming and going (enough
+ * removals to rebuild its filter): no allocation is ever lost or kept. */
+static void test_growth_and_churn(void **state)
+{
+    (void)state;
+    uint64_t rng = 13;
+    uintptr_t at = 0x500000000000ull;
+    ds_alloc_after_fork();
+    for (int i = 0; i < 5000; i++) {
+        uint64_t size = (256ull << next_random(&rng) % 10) + next_random(&rng) % 256;
+        oracle_record(at, size);
+        at += size + next_random(&rng) % 4096;
+        if ((i & (i - 1)) == 0 || i % 700 == 0)
+            check_all(&rng);
+    }
+    check_all(&rng);
+    for (int round = 0; round < 2800; round++) {
+        int gone = (int)(next_random(&rng) % (uint64_t)oracle_count);
+        while (!oracle[gone].live)
+            gone = (gone + 1) % oracle_count;
+        uintptr_t base = oracle[gone].base;
+        oracle_forget(gone);
+        check_point(base);
+        uint64_t size = (256ull << next_random(&rng) % 10) + next_random(&rng) % 256;
+        int fresh = oracle_record(at, size);
+        at += size + 512;
+        check_point(oracle[fresh].base + size - 1);
+    }
+    check_all(&rng);
+    oracle_forget_all();
+}
+
+/* Two hundred one-byte allocations side by side (one granule of the smallest
+ * class: one key), then every other one gone. */
+static void test_many_in_one_granule(void **state)
+{
+    (void)state;
+    uint64_t rng = 17;
+    for (uintptr_t b = 0x600000000000ull; b < 0x600000000000ull + 200; b++)
+        oracle_record(b, 1);
+    oracle_record(0x600000000000ull + 200, 4096); /* straddles into the next */
+    check_before_and_after_forgetting(0, 2, &rng);
 }
 
 static void test_reused_base_replaces_stale_record(void **state)
@@ -258,6 +414,53 @@ static void test_handles_are_apart_from_addresses(void **state)
     assert_false(ds_alloc_lookup_in(hapi, 0xa0, &a));
 }
 
+/* Handles are plain numbers, often consecutive: three thousand of them, and
+ * an address allocation over the same numbers; each space finds its own,
+ * before and after half the handles go. */
+static void test_handles_and_addresses_share_values(void **state)
+{
+    (void)state;
+    enum { H = 3000 };
+    const uintptr_t first = 0x10000;
+    uint32_t generation[H];
+    for (uintptr_t i = 0; i < H; i++) {
+        ds_alloc_info a = {.base = first + i, .size = 4096, .kind = DS_ALLOC_DEVICE, .api = hapi};
+        ds_alloc_record(&a, ds_name_intern("unit"));
+        assert_true(ds_alloc_lookup_in(hapi, first + i, &a));
+        generation[i] = a.generation;
+    }
+    record(first, 64 << 10);
+    for (uintptr_t i = 0; i < H; i++) {
+        ds_alloc_info a;
+        assert_true(ds_alloc_lookup_in(hapi, first + i, &a));
+        assert_int_equal(a.base, first + i);
+        assert_int_equal(a.generation, generation[i]);
+        assert_true(ds_alloc_lookup(first + i, &a));
+        assert_int_equal(a.base, first);
+    }
+    for (uintptr_t i = 1; i < H; i += 2)
+        ds_alloc_forget(first + i, hapi, "unit");
+    for (uintptr_t i = 0; i < H; i++) {
+        ds_alloc_info a;
+        assert_int_equal(ds_alloc_lookup_in(hapi, first + i, &a), i % 2 == 0);
+        assert_true(ds_alloc_lookup(first + i, &a) && a.base == first);
+    }
+    /* A share finds the handle's allocation by base and generation. */
+    ds_alloc_share(first + 2, generation[2], +1);
+    assert_int_equal(ds_alloc_free_check(first + 2, hapi, DS_ALLOC_DEVICE, "unit"),
+                     DS_FREE_FORWARD);
+    ds_alloc_share(first + 2, generation[2], -1);
+    for (uintptr_t i = 0; i < H; i += 2)
+        ds_alloc_forget(first + i, hapi, "unit");
+    ds_alloc_forget(first, api, "unit");
+    uint64_t live, bytes, untracked;
+    ds_alloc_totals(&live, &bytes, &untracked);
+    assert_int_equal(live, 0);
+    char *log = harness_read_log();
+    assert_int_equal(harness_count(log, "\"kind\":\"free_while_shared\""), 1);
+    free(log);
+}
+
 static void test_alias_holds_what_it_maps(void **state)
 {
     (void)state;
@@ -324,12 +527,17 @@ static void test_million_lookups(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_growth_and_churn, setup),
         cmocka_unit_test_setup(test_range_lookup_at_scale, setup),
         cmocka_unit_test_setup(test_lookup_agrees_across_sizes, setup),
+        cmocka_unit_test_setup(test_granule_boundaries, setup),
+        cmocka_unit_test_setup(test_the_one_starting_last, setup),
+        cmocka_unit_test_setup(test_many_in_one_granule, setup),
         cmocka_unit_test_setup(test_reused_base_replaces_stale_record, setup),
         cmocka_unit_test_setup(test_free_policy, setup),
         cmocka_unit_test_setup(test_protect_defers_to_the_last_release, setup),
         cmocka_unit_test_setup(test_handles_are_apart_from_addresses, setup),
+        cmocka_unit_test_setup(test_handles_and_addresses_share_values, setup),
         cmocka_unit_test_setup(test_alias_holds_what_it_maps, setup),
         cmocka_unit_test_setup(test_million_lookups, setup),
     };
