@@ -234,9 +234,9 @@ static void format_ids(int pid, long tid)
                    (size_t)(ds_put_int(digits[1], tid) - digits[1])};
     char *j = ids.json, *x = ids.text;
     memcpy(j, digits[0], n[0]), j += n[0];
-    memcpy(j, ",\"tid\":", 7), j += 7;
+    j = ds_put_bytes(j, ",\"tid\":", 7);
     memcpy(j, digits[1], n[1]), j += n[1];
-    memcpy(j, ",\"t_ns\":", 8), j += 8;
+    j = ds_put_bytes(j, ",\"t_ns\":", 8);
     *x++ = ' ';
     memcpy(x, digits[0], n[0]), x += n[0];
     *x++ = '/';
@@ -296,8 +296,7 @@ char *ds_put_head(char *p, int id, uint64_t ns, bool text)
     }
     /* "dlshim: " seconds (4 wide) "." microseconds " pid/tid " name: what
      * text.c makes of the four common fields. */
-    memcpy(p, "dlshim: ", 8);
-    p = put_text_time(p + 8, ns);
+    p = put_text_time(ds_put_bytes(p, "dlshim: ", 8), ns);
     memcpy(p, ids.text, sizeof(ids.text));
     p += ids.text_len;
     memcpy(p, heads[id].text, sizeof(heads[id].text));

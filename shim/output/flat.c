@@ -109,7 +109,7 @@ static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit)
 #define JSON_FIELD(kind, name, present) PUT_FIELD(KEY_JSON, false, kind, name, present)
 #define TEXT_FIELD(kind, name, present) PUT_FIELD(KEY_TEXT, true, kind, name, present)
 /* What an event's unchecked fields take at most, keys included. */
-#define MOST(kind, name, present) +(sizeof(KEY_JSON(name)) - 1 + MOST_##kind)
+#define MOST(kind, name, present) +(sizeof(KEY_JSON(name)) - 1 + MOST_##kind) /* NOLINT(bugprone-macro-parentheses): a term of a sum */
 
 /* Per event: its fields at p, in one rendering and the other (NULL where a
  * checked one does not end before `limit`); the builder's field run,

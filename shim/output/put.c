@@ -138,16 +138,17 @@ char *ds_put_str_bounded(char *p, size_t cap, const char *s, size_t n, bool text
 {
     /* Text quotes a string only when it is empty or holds a space. */
     bool quote = !text || n == 0 || memchr(s, ' ', n);
-    if (cap < 2u * quote)
+    size_t quotes = 2 * (size_t)quote;
+    if (cap < quotes)
         return NULL;
-    size_t body = escape_into(p + quote, cap - 2u * quote, s, n, text);
+    size_t body = escape_into(p + quote, cap - quotes, s, n, text);
     if (body == (size_t)-1)
         return NULL;
     if (quote) {
         p[0] = '"';
         p[1 + body] = '"';
     }
-    return p + body + 2u * quote;
+    return p + body + quotes;
 }
 
 char *ds_put_str(char *p, const char *s, size_t n, bool text)

@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "put.h stores digit words in little-endian order"
 #endif
 
@@ -36,6 +36,13 @@
 #define DS_MOST_DOUBLE 40
 #define DS_MOST_STR(n) (2 + 6 * (size_t)(n))
 #define DS_MOST_INTS(n) (2 + 21 * (size_t)(n))
+
+/* n bytes at p, without their NUL where they are a literal's. */
+static inline char *ds_put_bytes(char *p, const void *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
 
 /* ---- decimal ------------------------------------------------------------ */
 /* The eight decimal digits of v < 10^8, leading zeros kept, as the bytes of
@@ -140,7 +147,7 @@ static inline char *ds_put_six_decimals(char *p, uint32_t v)
 
 static inline char *ds_put_bool(char *p, bool v)
 {
-    memcpy(p, v ? "true " : "false", 5);
+    ds_put_bytes(p, v ? "true " : "false", 5);
     return p + (v ? 4 : 5);
 }
 
@@ -150,8 +157,7 @@ static inline char *ds_put_null(char *p, bool text)
         *p = '-';
         return p + 1;
     }
-    memcpy(p, "null", 4);
-    return p + 4;
+    return ds_put_bytes(p, "null", 4);
 }
 
 /* ---- hexadecimal -------------------------------------------------------- */
