@@ -334,16 +334,10 @@ static const char *utf8_of(uintptr_t str)
 
 /* The location of one interpreter frame (layout path), from the table or
  * made once; NULL when it cannot be made now (an exception pending). */
-static const location *locate_frame(uintptr_t frame)
+/* A location not in the table yet, made into slot `l`. */
+static __attribute__((noinline)) const location *
+make_location(location *l, uintptr_t code, uintptr_t instr, uintptr_t filename, uintptr_t qualname)
 {
-    uintptr_t code = *(const uintptr_t *)(frame + (uintptr_t)layout->frame_code);
-    uintptr_t instr = *(const uintptr_t *)(frame + (uintptr_t)layout->frame_instr);
-    uintptr_t filename = *(const uintptr_t *)(code + (uintptr_t)code_at.filename);
-    uintptr_t qualname = *(const uintptr_t *)(code + (uintptr_t)code_at.qualname);
-    location *l = &locations[((code >> 4) ^ (instr * 0x9e3779b1u)) >> 3 & (LOCATIONS - 1)];
-    if (l->code == code && l->instr == instr && l->filename == filename &&
-        l->qualname == qualname)
-        return l;
     if (py.err_occurred())
         return NULL;
     const char *file = utf8_of(filename), *function = utf8_of(qualname);
@@ -355,6 +349,20 @@ static const location *locate_frame(uintptr_t frame)
     set_text(l, file, line, function);
     l->code = code, l->instr = instr, l->filename = filename, l->qualname = qualname;
     return l;
+}
+
+/* Inline: an event's line is a lookup or two of a slot already made. */
+static inline __attribute__((always_inline)) const location *locate_frame(uintptr_t frame)
+{
+    uintptr_t code = *(const uintptr_t *)(frame + (uintptr_t)layout->frame_code);
+    uintptr_t instr = *(const uintptr_t *)(frame + (uintptr_t)layout->frame_instr);
+    uintptr_t filename = *(const uintptr_t *)(code + (uintptr_t)code_at.filename);
+    uintptr_t qualname = *(const uintptr_t *)(code + (uintptr_t)code_at.qualname);
+    location *l = &locations[((code >> 4) ^ (instr * 0x9e3779b1u)) >> 3 & (LOCATIONS - 1)];
+    if (l->code == code && l->instr == instr && l->filename == filename &&
+        l->qualname == qualname)
+        return l;
+    return make_location(l, code, instr, filename, qualname);
 }
 
 #define FRAMES_WALKED 64 /* deeper than that, the user's line is lost in recursion */
@@ -447,7 +455,7 @@ typedef struct {
     bool found;
 } here_search;
 
-static bool take_user_frame(const location *l, void *arg)
+static inline __attribute__((always_inline)) bool take_user_frame(const location *l, void *arg)
 {
     here_search *h = arg;
     if (!h->found || !l->framework) { /* the innermost, until a user's frame */

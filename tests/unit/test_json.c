@@ -349,6 +349,70 @@ static void test_generated_fields_keep_the_line_limit(void **state)
     assert_true(dropped_after);
 }
 
+/* The handoff events are written in the log's buffer itself
+ * (ds_emit_<event>); the same fields built on the stack and copied
+ * (ds_ev_<event> between begin and end) give the same line, in both
+ * renderings, with a test's name among the context's fields. */
+static void test_emitted_lines_match_built_ones(void **state)
+{
+    (void)state;
+    static const char *const formats[][2] = {{"DLSHIM_FORMAT=jsonl", NULL},
+                                             {"DLSHIM_FORMAT=text", NULL}};
+    for (int f = 0; f < 2; f++) {
+        harness_init(formats[f]);
+        ds_context_set_test("tests/x.py::test_\"quoted\" name");
+        ds_release_fields r = {.tensor = 0x1234, .consumed = true, .lifetime_ns = 77,
+                               .producer = ds_name_intern("torch"), .consumer = -1};
+        ds_emit_release(&r);
+        ds_ev e;
+        ds_ev_begin(&e, DS_EV_RELEASE);
+        ds_ev_release(&e, &r);
+        ds_ev_end(&e);
+        ds_context_set_test(NULL);
+        char *log = harness_read_log();
+        char *second = strchr(log, '\n');
+        assert_non_null(second);
+        *second++ = '\0';
+        second[strcspn(second, "\n")] = '\0';
+        const char *a = f ? after_time(log) : strstr(log, "\"tid\""),
+                   *b = f ? after_time(second) : strstr(second, "\"tid\"");
+        assert_non_null(a);
+        assert_non_null(b);
+        if (!f) { /* past t_ns, which differs */
+            a = strchr(strstr(a, "t_ns"), ',');
+            b = strchr(strstr(b, "t_ns"), ',');
+        }
+        assert_string_equal(a, b);
+        assert_non_null(strstr(log, "test"));
+        free(log);
+    }
+}
+
+/* A line written in place that is longer than DS_LINE_MAX is dropped
+ * whole and counted; the buffer goes on with the next one. */
+static void test_emitted_line_too_long_is_dropped(void **state)
+{
+    (void)state;
+    harness_init(NULL);
+    static char name[DS_TEST_MAX];
+    memset(name, '\x01', sizeof(name) - 1); /* escapes to six times its size */
+    ds_context_set_test(name);
+    int64_t big[DS_MAX_NDIM];
+    for (int i = 0; i < DS_MAX_NDIM; i++)
+        big[i] = INT64_MIN;
+    uint64_t before = ds_log_dropped();
+    ds_export_fields x = {.tensor = 1, .shape = {big, DS_MAX_NDIM}, .strides = {big, DS_MAX_NDIM}};
+    ds_emit_export(&x);
+    ds_context_set_test(NULL);
+    x.shape.n = x.strides.n = 1;
+    ds_emit_export(&x);
+    assert_int_equal(ds_log_dropped() - before, 1);
+    char *log = harness_read_log();
+    assert_int_equal(check_lines(log), 1);
+    assert_int_equal(harness_count(log, "\"shape\":[-9223372036854775808]"), 1);
+    free(log);
+}
+
 static void test_formatter(void **state)
 {
     (void)state;
@@ -378,6 +442,8 @@ int main(void)
         cmocka_unit_test(test_direct_text_matches_the_json_rendering),
         cmocka_unit_test(test_numbers_match_printf),
         cmocka_unit_test(test_generated_fields_keep_the_line_limit),
+        cmocka_unit_test(test_emitted_lines_match_built_ones),
+        cmocka_unit_test(test_emitted_line_too_long_is_dropped),
         cmocka_unit_test(test_formatter),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
