@@ -342,6 +342,7 @@ docs: $(BUILD)/options-md
 check-docs: $(BUILD)/options-md
 	$(PYTHON) scripts/update-generated.py --check README.md $(BUILD)/options-md
 	$(PYTHON) scripts/update-generated.py --check scripts/dlshim $(BUILD)/options-md --launcher
+	$(PYTHON) scripts/check-fields shim/fields.def docs/events.md
 
 # ---- the test command ------------------------------------------------------
 # Everything CI runs: the suites, the docs check, short fuzzing runs, the
