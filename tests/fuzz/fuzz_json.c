@@ -33,6 +33,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ds_cfg.format = format ? DS_FORMAT_TEXT : DS_FORMAT_JSONL;
         ds_ev e;
         ds_ev_begin(&e, DS_EV_VIOLATION);
+        /* A generated writer's fields, with the input as the producer's
+         * text and its first bytes as numbers and an address. */
+        int64_t dims[2] = {num, ~num};
+        ds_import_fields imp = {.tensor = (uintptr_t)num, .consumer = ds_name_intern(s),
+                                .producer = DS_NAME_OTHER, .bytes = (uint64_t)num};
+        ds_ev_import(&e, &imp);
+        ds_export_fields exp = {.tensor = (uintptr_t)num, .producer = {DS_NAME_OTHER, s},
+                                .shape = {dims, 2}, .byte_offset = (uint64_t)num};
+        ds_ev_export(&e, &exp);
         ds_ev_str(&e, "detail", s);
         ds_ev_int(&e, "n", num);
         ds_ev_double(&e, "x", real);
