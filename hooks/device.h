@@ -9,12 +9,13 @@
  * does before the call and after a successful one:
  *
  *   DS_HOOK(name, (params), (args), before, after)
+ *   DS_HOT(name, (params), (args), before, after)       the same, for a hot call
  *   DS_FREE(name, (params), (args), pointer, KIND)      a free the shim may stop
  *   DS_LOOKUP(name, (params), (args), after)            hands out function pointers
  *
- * Every DS_HOOK and DS_FREE wrapper finds the caller's own real function;
- * inside another device call (the runtime's own calls into the driver
- * underneath) it only forwards to it: the outermost call records.  The
+ * Every DS_HOOK, DS_HOT and DS_FREE wrapper finds the caller's own real
+ * function; inside another device call (the runtime's own calls into the
+ * driver underneath) it only forwards to it: the outermost call records.  The
  * outermost keeps errno; enters the nesting guard and asks ds_active()
  * (nothing runs with the shim disabled or inside one of its locks); runs
  * `before`; calls the real function; runs `after` if it succeeded; leaves;
@@ -28,8 +29,9 @@
  *                         runtime that defines `real`
  * `before` and `after` are statements over the parameters, `caller` (the
  * return address) and `real_` (the real function); the actions below are
- * the usual ones.  (A table's parameter and argument lists are pasted as
- * they are, parentheses included: hence the NOLINTs below.)
+ * the usual ones (a DS_HOT line's are those with a DS_NOW_ form).  (A
+ * table's parameter and argument lists are pasted as they are, parentheses
+ * included: hence the NOLINTs below.)
  */
 #ifndef DS_DEVICE_H
 #define DS_DEVICE_H
@@ -65,6 +67,23 @@ static inline void ds_device_copy(int api, uintptr_t stream, uintptr_t dst, uint
     ds_range r[2] = {{src, src_span, false}, {dst, dst_span, true}};
     ds_sync_op(api, stream, false, r, 2, caller);
     ds_copy_record(dst, src, bytes, direction, false, caller);
+}
+/* ds_device_copy's way that calls nothing (DS_NOW_COPY): a copy this thread
+ * repeats, on a settled stream.  Whether it repeats is asked first, as it
+ * changes nothing, and the stream model's way acts once it can.  The source
+ * is left out: a read matters only to a waiting handoff, and while one
+ * waits that way does nothing. */
+__attribute__((always_inline)) static inline bool ds_device_copy_now(int api, uintptr_t stream,
+                                                                     uintptr_t dst, uintptr_t src,
+                                                                     uint64_t bytes, int direction)
+{
+    if (!ds_copy_is_repeat(dst, src, bytes, direction))
+        return false;
+    ds_range w = {dst, bytes, true};
+    if (!ds_sync_op_now(api, stream, false, &w, 1))
+        return false;
+    ds_copy_repeat(bytes);
+    return true;
 }
 /* External memory (see EXTMEM_* below). */
 void ds_device_extmem_importing(const void *type, size_t type_size, const int *fd, int fd_type);
@@ -163,11 +182,8 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
     ds_device_copy(ds_api, P(stream), P(dst), P(src), (uint64_t)(width) * (height),           \
                    ds_pitched_span(dpitch, width, height),                                    \
                    ds_pitched_span(spitch, width, height), direction, caller)
-#define FILL(dst, bytes, stream)                                                              \
-    do {                                                                                      \
-        ds_range r_ = {P(dst), bytes, true};                                                  \
-        ds_device_op(ds_api, P(stream), &r_, 1, caller);                                      \
-    } while (0)
+#define FILL(dst, bytes, stream) \
+    ds_device_op(ds_api, P(stream), &(ds_range){P(dst), bytes, true}, 1, caller)
 /* External memory: the descriptor's file, read before the runtime takes it
  * over (only for `fd_type`: the other handle types name no file); the
  * import object; a buffer mapped from it, an alias of the exporter's
@@ -187,19 +203,28 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
 /* Host work ordered on a stream: no buffers. */
 #define HOST_FUNC(stream) ds_device_op(ds_api, P(stream), NULL, 0, caller)
 
+/* The ways of the actions above that call nothing, for DS_HOT's lines: true
+ * when done, false when nothing was done (the action must be taken). */
+#define DS_NOW_NOTHING true
+#define DS_NOW_COPY(dst, src, bytes, direction, stream) \
+    ds_device_copy_now(ds_api, P(stream), P(dst), P(src), bytes, direction)
+#define DS_NOW_FILL(dst, bytes, stream) \
+    ds_sync_op_now(ds_api, P(stream), false, &(ds_range){P(dst), bytes, true}, 1)
+#define DS_NOW_LAUNCH(stream) ds_sync_op_now(ds_api, P(stream), false, NULL, -1)
+#define DS_NOW_HOST_FUNC(stream) ds_sync_op_now(ds_api, P(stream), false, NULL, 0)
+#define DS_NOW_EVENT_RECORDED(e, s) ds_sync_event_recorded_now(ds_api, P(e), P(s), false)
+
 /* ---- the wrapper shapes ------------------------------------------------------ */
-/* What every DS_HOOK and DS_FREE wrapper is: a small function without a
- * frame of its own that, inside another device call, only forwards to the
+/* What every DS_HOOK, DS_HOT and DS_FREE wrapper is: a small function without
+ * a frame of its own that, inside another device call, only forwards to the
  * caller's own real function (the usual global one at once, else through
  * forward_, which asks which), and else enters the nesting guard and hands
  * over to the body.  The caller reaches forward_ and the body in
  * ds_device_caller: the body's is written once the guard is entered, when
  * any other call on this thread, a signal handler's too, is an inner one
- * that leaves it alone.  The body begins with the caller, the real function
- * (`real_`), errno kept and ds_active() asked once (`on`), and ends handing
- * back the result `r_` and errno. */
+ * that leaves it alone. */
 extern DS_TLS const void *ds_device_caller;
-#define DS_WRAPPER_BEGIN(name, params, args)                                                 \
+#define DS_WRAPPER_ENTRY(name, params, args)                                                 \
     static DS_RESULT(*real_##name) params; /* NOLINT(bugprone-macro-parentheses) */          \
     static DS_RESULT wrap_##name params; /* NOLINT(bugprone-macro-parentheses) */            \
     static DS_RESULT body_##name params; /* NOLINT(bugprone-macro-parentheses) */            \
@@ -222,8 +247,12 @@ extern DS_TLS const void *ds_device_caller;
         ds_api_enter();                                                                      \
         ds_device_caller = __builtin_return_address(0);                                     \
         return body_##name args; /* NOLINT(bugprone-macro-parentheses) */                    \
-    }                                                                                        \
-    __attribute__((noinline)) static DS_RESULT body_##name params                            \
+    }
+/* A body (`fn`), entered in the guard: it begins with the caller, the real
+ * function (`real_`), errno kept and ds_active() asked once (`on`), and ends
+ * handing back the result `r_` and errno. */
+#define DS_BODY_BEGIN(fn, name, params)                                                      \
+    __attribute__((noinline)) static DS_RESULT fn params                                     \
     {                                                                                        \
         const void *caller = ds_device_caller;                                               \
         __typeof__(real_##name) real_ = (__typeof__(real_##name))ds_got_original(            \
@@ -236,9 +265,10 @@ extern DS_TLS const void *ds_device_caller;
         (void)caller;                                                                        \
         return r_;                                                                           \
     }
-
-#define DS_HOOK(name, params, args, before, after)                                           \
-    DS_WRAPPER_BEGIN(name, params, args)                                                     \
+/* `before`, the real call, and `after` on success, each action with errno
+ * as the caller left it or as the real function left it.  (An action passes
+ * through here, expanded: no comma outside its parentheses.) */
+#define DS_HOOK_CALL(args, before, after)                                                    \
         if (on) {                                                                            \
             before;                                                                          \
         }                                                                                    \
@@ -247,14 +277,51 @@ extern DS_TLS const void *ds_device_caller;
         errno_ = errno;                                                                      \
         if (on && r_ == DS_OK) {                                                             \
             after;                                                                           \
-        }                                                                                    \
+        }
+
+#define DS_HOOK(name, params, args, before, after)                                           \
+    DS_WRAPPER_ENTRY(name, params, args)                                                     \
+    DS_BODY_BEGIN(body_##name, name, params)                                                 \
+        DS_HOOK_CALL(args, before, after)                                                    \
     DS_WRAPPER_END
+
+/* A hot call (a launch, an async copy or fill, an event record): a DS_HOOK
+ * whose body tries first its actions' ways that call nothing (DS_NOW_*,
+ * pasted onto the action's name).  When the real function is the global
+ * definition, the shim is active and `before` is done that way, the body
+ * keeps no errno (nothing it does touches it) and saves no register that
+ * the real call does not need; `after` is then done that way too, or else
+ * there and then, errno kept around it.  Anything else before the real call
+ * goes the general way: general_, a DS_HOOK body. */
+#define DS_HOT(name, params, args, before, after)                                            \
+    DS_WRAPPER_ENTRY(name, params, args)                                                     \
+    DS_BODY_BEGIN(general_##name, name, params)                                              \
+        DS_HOOK_CALL(args, before, after)                                                    \
+    DS_WRAPPER_END                                                                           \
+    __attribute__((noinline)) static DS_RESULT body_##name params                            \
+    {                                                                                        \
+        __typeof__(real_##name) real_ =                                                      \
+            (__typeof__(real_##name))ds_got_global((void **)&real_##name);                   \
+        if (!real_ || !ds_active_now() || !(DS_NOW_##before))                                \
+            return general_##name args; /* NOLINT(bugprone-macro-parentheses) */             \
+        DS_RESULT r_ = real_ args;      /* NOLINT(bugprone-macro-parentheses) */             \
+        if (r_ == DS_OK && !(DS_NOW_##after)) {                                              \
+            const void *caller = ds_device_caller;                                           \
+            int errno_ = errno;                                                              \
+            after;                                                                           \
+            errno = errno_;                                                                  \
+            (void)caller;                                                                    \
+        }                                                                                    \
+        ds_api_depth = 0;                                                                    \
+        return r_;                                                                           \
+    }
 
 /* A free that the shim may defer (it reports success, and frees at the last
  * release of what is shared in it) or refuse (the API's invalid-value
  * error), under DLSHIM_ON_ERROR=protect. */
 #define DS_FREE(name, params, args, pointer, KIND)                                           \
-    DS_WRAPPER_BEGIN(name, params, args)                                                     \
+    DS_WRAPPER_ENTRY(name, params, args)                                                     \
+    DS_BODY_BEGIN(body_##name, name, params)                                                 \
         int action_ = on ? ds_device_free_check(ds_api, DS_ALLOC_##KIND, P(pointer), caller) \
                          : DS_FREE_FORWARD;                                                  \
         errno = errno_;                                                                      \

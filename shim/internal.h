@@ -45,6 +45,12 @@ static inline bool ds_active(void)
         return ds_locks_held == 0;
     return ds_active_slow();
 }
+/* ds_active() where it is settled and true, without a call: false means ask
+ * ds_active(). */
+static inline bool ds_active_now(void)
+{
+    return atomic_load_explicit(&ds_tracking, memory_order_acquire) && ds_locks_held == 0;
+}
 /* Writes the leak report and the summary, once: at exit (`now` false: then
  * DLSHIM_EXITCODE applies too) or as the process leaves without exit
  * handlers (`now`: _exit; async-signal-safe, every lock only tried, so what
@@ -265,7 +271,8 @@ static inline bool ds_output_open_now(void)
 {
     return atomic_load_explicit(&ds_outputs, memory_order_relaxed) != 0;
 }
-static inline bool ds_event_wanted(int id)
+/* Always inline: asked on the hot calls' ways that call nothing. */
+__attribute__((always_inline)) static inline bool ds_event_wanted(int id)
 {
     return ds_output_open_now() && (ds_cfg.events & (1u << id));
 }
@@ -815,6 +822,13 @@ void ds_sync_host_waits_all(int api);
  * the handoffs it is the first use of, then ticks the stream's clock. */
 void ds_sync_op(int api, uintptr_t stream, bool ptsz, const ds_range *r, int n,
                 const void *caller);
+/* The two above, where they can be done without a call (the stream
+ * settled, no handoff waiting, the spin lock free, the event in its home
+ * slot): true when done; false when nothing was done and the call above must
+ * be made.  Inlined into the hooks: a hot wrapper's way that calls nothing
+ * but the real function (device.h, DS_HOT). */
+bool ds_sync_op_now(int api, uintptr_t stream, bool ptsz, const ds_range *r, int n);
+bool ds_sync_event_recorded_now(int api, uintptr_t event, uintptr_t stream, bool ptsz);
 /* A device tensor was imported: the last write to its bytes must be covered
  * by the consumer's first use. */
 void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t producer,
@@ -829,6 +843,12 @@ void ds_copies_share_removed(uintptr_t tensor);
  * host memcpy).  `caller` is a return address in the copying module. */
 void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
                     bool needs_share, const void *caller);
+/* Whether ds_copy_record of this device copy (needs_share false) would only
+ * count it again, as ds_copy_repeat does: the same copy as this thread's
+ * last, with nothing changed since.  Inlined into the hooks, as
+ * ds_sync_op_now. */
+bool ds_copy_is_repeat(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction);
+void ds_copy_repeat(uint64_t bytes);
 /* True when the newest copy into these bytes came from another tracked
  * buffer and covers them; *source: where the bytes came from. */
 bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source);

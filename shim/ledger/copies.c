@@ -340,7 +340,8 @@ static uint64_t changes_now(void)
     return ds_alloc_changes() + __atomic_load_n(&share_changes, __ATOMIC_RELAXED);
 }
 
-static void count(uint64_t bytes)
+/* Always inline: it is all a repeated copy does (ds_copy_repeat). */
+__attribute__((always_inline)) static inline void count(uint64_t bytes)
 {
     atomic_fetch_add(&transfers, 1);
     ds_note_work();
@@ -430,15 +431,27 @@ __attribute__((noinline)) static void record_general(uintptr_t dst, uintptr_t sr
     }
 }
 
+/* Always inline, into the hooks too (link-time optimisation), as sync.c's
+ * ds_sync_op_now. */
+__attribute__((always_inline)) inline bool ds_copy_is_repeat(uintptr_t dst, uintptr_t src,
+                                                             uint64_t bytes, int direction)
+{
+    return !bytes || repeated(&last_copy, dst, src, bytes, direction);
+}
+
+__attribute__((always_inline)) inline void ds_copy_repeat(uint64_t bytes)
+{
+    if (bytes && last_copy.relevant)
+        count(bytes);
+}
+
 void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
                     bool needs_share, const void *caller_addr)
 {
-    if (!bytes)
-        return;
-    if (needs_share || !repeated(&last_copy, dst, src, bytes, direction))
+    if (!needs_share && ds_copy_is_repeat(dst, src, bytes, direction))
+        ds_copy_repeat(bytes);
+    else if (bytes)
         record_general(dst, src, bytes, direction, needs_share, caller_addr);
-    else if (last_copy.relevant)
-        count(bytes);
 }
 
 bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source)

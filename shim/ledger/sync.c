@@ -25,14 +25,15 @@
  *
  * Every stream operation passes here, so its cost is kept independent of
  * everything but the streams in use: clocks are merged and copied only as
- * wide as the highest slot ever used; a clock is merged into another only
- * when it changed since the last merge (each clock counts its changes: its
- * version); a stream's slot is found through a memo of recent handles; an
- * operation or record on a settled stream (neither the host's clock nor a
- * legacy stream's changed since its last) takes a way that calls nothing;
- * one that writes nothing the shim sees is not modelled while no handoff
- * waits (ds_sync_op says why); and no pending handoff is looked at while
- * none waits.
+ * wide as the highest slot ever used (a narrow one copied whole); a clock
+ * is merged into another only when it changed since the last merge (each
+ * clock counts its changes: its version); a stream's slot is found through
+ * a memo of recent handles; an operation or record on a settled stream
+ * (neither the host's clock nor a legacy stream's changed since its last)
+ * takes a way that calls nothing, inlined into the hooks (device.h's
+ * DS_HOT); one that writes nothing the shim sees is not modelled while no
+ * handoff waits (ds_sync_op_now says why); and no pending handoff is looked
+ * at while none waits.
  *
  * One spin lock (short sections); barriers (calls into the runtime) and the
  * module lookup a launch needs are made outside it.
@@ -43,6 +44,7 @@
 #include "internal.h"
 
 #define DS_CLOCKS 64            /* slot 0: the host; streams beyond 63 are not modelled */
+#define DS_CLOCKS_FEW 8         /* a snapshot this narrow is copied whole */
 #define DS_EVENTS_MAX 4096
 #define DS_WRITES 4096          /* ring of recent writes (a power of two) */
 #define DS_PENDING 128          /* handoffs waiting for the consumer's first use */
@@ -90,13 +92,14 @@ typedef struct {
     uint16_t producer, consumer; /* name ids */
 } pending;
 
-/* A handle as a call named it, and the slot it led to; `tag`:
- * the call's API, whether it was a per-thread-default-stream variant, and
- * how many slots had been freed then (see memo_tag). */
+/* A handle as a call named it, and the slot it led to; `tag`: the call's
+ * API and whether it was a per-thread-default-stream variant (see
+ * memo_tag).  All are forgotten as a slot is freed. */
 typedef struct {
     uintptr_t handle;
-    uint64_t tag;
+    uint32_t tag;
     int slot;
+    stream *s; /* &streams[slot] */
 } stream_memo;
 
 #define HOST 0
@@ -106,7 +109,7 @@ static stream streams[DS_CLOCKS]; /* [0]: the host */
 static int width = 1;             /* slots ever used: clocks are zero beyond */
 static uint64_t used_slots = 1, blocking_slots;
 static int legacy_slot[DS_DEVICE_APIS_MAX]; /* each API's legacy default stream, or 0 */
-static uint32_t slots_freed = 1; /* a zeroed memo holds nothing */
+static uint32_t slots_freed = 1; /* events' snapshots name it (see snapshot) */
 /* Bumped when the host's clock or a legacy stream's changes: a stream
  * settled before (see settled) may have to merge them again. */
 static uint64_t merges = 1;
@@ -198,17 +201,17 @@ static int stream_lookup(int api, uintptr_t *handle, bool per_thread_default, bo
     return i;
 }
 
-/* The memo holds while no slot was freed since it was written. */
-static uint64_t memo_tag(int api, bool ptsz)
+/* The low bit marks a memo written: a zeroed one holds nothing. */
+static uint32_t memo_tag(int api, bool ptsz)
 {
-    return (uint64_t)slots_freed << 32 | (uint32_t)api << 1 | ptsz;
+    return (uint32_t)api << 2 | (uint32_t)ptsz << 1 | 1;
 }
 
-/* Handles are the runtimes' pointers: bits above their alignment. */
-static stream_memo *memo_of(int api, uintptr_t handle)
+/* Handles are the runtimes' pointers: bits above their alignment.  (Two
+ * APIs' handles that meet here take turns; the tag tells them apart.) */
+static stream_memo *memo_of(uintptr_t handle)
 {
-    return &memos[((handle >> 4) ^ (handle >> 9) ^ (uintptr_t)(unsigned)api) %
-                  DS_STREAM_MEMOS];
+    return &memos[((handle >> 4) ^ (handle >> 9)) % DS_STREAM_MEMOS];
 }
 
 /* stream_index past the memo: looked up, and remembered. */
@@ -218,12 +221,12 @@ __attribute__((noinline)) static int stream_remembered(stream_memo *m, int api, 
     uintptr_t resolved = handle;
     int i = stream_lookup(api, &resolved, ptsz, create);
     if (i > 0 && !streams[i].tid)
-        *m = (stream_memo){handle, memo_tag(api, ptsz), i};
+        *m = (stream_memo){handle, memo_tag(api, ptsz), i, &streams[i]};
     return i;
 }
 
-/* Whether memo m holds the slot of the stream a call names: no slot was
- * freed since it was written, so the slot still holds that stream. */
+/* Whether memo m holds the slot of the stream a call names (no slot was
+ * freed since it was written: the slot still holds that stream). */
 static inline bool memo_holds(const stream_memo *m, int api, uintptr_t handle, bool ptsz)
 {
     return m->handle == handle && m->tag == memo_tag(api, ptsz);
@@ -232,7 +235,7 @@ static inline bool memo_holds(const stream_memo *m, int api, uintptr_t handle, b
 /* The stream a call names (see stream_lookup): the memo first. */
 static inline int stream_index(int api, uintptr_t handle, bool ptsz, bool create)
 {
-    stream_memo *m = memo_of(api, handle);
+    stream_memo *m = memo_of(handle);
     return memo_holds(m, api, handle, ptsz) ? m->slot
                                             : stream_remembered(m, api, handle, ptsz, create);
 }
@@ -312,15 +315,14 @@ static inline void before_op(int i)
 }
 
 /* Lock held.  The fast way of an operation or a record, which calls
- * nothing: the slot of the stream a call names if the memo holds it and
+ * nothing: the memo of the stream a call names if it holds its slot and
  * before_op would merge nothing into it (it is settled: no clock it merges,
- * the host's or a legacy stream's, changed since); else -1, for the general
- * way. */
-static inline int settled(int api, uintptr_t handle, bool ptsz)
+ * the host's or a legacy stream's, changed since); else NULL, for the
+ * general way. */
+static inline const stream_memo *settled(int api, uintptr_t handle, bool ptsz)
 {
-    const stream_memo *m = memo_of(api, handle);
-    return memo_holds(m, api, handle, ptsz) && streams[m->slot].settled_at == merges ? m->slot
-                                                                                      : -1;
+    const stream_memo *m = memo_of(handle);
+    return memo_holds(m, api, handle, ptsz) && m->s->settled_at == merges ? m : NULL;
 }
 
 static void set_kind(int i, int kind)
@@ -362,6 +364,7 @@ void ds_sync_stream_destroyed(int api, uintptr_t handle)
         streams[s].used = false;
         used_slots &= ~(1ull << s);
         slots_freed++;
+        memset(memos, 0, sizeof(memos));
         blocking_slots &= ~(1ull << s);
     }
     ds_lock_give(DS_LOCK_SYNC);
@@ -371,16 +374,19 @@ static inline void snapshot(event *e, int s)
 {
     if (e->from_version == streams[s].version && e->from == s && e->from_freed == slots_freed)
         return; /* a version is never 0: a fresh event matches nothing */
-    for (int i = 0; i < width; i++) /* beyond the width both clocks are zero */
-        e->vc[i] = streams[s].vc[i];
+    /* Beyond the width both clocks are zero: a few streams' slots are
+     * copied whole, in a few moves (no call), more only as wide as used. */
+    if (width <= DS_CLOCKS_FEW)
+        memcpy(e->vc, streams[s].vc, DS_CLOCKS_FEW * sizeof(e->vc[0]));
+    else
+        memcpy(e->vc, streams[s].vc, (size_t)width * sizeof(e->vc[0]));
     e->recorded = true;
     e->from = s;
     e->from_version = streams[s].version;
     e->from_freed = slots_freed;
 }
 
-/* A record the general way (the fast way gives the lock back first, so that
- * it calls nothing but this, last). */
+/* A record the general way. */
 __attribute__((noinline)) static void record_general(int api, uintptr_t ev, uintptr_t handle,
                                                      bool ptsz)
 {
@@ -394,23 +400,27 @@ __attribute__((noinline)) static void record_general(int api, uintptr_t ev, uint
     ds_lock_give(DS_LOCK_SYNC);
 }
 
-void ds_sync_event_recorded(int api, uintptr_t ev, uintptr_t handle, bool ptsz)
+/* Always inline, into the hooks too (link-time optimisation): a hot
+ * wrapper's way that calls nothing but the real function (DS_HOT). */
+__attribute__((always_inline)) inline bool ds_sync_event_recorded_now(int api, uintptr_t ev,
+                                                                      uintptr_t handle, bool ptsz)
 {
     if (!ds_sync_enabled())
-        return;
-    if (!ds_spin_take_now(DS_LOCK_SYNC)) {
-        record_general(api, ev, handle, ptsz);
-        return;
-    }
-    int s = settled(api, handle, ptsz);
-    event *e = s < 0 ? NULL : event_at_home(api, ev);
-    if (!e) {
-        ds_lock_give(DS_LOCK_SYNC);
-        record_general(api, ev, handle, ptsz);
-        return;
-    }
-    snapshot(e, s);
+        return true;
+    if (!ds_spin_take_now(DS_LOCK_SYNC))
+        return false;
+    const stream_memo *m = settled(api, handle, ptsz);
+    event *e = m ? event_at_home(api, ev) : NULL;
+    if (e)
+        snapshot(e, m->slot);
     ds_lock_give(DS_LOCK_SYNC);
+    return e != NULL;
+}
+
+void ds_sync_event_recorded(int api, uintptr_t ev, uintptr_t handle, bool ptsz)
+{
+    if (!ds_sync_event_recorded_now(api, ev, handle, ptsz))
+        record_general(api, ev, handle, ptsz);
 }
 
 void ds_sync_event_destroyed(int api, uintptr_t ev)
@@ -673,21 +683,20 @@ static bool names_legacy(int api, uintptr_t handle, bool ptsz)
     return handle == 0 ? !ptsz : d->legacy_stream && handle == d->legacy_stream;
 }
 
-/* Lock held: an operation on slot s ticks its clock, and what it writes is
- * remembered. */
-static inline void tick(int s, const ds_range *r, int n)
+/* Lock held: an operation on slot s (st: &streams[s], as a memo has it)
+ * ticks its clock, and what it writes is remembered. */
+static inline void tick_at(stream *st, int s, const ds_range *r, int n)
 {
-    uint32_t t = ++streams[s].vc[s];
-    changed(&streams[s]);
+    uint32_t t = ++st->vc[s];
+    changed(st);
     for (int k = 0; k < n; k++)
         if (r[k].write && r[k].len)
             writes[nwrites++ % DS_WRITES] = (write_rec){r[k].start, r[k].start + r[k].len, s, t};
 }
 
 /* An operation the general way, checked (and fixed) as the first use of
- * the handoffs that wait for it (the fast way gives the lock back first, so
- * that it calls nothing but this, last).  A launch counts as its module's
- * use of what it imported: the module is found before the lock (the module
+ * the handoffs that wait for it.  A launch counts as its module's use of
+ * what it imported: the module is found before the lock (the module
  * table's comes first), and only while handoffs wait. */
 __attribute__((noinline)) static void op_general(int api, uintptr_t handle, bool ptsz,
                                                  const ds_range *r, int n,
@@ -702,17 +711,18 @@ __attribute__((noinline)) static void op_general(int api, uintptr_t handle, bool
         before_op(s);
         if (atomic_load_explicit(&npending, memory_order_relaxed))
             handoffs_due(api, handle, s, r, n, caller);
-        tick(s, r, n);
+        tick_at(&streams[s], s, r, n);
         unsettles(&streams[s]);
     }
     ds_lock_give(DS_LOCK_SYNC);
 }
 
-void ds_sync_op(int api, uintptr_t handle, bool ptsz, const ds_range *r, int n,
-                const void *caller_addr)
+/* Always inline, as ds_sync_event_recorded_now. */
+__attribute__((always_inline)) inline bool ds_sync_op_now(int api, uintptr_t handle, bool ptsz,
+                                                          const ds_range *r, int n)
 {
     if (!ds_sync_enabled())
-        return;
+        return true;
     /* Only writes are ever checked.  An operation that writes nothing the
      * shim sees (a launch, a host function) while no handoff waits for its
      * first use changes nothing a check reads: its tick orders no write, and
@@ -722,21 +732,24 @@ void ds_sync_op(int api, uintptr_t handle, bool ptsz, const ds_range *r, int n,
      * operations are kept: their wait for the blocking streams is a snapshot
      * that the blocking streams' later operations inherit from it.  (A
      * handoff imported meanwhile raced with the operation.) */
-    bool due = atomic_load_explicit(&npending, memory_order_relaxed) != 0;
-    if (n <= 0 && !due && !names_legacy(api, handle, ptsz))
-        return;
-    if (due || !ds_spin_take_now(DS_LOCK_SYNC)) {
-        op_general(api, handle, ptsz, r, n, caller_addr);
-        return;
-    }
-    int s = atomic_load_explicit(&npending, memory_order_relaxed) ? -1 : settled(api, handle, ptsz);
-    if (s < 0) {
-        ds_lock_give(DS_LOCK_SYNC);
-        op_general(api, handle, ptsz, r, n, caller_addr);
-        return;
-    }
-    tick(s, r, n);
+    if (n <= 0 && !atomic_load_explicit(&npending, memory_order_relaxed) &&
+        !names_legacy(api, handle, ptsz))
+        return true;
+    if (!ds_spin_take_now(DS_LOCK_SYNC))
+        return false;
+    const stream_memo *m =
+        atomic_load_explicit(&npending, memory_order_relaxed) ? NULL : settled(api, handle, ptsz);
+    if (m)
+        tick_at(m->s, m->slot, r, n);
     ds_lock_give(DS_LOCK_SYNC);
+    return m != NULL;
+}
+
+void ds_sync_op(int api, uintptr_t handle, bool ptsz, const ds_range *r, int n,
+                const void *caller_addr)
+{
+    if (!ds_sync_op_now(api, handle, ptsz, r, n))
+        op_general(api, handle, ptsz, r, n, caller_addr);
 }
 
 uint64_t ds_sync_barriers(void)

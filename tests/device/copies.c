@@ -12,6 +12,10 @@
  *   forms        2D, peer and cudaMemcpyDefault copies between tracked buffers
  *   shared_copy  a copy that reads a live share
  *   managed      copies into and out of managed and pinned memory
+ *   repeated     the same async copy between two tracked buffers five
+ *                times, and between two untracked ones three times, on a
+ *                stream (a repeat takes the hooks' way that calls nothing
+ *                unless copy events are written)
  */
 #include <cuda_runtime_api.h>
 #include <dlshim.h>
@@ -118,6 +122,15 @@ int main(int argc, char **argv)
         CHECK(cudaMemcpy(pinned, managed, 4096, cudaMemcpyDefault));
         CHECK(cudaFree(managed));
         CHECK(cudaFreeHost(pinned));
+    } else if (!strcmp(mode, "repeated")) {
+        cudaStream_t s;
+        CHECK(cudaStreamCreate(&s));
+        for (int i = 0; i < 5; i++)
+            CHECK(cudaMemcpyAsync(dev2, dev, N, cudaMemcpyDeviceToDevice, s));
+        for (int i = 0; i < 3; i++)
+            CHECK(cudaMemcpyAsync(host2, host, N, cudaMemcpyHostToHost, s));
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaStreamDestroy(s));
     } else {
         printf("unknown mode %s\n", mode);
         return 2;

@@ -18,6 +18,13 @@
  *   legacy_nonblocking  same, consumer on a non-blocking stream (race)
  *   per_thread        producer in another thread on its per-thread default
  *                     stream, consumer on a blocking stream (race)
+ *   settled           as unsynced, the producer's stream settled by a fill of
+ *                     another buffer first: the write handed over takes the
+ *                     hooks' way that calls nothing (race)
+ *   errno             no handoff: a fill, a copy, a host function and an event
+ *                     record on a stream, each twice (the second time the way
+ *                     that calls nothing), errno set before each and printed
+ *                     after
  *   semaphore         an imported external semaphore signalled after the
  *                     write, waited for by the consumer's stream (the
  *                     simulated device takes any descriptor; a GPU needs one
@@ -25,6 +32,7 @@
  */
 #include <cuda_runtime_api.h>
 #include <dlshim.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +93,7 @@ static DLManagedTensor *tensor_of(int *buf)
 }
 
 static const char *mode;
-static int *buf;
+static int *buf, *other;
 static cudaEvent_t ev;
 static cudaExternalSemaphore_t sem;
 static DLManagedTensor *shared;
@@ -96,6 +104,8 @@ static void produce(cudaStream_t s, int record)
     if (record == 1)
         CHECK(cudaEventRecord(ev, s)); /* too early: before the write */
     CHECK(cudaLaunchHostFunc(s, wait_gate, NULL));
+    if (!strcmp(mode, "settled"))
+        CHECK(cudaMemsetAsync(other, 1, N * sizeof(int), s));
     CHECK(cudaMemsetAsync(buf, 1, N * sizeof(int), s));
     if (record == 2)
         CHECK(cudaEventRecord(ev, s));
@@ -117,7 +127,35 @@ static void *produce_per_thread(void *arg)
 static int racy(void)
 {
     return !strcmp(mode, "unsynced") || !strcmp(mode, "event_before") ||
-           !strcmp(mode, "legacy_nonblocking") || !strcmp(mode, "per_thread");
+           !strcmp(mode, "legacy_nonblocking") || !strcmp(mode, "per_thread") ||
+           !strcmp(mode, "settled");
+}
+
+static void CUDART_CB nothing(void *arg)
+{
+    (void)arg;
+}
+
+/* errno mode: what errno each stream operation leaves, set to a new value
+ * before each. */
+static int errno_kept(cudaStream_t s, cudaEvent_t e)
+{
+    for (int i = 0; i < 2; i++) {
+        errno = 100 + i;
+        CHECK(cudaMemsetAsync(buf, 1, N * sizeof(int), s));
+        printf("fill errno=%d\n", errno);
+        errno = 200 + i;
+        CHECK(cudaMemcpyAsync(other, buf, N * sizeof(int), cudaMemcpyDeviceToDevice, s));
+        printf("copy errno=%d\n", errno);
+        errno = 300 + i;
+        CHECK(cudaLaunchHostFunc(s, nothing, NULL));
+        printf("host function errno=%d\n", errno);
+        errno = 400 + i;
+        CHECK(cudaEventRecord(e, s));
+        printf("record errno=%d\n", errno);
+    }
+    CHECK(cudaStreamSynchronize(s));
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -126,12 +164,15 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     cudaStream_t s1, s2;
     CHECK(cudaMalloc((void **)&buf, N * sizeof(int)));
+    CHECK(cudaMalloc((void **)&other, N * sizeof(int)));
     CHECK(cudaMemset(buf, 0, N * sizeof(int)));
     CHECK(cudaEventCreate(&ev));
     CHECK(cudaStreamCreate(&s1));
     CHECK(cudaStreamCreateWithFlags(&s2, !strcmp(mode, "legacy_nonblocking")
                                              ? cudaStreamNonBlocking
                                              : cudaStreamDefault));
+    if (!strcmp(mode, "errno"))
+        return errno_kept(s1, ev);
 
     if (!strcmp(mode, "per_thread")) {
         pthread_t t;
@@ -182,6 +223,7 @@ int main(int argc, char **argv)
     printf("consumer saw %d\n", host[0]);
     shared->deleter(shared);
     CHECK(cudaFree(buf));
+    CHECK(cudaFree(other));
     if (sem)
         CHECK(cudaDestroyExternalSemaphore(sem));
     return 0;

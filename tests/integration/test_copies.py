@@ -109,6 +109,17 @@ def test_summary_table_matches_events(dlshim):
     assert s["bytes_transferred"] == sum(c["bytes"] for c in r.of("copy"))
 
 
+@pytest.mark.parametrize("events", ["default", "all"])
+def test_repeated_copies_are_each_counted(dlshim, events):
+    # Without copy events (default) a repeat takes the copy hooks' way that
+    # calls nothing: each is counted all the same, the untracked ones never.
+    r = copies(dlshim, "repeated", env={"DLSHIM_EVENTS": events})
+    assert r.rc == 0, r.stderr[-2000:]
+    s = r.summary
+    assert (s["transfers"], s["bytes_transferred"]) == (5, 5 * 64 * 1024)
+    assert len(r.of("copy")) == (5 if events == "all" else 0)
+
+
 def test_host_copies_of_shared_buffers_in_python(dlshim):
     r = dlshim.python("host_copies.py",
                       env={"DLSHIM_HOOKS": "default,host-copy", "DLSHIM_EVENTS": "all"})

@@ -7,7 +7,7 @@ import pytest
 from conftest import assert_same_behaviour
 
 FRESH, STALE = "consumer saw 16843009", "consumer saw 0"
-RACY = ["unsynced", "event_before", "legacy_nonblocking", "per_thread"]
+RACY = ["unsynced", "event_before", "legacy_nonblocking", "per_thread", "settled"]
 SYNCHRONIZED = ["event", "host_sync", "same_stream", "legacy_blocking", "semaphore"]
 
 
@@ -38,7 +38,7 @@ def test_check_reports_both_sides(dlshim, mode):
     assert r.of("sync") == []
 
 
-@pytest.mark.parametrize("mode", ["unsynced", "event_before", "legacy_nonblocking"])
+@pytest.mark.parametrize("mode", ["unsynced", "event_before", "legacy_nonblocking", "settled"])
 def test_enforce_inserts_the_barrier(dlshim, mode):
     r = handoff(dlshim, mode, "enforce")
     assert r.rc == 0 and FRESH in r.stdout
@@ -75,6 +75,14 @@ def test_sync_off_skips_the_model(dlshim):
 @pytest.mark.parametrize("mode", ["unsynced"] + SYNCHRONIZED)
 def test_same_output_as_without_the_shim_in_check_mode(dlshim, mode):
     assert_same_behaviour(handoff(dlshim, mode, shim=False), handoff(dlshim, mode, "check"))
+
+
+@pytest.mark.parametrize("sync", ["off", "check"])
+def test_errno_passes_through_stream_operations(dlshim, sync):
+    # Each operation twice: the general way, then the way that calls nothing.
+    bare, traced = handoff(dlshim, "errno", shim=False), handoff(dlshim, "errno", sync)
+    assert_same_behaviour(bare, traced)
+    assert traced.stdout.count("errno=") == 8
 
 
 def test_hip_handoffs(dlshim):
