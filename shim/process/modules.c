@@ -122,12 +122,31 @@ static void bump_generation(void)
         atomic_fetch_add_explicit(&generation, 1, memory_order_release);
 }
 
+/* Every symbol a module imports is looked up here as it is patched (over
+ * a hundred thousand at start-up of PyTorch, C++ names of 100 bytes and
+ * more), and almost none is a hook: so the hash reads the length (strlen,
+ * vectorised) and three words, the first 16 bytes and the last 8, not
+ * every byte.  Names that agree there meet in a bucket chain, where strcmp
+ * tells them apart.  (Every word read lies within the name.) */
 static uint32_t name_hash(const char *s)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
+    size_t n = strlen(s);
+    uint64_t w[3] = {0, 0, 0};
+    if (n >= 8) {
+        memcpy(&w[0], s, 8);
+        memcpy(&w[2], s + n - 8, 8);
+        if (n >= 16)
+            memcpy(&w[1], s + 8, 8);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            w[0] |= (uint64_t)(unsigned char)s[i] << (8 * i);
+    }
+    uint64_t h = (n + 1) * 0x9e3779b97f4a7c15ull; /* multiply-xor rounds, as in splitmix64 */
+    for (int k = 0; k < 3; k++) {
+        h = (h ^ w[k]) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+    }
+    return (uint32_t)(h >> 32);
 }
 
 static int hook_index(const char *name)
