@@ -99,6 +99,18 @@ def test_runner_counts_instructions_with_callgrind():
     assert shim - base > 100  # a ledger export, import and release, with the lock
 
 
+# The start-up row in instructions, on a program that does nothing (true
+# ignores the -c argument): what remains is the shim's own loading,
+# initialisation and patching.
+@pytest.mark.skipif(PRELOAD_FIRST != "", reason="valgrind does not run a sanitizer's runtime")
+def test_startup_row_counts_what_the_shim_adds(monkeypatch):
+    runner = load_runner()
+    monkeypatch.setattr(runner, "PYTHON", "/bin/true")
+    rows = runner.startup_instructions(str(BUILD))
+    assert [r["name"] for r in rows] == ["no shim (baseline)", "added by the shim (log off)"]
+    assert rows[0]["measure"] > 0 and rows[1]["measure"] > 10000
+
+
 # The device rows' counts: the simulated device runs each operation as it
 # is queued (SIMDEV_IMMEDIATE=1), so two builds of the same path count the
 # same instructions per operation.  With stream workers, check and enforce
