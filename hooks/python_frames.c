@@ -294,9 +294,15 @@ typedef struct {
     char text[DS_WHERE_MAX];
 } location;
 
-/* Touched only by a thread that holds the GIL (see the top). */
-#define LOCATIONS 256 /* a power of two */
-static location locations[LOCATIONS];
+/* Touched only by a thread that holds the GIL (see the top).  Four ways
+ * per set: an event walks two or three frames, so a loop's handful of call
+ * sites keeps ten or more locations hot, and in one slot per key two of
+ * them met on about one address layout in four, each then made again at
+ * every event (~6,000 instructions: the line number is computed anew). */
+#define LOCATION_WAYS 4
+#define LOCATION_SETS 64 /* a power of two */
+static location locations[LOCATION_SETS][LOCATION_WAYS];
+static uint8_t next_victim[LOCATION_SETS];
 
 /* "file:LINE in function", the file's tail when it is long (its name is
  * what a reader looks for). */
@@ -358,11 +364,18 @@ static inline __attribute__((always_inline)) const location *locate_frame(uintpt
     uintptr_t instr = *(const uintptr_t *)(frame + (uintptr_t)layout->frame_instr);
     uintptr_t filename = *(const uintptr_t *)(code + (uintptr_t)code_at.filename);
     uintptr_t qualname = *(const uintptr_t *)(code + (uintptr_t)code_at.qualname);
-    location *l = &locations[((code >> 4) ^ (instr * 0x9e3779b1u)) >> 3 & (LOCATIONS - 1)];
-    if (l->code == code && l->instr == instr && l->filename == filename &&
-        l->qualname == qualname)
-        return l;
-    return make_location(l, code, instr, filename, qualname);
+    /* The set: the key's two words mixed by multiplication, its top bits. */
+    uint64_t h = ((uint64_t)code ^ (uint64_t)instr * 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+    size_t set = (size_t)(h >> 58) & (LOCATION_SETS - 1);
+    for (int w = 0; w < LOCATION_WAYS; w++) {
+        location *l = &locations[set][w];
+        if (l->code == code && l->instr == instr && l->filename == filename &&
+            l->qualname == qualname)
+            return l;
+    }
+    /* Not there: made into the set's ways in turn. */
+    unsigned w = next_victim[set]++ % LOCATION_WAYS;
+    return make_location(&locations[set][w], code, instr, filename, qualname);
 }
 
 #define FRAMES_WALKED 64 /* deeper than that, the user's line is lost in recursion */
