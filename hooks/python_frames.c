@@ -297,8 +297,9 @@ typedef struct {
 /* Touched only by a thread that holds the GIL (see the top).  Four ways
  * per set: an event walks two or three frames, so a loop's handful of call
  * sites keeps ten or more locations hot, and in one slot per key two of
- * them met on about one address layout in four, each then made again at
- * every event (~6,000 instructions: the line number is computed anew). */
+ * them met on some address layouts (one in four, by a birthday estimate),
+ * each then made again at every event (~6,000 instructions: the line
+ * number is computed anew). */
 #define LOCATION_WAYS 4
 #define LOCATION_SETS 64 /* a power of two */
 static location locations[LOCATION_SETS][LOCATION_WAYS];
