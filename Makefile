@@ -111,6 +111,9 @@ $(ELF_DIR)/libtarget_%.so: tests/unit/elf/target.c $(ELF_DIR)/libimpl.so
 
 $(BUILD)/tests/unit/test_elf: $(ELF_LIBS)
 $(BUILD)/tests/unit/test_elf: EXTRA_UNIT_FLAGS = -DELF_TEST_DIR='"$(abspath $(ELF_DIR))"'
+# The names of modules and Python files: hooks/frameworks.c on its own.
+$(BUILD)/tests/unit/test_names: hooks/frameworks.c
+$(BUILD)/tests/unit/test_names: EXTRA_UNIT_FLAGS = -Ihooks hooks/frameworks.c
 
 # ---- integration test programs (annotation API users, no dlshim link) -----
 $(BUILD)/tests/libprod.so: tests/integration/progs/libprod.c tests/integration/progs/prod.h include/dlshim.h
@@ -230,9 +233,10 @@ $(DEVICE_BIN)/rt_alloc: tests/device/rt_alloc.c include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
-$(DEVICE_BIN)/handoff: tests/device/handoff.c include/dlshim.h
+$(DEVICE_BIN)/handoff: tests/device/handoff.c include/dlshim.h $(CUDA_DRIVER)
 	@mkdir -p $(dir $@)
-	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(CUDA_DRIVER) \
+	    $(VARIANT_LDFLAGS)
 
 $(DEVICE_BIN)/lib%like.so: tests/device/owner.c
 	@mkdir -p $(dir $@)
@@ -264,7 +268,8 @@ $(DEVICE_BIN)/culike_user: tests/device/culike_user.c $(DEVICE_BIN)/libculike.so
 	    $(VARIANT_LDFLAGS)
 
 # What scripts/gpu-check needs on a GPU machine: the shim and the CUDA device
-# programs (no HIP, Python extensions or Rust); `simdev` for its --simdev runs.
+# programs (no HIP, Python extensions or Rust), bench/streams for the cost of
+# a stream operation; `simdev` for its --simdev runs.
 CUDA_DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN)/handoff \
                      $(DEVICE_BIN)/copies
 # Vulkan programs: the loader (libvulkan-dev), CUDA's runtime and HIP's, the
@@ -278,7 +283,7 @@ $(BUILD)/tests/vulkan/%: tests/vulkan/%.c tests/vulkan/vk_setup.c tests/vulkan/v
 $(BUILD)/tests/vulkan/vk_share: VK_RUNTIME = -L$(CUDA_HOME)/lib64 -lcudart
 $(BUILD)/tests/vulkan/vk_hip: VK_RUNTIME = -lamdhip64
 
-gpu-check-programs: $(LIB) $(CUDA_DEVICE_PROGS) $(VK_LAYER) \
+gpu-check-programs: $(LIB) $(CUDA_DEVICE_PROGS) $(BUILD)/bench/streams $(VK_LAYER) \
                     $(if $(wildcard /usr/include/vulkan/vulkan.h),$(VULKAN_PROGS))
 simdev: $(SIMDEV_LIBS)
 

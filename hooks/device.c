@@ -120,6 +120,13 @@ void ds_device_lookup_result(const char *name, void **fn, const void *caller)
     void *f = NULL;
     if (!fn || !name || ds_safe_read(&f, fn, sizeof(f)) != sizeof(f) || !f)
         return;
+    /* A lookup may answer a name with another ABI of it (CUDA 13's driver
+     * hands out a cuCtxSynchronize that takes a context): a wrapper calls
+     * what it is given with its own name's arguments, so only the very
+     * function that name stands for is wrapped.  Anything else passes
+     * through untouched, and untracked. */
+    if (!ds_hook_named(name) || !ds_defines(f, name))
+        return;
     void *w = ds_hook_for_lookup(name, f, caller);
     if (w != f)
         ds_safe_write(fn, &w, sizeof(w));

@@ -8,7 +8,7 @@
 
 #include "hooks.h"
 
-/* Directories that name a framework, most specific first. */
+/* Directories that name a framework. */
 static const struct {
     const char *fragment, *name;
 } dirs[] = {
@@ -32,16 +32,40 @@ static const struct {
  * handoff made through them is named after the Python code that called. */
 const char *const ds_call_bridges[] = {"libffi", "_ctypes", NULL};
 
+/* Where installed Python packages live. */
+static const char *const roots[] = {"/site-packages/", "/dist-packages/"};
+
+/* The framework a path lies in: only below the last package root, when it
+ * has one (the place a virtual environment was made, /opt/torch/.venv say,
+ * names nothing), and the outermost directory there ("jax/numpy/" is jax). */
+static const char *framework_dir(const char *path)
+{
+    const char *from = path;
+    for (size_t r = 0; r < DS_ARRAY_LEN(roots); r++)
+        for (const char *at = strstr(path, roots[r]); at; at = strstr(at + 1, roots[r]))
+            if (at > from)
+                from = at + strlen(roots[r]) - 1; /* the '/' before the package */
+    const char *name = NULL, *first = NULL;
+    for (size_t i = 0; i < DS_ARRAY_LEN(dirs); i++) {
+        const char *at = strstr(from, dirs[i].fragment);
+        if (at && (!first || at < first)) {
+            first = at;
+            name = dirs[i].name;
+        }
+    }
+    return name;
+}
+
 /* Anything else: the file's base name up to the first dot
  * ("myext.cpython-311-x86_64-linux-gnu.so" → "myext"); the program's own
  * name for the executable. */
 void ds_framework_name(const char *path, char *out, size_t cap)
 {
-    for (size_t i = 0; i < DS_ARRAY_LEN(dirs); i++)
-        if (strstr(path, dirs[i].fragment)) {
-            ds_fmt(out, cap, "%s", dirs[i].name);
-            return;
-        }
+    const char *framework = framework_dir(path);
+    if (framework) {
+        ds_fmt(out, cap, "%s", framework);
+        return;
+    }
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     for (size_t i = 0; i < DS_ARRAY_LEN(libs); i++) {
@@ -57,19 +81,16 @@ void ds_framework_name(const char *path, char *out, size_t cap)
     ds_printable(out, len + 1 < cap ? len + 1 : cap, base, len);
 }
 
-/* Where installed Python packages live. */
-static const char *const roots[] = {"/site-packages/", "/dist-packages/"};
-
 /* A Python source file's package: a framework directory above, else the
  * first directory under site-packages / dist-packages, else the file's stem
  * (a script: "train.py" → "train"). */
 void ds_python_package_name(const char *file, char *out, size_t cap)
 {
-    for (size_t i = 0; i < DS_ARRAY_LEN(dirs); i++)
-        if (strstr(file, dirs[i].fragment)) {
-            ds_fmt(out, cap, "%s", dirs[i].name);
-            return;
-        }
+    const char *framework = framework_dir(file);
+    if (framework) {
+        ds_fmt(out, cap, "%s", framework);
+        return;
+    }
     for (size_t i = 0; i < DS_ARRAY_LEN(roots); i++) {
         const char *at = strstr(file, roots[i]);
         if (at) {

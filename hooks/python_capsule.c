@@ -201,8 +201,58 @@ static DS_TLS struct {
     ds_py_mark mark;
 } last_import;
 
+/* ---- capsules made before their tensor was filled in ---------------------
+ * CuPy 14 makes its capsule first and fills the tensor in it after: the
+ * export waits for the capsule to be handed over (opened, imported or
+ * dropped), and keeps the producer that made it.  A consumer takes a capsule
+ * as it is made, so a few slots suffice; when they are full, the export is
+ * recorded at once (and reported malformed, as it then is). */
+#define DS_PENDING_SLOTS 8
+#define DS_PENDING_CLAIMED ((uintptr_t)1)
+static struct {
+    _Atomic uintptr_t tensor; /* 0: free */
+    uint16_t producer;
+    bool versioned;
+} pending[DS_PENDING_SLOTS];
+static atomic_int pending_count;
+
+static void pending_add(void *tensor, int kind, uint16_t producer)
+{
+    for (int i = 0; i < DS_PENDING_SLOTS; i++) {
+        uintptr_t free_ = 0;
+        if (atomic_compare_exchange_strong(&pending[i].tensor, &free_, DS_PENDING_CLAIMED)) {
+            pending[i].producer = producer;
+            pending[i].versioned = kind == VERSIONED;
+            atomic_store_explicit(&pending[i].tensor, (uintptr_t)tensor, memory_order_release);
+            atomic_fetch_add_explicit(&pending_count, 1, memory_order_relaxed);
+            return;
+        }
+    }
+    ds_tensor_export_by(tensor, kind == VERSIONED, producer, capsule_api());
+}
+
+/* The waiting export of `tensor`, if any, recorded now. */
+static void pending_export(void *tensor)
+{
+    if (__builtin_expect(!atomic_load_explicit(&pending_count, memory_order_relaxed), 1))
+        return;
+    for (int i = 0; i < DS_PENDING_SLOTS; i++) {
+        uintptr_t t = (uintptr_t)tensor;
+        if (atomic_load_explicit(&pending[i].tensor, memory_order_acquire) != t)
+            continue;
+        uint16_t producer = pending[i].producer;
+        bool versioned = pending[i].versioned;
+        if (atomic_compare_exchange_strong(&pending[i].tensor, &t, 0)) {
+            atomic_fetch_sub_explicit(&pending_count, 1, memory_order_relaxed);
+            ds_tensor_export_by(tensor, versioned, producer, capsule_api());
+        }
+        return;
+    }
+}
+
 static void import_by(void *tensor, int kind, uint16_t consumer)
 {
+    pending_export(tensor);
     ds_py_in_capsule_call++;
     ds_tensor_import_by(tensor, kind == VERSIONED, consumer, capsule_api());
     ds_py_in_capsule_call--;
@@ -277,8 +327,10 @@ static void capsule_destroyed(int i, PyObject *capsule)
     orig(capsule);
     saved = errno;
     destroying = outer;
-    if (tensor && ds_active())
+    if (tensor && ds_active()) {
+        pending_export(tensor);
         ds_tensor_dropped_unseen(tensor);
+    }
     ds_py_in_capsule_call--;
     errno = saved;
 }
@@ -335,7 +387,9 @@ new_dlpack(void *pointer, const char *name, capsule_destructor destructor, int k
         saved = errno;
         ds_py_bind((const void *)real);
         ds_py_in_capsule_call++;
-        ds_tensor_export_by(pointer, kind == VERSIONED, caller_id(caller), capsule_api());
+        uint16_t producer = caller_id(caller);
+        if (!ds_tensor_export_when_filled(pointer, kind == VERSIONED, producer, capsule_api()))
+            pending_add(pointer, kind, producer);
         ds_py_in_capsule_call--;
         errno = saved;
     }
@@ -444,6 +498,7 @@ __attribute__((noinline)) static void *opened_d(PyObject *capsule, const char *n
             int saved = errno;
             ds_py_bind(real);
             last_import.tensor = 0;
+            pending_export(pointer);
             remember_opened(capsule, pointer, kind, caller);
             errno = saved;
         }

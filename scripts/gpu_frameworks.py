@@ -105,12 +105,16 @@ def exchange(src, dst, mode):
 
 def race(mode):
     """A torch side stream writes late (a GPU sleep before the copy); CuPy
-    reads the tensor on its own stream with nothing ordering the two."""
+    reads the tensor on its own stream with nothing ordering the two.  The
+    side stream is a non-blocking one of CuPy's: with a torch.cuda.Stream()
+    CuPy read the written data on an H100, so something (the dlshim log
+    showed no race either) ordered the two there."""
     torch, cupy = load("torch"), load("cupy")
     src = torch.full((N,), 7.0, device="cuda")
     x = torch.zeros(N, device="cuda")
     torch.cuda.synchronize()
-    side = torch.cuda.Stream()
+    side_owner = cupy.cuda.Stream(non_blocking=True)
+    side = torch.cuda.ExternalStream(side_owner.ptr)
     with torch.cuda.stream(side):
         torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU cycles before the write
         x.copy_(src)                    # cudaMemcpyAsync on the side stream

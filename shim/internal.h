@@ -871,6 +871,10 @@ void ds_tensor_export(void *managed, bool versioned, const char *producer, uint1
 void ds_tensor_import(void *managed, bool versioned, const char *consumer, uint16_t api);
 /* The same for a producer/consumer already interned (ds_module_id_at). */
 void ds_tensor_export_by(void *managed, bool versioned, uint16_t producer, uint16_t api);
+/* The same, unless the struct is not well formed: then nothing is recorded
+ * or reported, and false returned (a producer may fill it in after making
+ * its capsule; the caller exports it when it is handed over). */
+bool ds_tensor_export_when_filled(void *managed, bool versioned, uint16_t producer, uint16_t api);
 void ds_tensor_import_by(void *managed, bool versioned, uint16_t consumer, uint16_t api);
 /* The producer's holder of an unconsumed tensor died and freed it without
  * calling its deleter (JAX's capsules do): its release, unless one was seen. */
@@ -939,6 +943,8 @@ static inline void *ds_got_original(const void *wrapper, void **global_real, con
  * `caller`'s module (and as the global one if none is known yet); `real`
  * itself when `name` is not hooked. */
 void *ds_hook_for_lookup(const char *name, void *real, const void *caller);
+/* Whether `name` is a hook's. */
+bool ds_hook_named(const char *name);
 /* Patches modules loaded since the last call; forgets unloaded ones. */
 void ds_modules_refresh(void);
 /* The module holding `addr` (a return address): its name, or its interned
@@ -953,6 +959,8 @@ void *ds_resolve_real(const char *name, const void *ours);
 /* `name` as defined by the library that defines `fn` (its local scope), so a
  * helper call (cudaGetDevice beside cudaMalloc) reaches the same runtime. */
 void *ds_resolve_beside(const void *fn, const char *name);
+/* Whether the function at `fn` is its library's definition of `name`. */
+bool ds_defines(const void *fn, const char *name);
 /* glibc's own dlsym (hooks/dlsym.c interposes the symbol). */
 void *ds_real_dlsym(void *handle, const char *name);
 

@@ -180,7 +180,8 @@ static void report_malformed(void *m, bool versioned, uint16_t id, const char *n
 
 /* id: the interned name (which may be "other" when the table is full);
  * name: the name itself, for the events, or NULL for ds_name(id). */
-static void export_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t api)
+static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t api,
+                          bool may_wait)
 {
     char why[DS_DETAIL_MAX];
     ds_tensor_view v;
@@ -188,10 +189,12 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
     bool well_formed =
         ds_dlpack_read_struct(m, versioned, &v, why, sizeof(why)) &&
         ds_dlpack_check(&v, show, why, sizeof(why));
+    if (!well_formed && may_wait)
+        return false; /* perhaps not filled in yet: the caller asks again later */
     ds_note_work();
     if (!v.readable) {
         report_malformed(m, versioned, id, name, why);
-        return; /* nothing there to track */
+        return true; /* nothing there to track */
     }
 
     /* Where the data starts, and the tracked allocation it lies in, if any
@@ -233,7 +236,7 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
         ds_reg_unlock();
         if (report)
             report_malformed(m, versioned, id, name, why);
-        return;
+        return true;
     }
     /* Handed on while imported (a consumer passing the tensor to another):
      * the share in the old allocation ends here. */
@@ -275,6 +278,7 @@ static void export_tensor(void *m, bool versioned, uint16_t id, const char *name
         ds_stats_untracked();
     if (show)
         emit_export(m, &v, name, id, api, linked ? &alloc : NULL, copied_from);
+    return true;
 }
 
 /* A name from the program, copied through the no-fault reader into `out`
@@ -288,12 +292,17 @@ static uint16_t copied_name(char out[DS_NAME_MAX], const char *name)
 void ds_tensor_export(void *m, bool versioned, const char *producer, uint16_t api)
 {
     char name[DS_NAME_MAX];
-    export_tensor(m, versioned, copied_name(name, producer), name, api);
+    export_tensor(m, versioned, copied_name(name, producer), name, api, false);
 }
 
 void ds_tensor_export_by(void *m, bool versioned, uint16_t producer, uint16_t api)
 {
-    export_tensor(m, versioned, producer, NULL, api);
+    export_tensor(m, versioned, producer, NULL, api, false);
+}
+
+bool ds_tensor_export_when_filled(void *m, bool versioned, uint16_t producer, uint16_t api)
+{
+    return export_tensor(m, versioned, producer, NULL, api, true);
 }
 
 /* ---- import ------------------------------------------------------------- */
@@ -357,7 +366,7 @@ static void import_tensor(void *m, bool versioned, uint16_t id, const char *name
             }
         }
         if (attempt == 0) /* never exported through the shim: producer unknown */
-            export_tensor(m, versioned, DS_NAME_UNKNOWN, NULL, api);
+            export_tensor(m, versioned, DS_NAME_UNKNOWN, NULL, api, false);
     }
 }
 

@@ -312,6 +312,16 @@ void *ds_got_original_slow(const void *wrapper, void **global_real, const char *
     return f;
 }
 
+bool ds_hook_named(const char *name)
+{
+    if (!name)
+        return false;
+    ds_lock_take(DS_LOCK_MODULES);
+    bool named = hook_index(name) >= 0;
+    ds_lock_give(DS_LOCK_MODULES);
+    return named;
+}
+
 void *ds_hook_for_lookup(const char *name, void *real, const void *caller)
 {
     if (!name || !real)

@@ -9,6 +9,7 @@
  * own lookups go to glibc's, found with dlvsym, which is not interposed.
  */
 #include <dlfcn.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -52,4 +53,13 @@ void *ds_resolve_beside(const void *fn, const char *name)
     void *f = ds_real_dlsym(handle, name);
     close_fn(handle);
     return f;
+}
+
+bool ds_defines(const void *fn, const char *name)
+{
+    Dl_info info;
+    if (!fn || !name || !dladdr(fn, &info) || info.dli_saddr != fn || !info.dli_sname)
+        return false;
+    /* dladdr names one of the symbols at fn: another may be `name`. */
+    return !strcmp(info.dli_sname, name) || ds_resolve_beside(fn, name) == fn;
 }

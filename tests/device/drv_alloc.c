@@ -76,6 +76,11 @@ int main(int argc, char **argv)
         PROC(free_async, "cuMemFreeAsync");
         PROC(free_host, "cuMemFreeHost");
 #undef PROC
+        /* Version 13000 answers "cuCtxSynchronize" with the new function,
+         * which takes the context: it must arrive, not garbage. */
+        __typeof__(cuCtxSynchronize_v2) *sync_ctx;
+        CHECK(cuGetProcAddress("cuCtxSynchronize", (void **)&sync_ctx, 13000, 0, &status));
+        CHECK(sync_ctx(ctx));
     }
     CUdeviceptr d, a, m, pitched;
     void *h1, *h2;

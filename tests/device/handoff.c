@@ -21,6 +21,8 @@
  *   settled           as unsynced, the producer's stream settled by a fill of
  *                     another buffer first: the write handed over takes the
  *                     hooks' way that calls nothing (race)
+ *   driver_consumer   as unsynced, the consumer's copy made with the CUDA
+ *                     driver (as CuPy does) on the runtime's stream (race)
  *   errno             no handoff: a fill, a copy, a host function and an event
  *                     record on a stream, each twice (the second time the way
  *                     that calls nothing), errno set before each and printed
@@ -30,6 +32,7 @@
  *                     simulated device takes any descriptor; a GPU needs one
  *                     another API exported, so scripts/gpu-check skips it)
  */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlshim.h>
 #include <errno.h>
@@ -128,7 +131,7 @@ static int racy(void)
 {
     return !strcmp(mode, "unsynced") || !strcmp(mode, "event_before") ||
            !strcmp(mode, "legacy_nonblocking") || !strcmp(mode, "per_thread") ||
-           !strcmp(mode, "settled");
+           !strcmp(mode, "settled") || !strcmp(mode, "driver_consumer");
 }
 
 static void CUDART_CB nothing(void *arg)
@@ -206,11 +209,23 @@ int main(int argc, char **argv)
         struct cudaExternalSemaphoreWaitParams wait = {0};
         CHECK(cudaWaitExternalSemaphoresAsync(&sem, &wait, 1, cs));
     }
-    int host[N];
-    memset(host, 0xff, sizeof(host));
+    /* Pinned: a GPU copies to pageable memory synchronously, and under an
+     * enforced barrier would wait for the gate that opens after it. */
+    int *host;
+    CHECK(cudaMallocHost((void **)&host, N * sizeof(int)));
+    memset(host, 0xff, N * sizeof(int));
     cudaEvent_t copied;
     CHECK(cudaEventCreate(&copied));
-    CHECK(cudaMemcpyAsync(host, shared->dl_tensor.data, sizeof(host), cudaMemcpyDeviceToHost, cs));
+    if (!strcmp(mode, "driver_consumer")) {
+        if (cuMemcpyDtoHAsync(host, (CUdeviceptr)shared->dl_tensor.data, N * sizeof(int),
+                              (CUstream)cs) != CUDA_SUCCESS) {
+            printf("cuMemcpyDtoHAsync failed\n");
+            exit(1);
+        }
+    } else {
+        CHECK(cudaMemcpyAsync(host, shared->dl_tensor.data, N * sizeof(int),
+                              cudaMemcpyDeviceToHost, cs));
+    }
     CHECK(cudaEventRecord(copied, cs));
     /* Racy modes: let the copy finish first (it cannot while an enforced
      * barrier holds it behind the gate: then give up after a second). */
@@ -224,6 +239,7 @@ int main(int argc, char **argv)
     shared->deleter(shared);
     CHECK(cudaFree(buf));
     CHECK(cudaFree(other));
+    CHECK(cudaFreeHost(host));
     if (sem)
         CHECK(cudaDestroyExternalSemaphore(sem));
     return 0;

@@ -30,6 +30,16 @@ def test_codes_outside_the_tables_are_logged_by_number(run):
     assert run.violations() == []
 
 
+def test_a_capsule_filled_after_it_is_made_is_exported_as_filled(run):
+    [exp, imp] = between(run.events, "late", "late: taken")
+    assert (exp["producer"], exp["dtype"], exp["shape"], exp["bytes"]) == \
+        ("ctypes_capsules", "float32", [4], 16)
+    assert imp["consumer"] == "ctypes_capsules" and imp["tensor"] == exp["tensor"]
+    [rel] = between(run.events, "late: taken", "late: released")
+    assert rel["tensor"] == exp["tensor"] and rel["consumed"] is True
+    assert run.violations() == []
+
+
 def test_a_share_never_released_is_named_at_exit(run):
     [exp, imp] = between(run.events, "kept", "kept: taken")
     s = run.summary

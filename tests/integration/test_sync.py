@@ -7,7 +7,8 @@ import pytest
 from conftest import assert_same_behaviour
 
 FRESH, STALE = "consumer saw 16843009", "consumer saw 0"
-RACY = ["unsynced", "event_before", "legacy_nonblocking", "per_thread", "settled"]
+RACY = ["unsynced", "event_before", "legacy_nonblocking", "per_thread", "settled",
+        "driver_consumer"]
 SYNCHRONIZED = ["event", "host_sync", "same_stream", "legacy_blocking", "semaphore"]
 
 
@@ -38,7 +39,8 @@ def test_check_reports_both_sides(dlshim, mode):
     assert r.of("sync") == []
 
 
-@pytest.mark.parametrize("mode", ["unsynced", "event_before", "legacy_nonblocking", "settled"])
+@pytest.mark.parametrize("mode", ["unsynced", "event_before", "legacy_nonblocking", "settled",
+                                  "driver_consumer"])
 def test_enforce_inserts_the_barrier(dlshim, mode):
     r = handoff(dlshim, mode, "enforce")
     assert r.rc == 0 and FRESH in r.stdout

@@ -21,6 +21,7 @@
     } while (0)
 
 static int current = 0; /* one device; contexts are the device's primary one */
+#define PRIMARY_CONTEXT ((CUcontext)(uintptr_t)0x1000)
 
 EXPORT CUresult cuInit(unsigned int flags)
 {
@@ -60,7 +61,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
     CHECK_DEVICE;
     if (!ctx || dev != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    *ctx = (CUcontext)(uintptr_t)0x1000; /* an opaque handle */
+    *ctx = PRIMARY_CONTEXT; /* an opaque handle */
     return CUDA_SUCCESS;
 }
 
@@ -83,6 +84,19 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 EXPORT CUresult cuCtxSynchronize(void)
 {
     CHECK_DEVICE;
+    sim_device_sync();
+    return CUDA_SUCCESS;
+}
+
+/* CUDA 13's synchronize of a given context (NULL: the current one), which
+ * cuGetProcAddress hands out for "cuCtxSynchronize" from version 13000 on,
+ * as the real driver does: a wrapper that called it as the old one would
+ * pass garbage for the context. */
+EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    CHECK_DEVICE;
+    if (ctx && ctx != PRIMARY_CONTEXT)
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     sim_device_sync();
     return CUDA_SUCCESS;
 }
@@ -133,11 +147,26 @@ EXPORT CUresult cuMemAllocAsync(CUdeviceptr *ptr, size_t size, CUstream stream)
     return alloc(ptr, size, SIM_DEVICE);
 }
 
+/* The device's one memory pool, an opaque handle. */
+#define DEFAULT_POOL ((CUmemoryPool)(uintptr_t)0x2000)
+
+EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    CHECK_DEVICE;
+    if (!pool || dev != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pool = DEFAULT_POOL;
+    return CUDA_SUCCESS;
+}
+
+/* A pool is required, as the real driver requires it (a NULL one is an
+ * invalid value there). */
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *ptr, size_t size, CUmemoryPool pool,
                                         CUstream stream)
 {
-    (void)pool;
     (void)stream;
+    if (pool != DEFAULT_POOL)
+        return CUDA_ERROR_INVALID_VALUE;
     return alloc(ptr, size, SIM_DEVICE);
 }
 
@@ -219,6 +248,13 @@ EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
     CHECK_DEVICE;
     sim_memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, sim_stream_of(stream),
                false);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+    CHECK_DEVICE;
+    sim_memcpy(dst, (const void *)(uintptr_t)src, n, sim_stream_of(stream), false);
     return CUDA_SUCCESS;
 }
 
@@ -558,10 +594,10 @@ static const struct {
     ENTRY(cuInit), ENTRY(cuDriverGetVersion), ENTRY(cuDeviceGet), ENTRY(cuDeviceGetCount),
     ENTRY(cuDevicePrimaryCtxRetain), ENTRY(cuCtxSetCurrent), ENTRY(cuCtxGetDevice),
     ENTRY(cuCtxSynchronize), ENTRY(cuGetErrorString), ENTRY(cuMemAlloc), ENTRY(cuMemAllocPitch),
-    ENTRY(cuMemAllocAsync), ENTRY(cuMemAllocFromPoolAsync), ENTRY(cuMemAllocManaged),
+    ENTRY(cuMemAllocAsync), ENTRY(cuMemAllocFromPoolAsync), ENTRY(cuDeviceGetDefaultMemPool), ENTRY(cuMemAllocManaged),
     ENTRY(cuMemAllocHost), ENTRY(cuMemHostAlloc), ENTRY(cuMemFree), ENTRY(cuMemFreeAsync),
     ENTRY(cuMemFreeHost), ENTRY(cuMemcpy), ENTRY(cuMemcpyHtoD), ENTRY(cuMemcpyDtoH),
-    ENTRY(cuMemcpyAsync), ENTRY(cuMemsetD8), ENTRY(cuMemsetD8Async), ENTRY(cuStreamCreate),
+    ENTRY(cuMemcpyAsync), ENTRY(cuMemcpyDtoHAsync), ENTRY(cuMemsetD8), ENTRY(cuMemsetD8Async), ENTRY(cuStreamCreate),
     ENTRY(cuStreamDestroy), ENTRY(cuStreamSynchronize), ENTRY(cuStreamWaitEvent),
     ENTRY(cuEventCreate), ENTRY(cuEventRecord), ENTRY(cuEventQuery), ENTRY(cuEventSynchronize),
     ENTRY(cuEventDestroy), ENTRY(cuLaunchHostFunc), ENTRY(cuLibraryLoadData),
@@ -577,10 +613,15 @@ static const struct {
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,
                                  CUdriverProcAddressQueryResult *status)
 {
-    (void)version;
     (void)flags;
     if (!symbol || !pfn)
         return CUDA_ERROR_INVALID_VALUE;
+    if (!strcmp(symbol, "cuCtxSynchronize") && version >= 13000) {
+        *pfn = (void *)cuCtxSynchronize_v2;
+        if (status)
+            *status = CU_GET_PROC_ADDRESS_SUCCESS;
+        return CUDA_SUCCESS;
+    }
     for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
         if (!strcmp(entries[i].name, symbol)) {
             *pfn = entries[i].fn;

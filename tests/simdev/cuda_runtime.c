@@ -19,6 +19,7 @@ static struct {
     __typeof__(cuMemAllocPitch) *alloc_pitch;
     __typeof__(cuMemAllocAsync) *alloc_async;
     __typeof__(cuMemAllocFromPoolAsync) *alloc_from_pool;
+    __typeof__(cuDeviceGetDefaultMemPool) *default_pool;
     __typeof__(cuMemAllocManaged) *alloc_managed;
     __typeof__(cuMemAllocHost) *alloc_host;
     __typeof__(cuMemFree) *free;
@@ -42,7 +43,7 @@ static struct {
     __typeof__(cuLibraryGetKernel) *library_kernel;
     __typeof__(cuLibraryUnload) *library_unload;
     __typeof__(cuLaunchKernel) *launch;
-    __typeof__(cuCtxSynchronize) *ctx_sync;
+    __typeof__(cuCtxSynchronize_v2) *ctx_sync; /* what version 13000 hands out */
     __typeof__(cuCtxGetDevice) *ctx_device;
     __typeof__(cuImportExternalMemory) *import_mem;
     __typeof__(cuExternalMemoryGetMappedBuffer) *map_mem;
@@ -71,6 +72,7 @@ static void load_driver(void)
     GET(alloc_pitch, "cuMemAllocPitch");
     GET(alloc_async, "cuMemAllocAsync");
     GET(alloc_from_pool, "cuMemAllocFromPoolAsync");
+    GET(default_pool, "cuDeviceGetDefaultMemPool");
     GET(alloc_managed, "cuMemAllocManaged");
     GET(alloc_host, "cuMemAllocHost");
     GET(free, "cuMemFree");
@@ -162,7 +164,7 @@ EXPORT cudaError_t cudaSetDevice(int device)
 
 EXPORT cudaError_t cudaDeviceSynchronize(void)
 {
-    CALL(drv.ctx_sync());
+    CALL(drv.ctx_sync(NULL));
 }
 
 EXPORT cudaError_t cudaGetLastError(void)
@@ -193,6 +195,11 @@ EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_
                                            cudaStream_t stream)
 {
     CALL(drv.alloc_from_pool((CUdeviceptr *)ptr, size, (CUmemoryPool)pool, (CUstream)stream));
+}
+
+EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device)
+{
+    CALL(drv.default_pool((CUmemoryPool *)pool, device));
 }
 
 EXPORT cudaError_t cudaMallocManaged(void **ptr, size_t size, unsigned int flags)

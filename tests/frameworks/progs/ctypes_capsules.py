@@ -94,6 +94,21 @@ take(capsule_of(f4))
 f4.deleter(ctypes.pointer(f4))
 mark("float4: released")
 
+# A capsule made before its tensor is filled in (as CuPy 14 does): the
+# export is what the tensor holds when it is handed over, not the garbage
+# it held when the capsule was made.
+mark("late")
+late = tensor(code=2, bits=32)  # float32
+filled = DLTensor()
+ctypes.memmove(ctypes.byref(filled), ctypes.byref(late.dl_tensor), ctypes.sizeof(DLTensor))
+ctypes.memset(ctypes.byref(late.dl_tensor), 0x65, ctypes.sizeof(DLTensor))  # "eeee..."
+c = capsule_of(late)
+late.dl_tensor = filled
+take(c)
+mark("late: taken")
+late.deleter(ctypes.pointer(late))
+mark("late: released")
+
 # NumPy's capsule, taken here and never released: outstanding at exit.
 mark("kept")
 kept = np.arange(6, dtype=np.float32)
