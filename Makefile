@@ -178,6 +178,28 @@ $(BUILD)/tests/libcapsule_user.so: tests/integration/progs/capsule_user.c $(BUIL
 	    -Wno-missing-prototypes -o $@ $< \
 	    -L$(BUILD)/tests -lfakepy -Wl,-rpath,$(abspath $(BUILD))/tests $(VARIANT_LDFLAGS)
 
+# A bare dlopen searched as glibc searches it for the caller (hooks/dlopen.c):
+# libpick.so in two folders, one in the openers' RPATH or RUNPATH.
+SEARCH_DIR := $(BUILD)/tests/search
+SEARCH_PROGS := $(SEARCH_DIR)/first/libpick.so $(SEARCH_DIR)/second/libpick.so \
+                $(SEARCH_DIR)/libopener_rpath.so $(SEARCH_DIR)/libopener_runpath.so \
+                $(SEARCH_DIR)/search_path
+$(SEARCH_DIR)/first/libpick.so: PICK := 1
+$(SEARCH_DIR)/second/libpick.so: PICK := 2
+$(SEARCH_DIR)/%/libpick.so: tests/integration/progs/search_path.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -DPICK=$(PICK) -fPIC -shared -o $@ $< \
+	    $(VARIANT_LDFLAGS)
+$(SEARCH_DIR)/libopener_rpath.so: DTAGS := --disable-new-dtags
+$(SEARCH_DIR)/libopener_runpath.so: DTAGS := --enable-new-dtags
+$(SEARCH_DIR)/libopener_%.so: tests/integration/progs/search_path.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -DOPENER -fPIC -shared -o $@ $< \
+	    -Wl,$(DTAGS),-rpath,'$$ORIGIN/first' -ldl $(VARIANT_LDFLAGS)
+$(SEARCH_DIR)/search_path: tests/integration/progs/search_path.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -o $@ $< -ldl $(VARIANT_LDFLAGS)
+
 $(BUILD)/tests/local_scope: tests/integration/progs/local_scope.c $(BUILD)/tests/libcapsule_user.so
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -o $@ $< -ldl $(VARIANT_LDFLAGS)
 
@@ -233,10 +255,9 @@ $(DEVICE_BIN)/rt_alloc: tests/device/rt_alloc.c include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
-$(DEVICE_BIN)/handoff: tests/device/handoff.c include/dlshim.h $(CUDA_DRIVER)
+$(DEVICE_BIN)/handoff: tests/device/handoff.c include/dlshim.h
 	@mkdir -p $(dir $@)
-	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(CUDA_DRIVER) \
-	    $(VARIANT_LDFLAGS)
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
 $(DEVICE_BIN)/lib%like.so: tests/device/owner.c
 	@mkdir -p $(dir $@)
@@ -328,7 +349,7 @@ $(TORCH_USER): tests/entry/torch_user.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O1 -w -o $@ $< -ltorch -ltorch_cpu -lc10
 
-test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(BUILD)/tests/local_scope $(RUST_EXT) $(SIMDEV_LIBS) \
+test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(BUILD)/tests/local_scope $(SEARCH_PROGS) $(RUST_EXT) $(SIMDEV_LIBS) \
                $(DEVICE_PROGS) $(STRESS_PROGS) $(ENTRY_PROGS) $(TORCH_USER) $(VULKAN_PROGS) $(VK_LAYER)
 
 # ---- the options table in README.md comes from shim/options.def, and

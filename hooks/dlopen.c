@@ -7,44 +7,33 @@
  * Leaves out: dlmopen (modules in other namespaces are not patched) and
  * modules loaded by libc itself (__libc_dlopen: NSS, libgcc_s).
  *
- * glibc's dlopen searches the *caller's* DT_RUNPATH/DT_RPATH for a bare file
- * name and expands $ORIGIN relative to the caller; behind this wrapper the
- * caller is the shim.  So when a bare name is not found, the caller's own
- * search path is tried with $ORIGIN expanded (a library that LD_LIBRARY_PATH
- * or the system cache also holds is then found there first: the one
- * difference left).
+ * glibc's dlopen searches for a bare file name with the *caller's*
+ * DT_RPATH / DT_RUNPATH ($ORIGIN the caller's folder); behind this wrapper
+ * the caller is the shim, which has neither.  So the wrapper searches as
+ * glibc would for the caller, in glibc's order: a module already loaded by
+ * that name; the caller's RPATH (when it has no RUNPATH); LD_LIBRARY_PATH
+ * and the caller's RUNPATH; then glibc itself (the system cache and the
+ * default folders).  Found on a GPU machine: cuDNN opens its sub-libraries
+ * through its RUNPATH, and without this the system's older ones came first.
+ * Left out: the RPATH of the modules that loaded the caller, and $LIB and
+ * $PLATFORM in a path.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hooks.h"
 
 static void *(*real_dlopen)(const char *, int);
 static int (*real_dlclose)(void *);
 
-/* Tries each directory of the caller's RUNPATH (or RPATH) for `file`. */
-static void *open_from_callers_path(const char *file, int mode, const void *caller)
+/* `file` in each folder of the colon list `path` ($ORIGIN expanded). */
+static void *open_in(const char *path, const char *origin, const char *file, int mode)
 {
-    Dl_info info;
-    struct link_map *lm = NULL;
-    if (!dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
-        return NULL;
-    ds_elf_module m;
-    const ElfW(Ehdr) *eh = info.dli_fbase;
-    if (ds_elf_open(&m, lm->l_addr, (const char *)eh + eh->e_phoff, eh->e_phnum) != NULL)
-        return NULL;
-    const char *path = m.has_runpath ? ds_elf_string(&m, m.runpath_off)
-                       : m.has_rpath ? ds_elf_string(&m, m.rpath_off)
-                                     : NULL;
-    if (!path)
-        return NULL;
-    char origin[DS_PATH_MAX];
-    ds_fmt(origin, sizeof(origin), "%s", info.dli_fname);
-    char *slash = strrchr(origin, '/');
-    if (slash)
-        *slash = '\0';
+    void *(*open_fn)(const char *, int) = __atomic_load_n(&real_dlopen, __ATOMIC_ACQUIRE);
     for (const char *p = path; *p;) {
         size_t len = strcspn(p, ":");
         char dir[DS_PATH_MAX], full[DS_PATH_MAX];
@@ -57,9 +46,10 @@ static void *open_from_callers_path(const char *file, int mode, const void *call
                 dir[n++] = p[i++];
             }
         }
-        dir[n] = '\0';
-        if (ds_fmt(full, sizeof(full), "%s/%s", dir, file) + 1 < sizeof(full)) {
-            void *h = __atomic_load_n(&real_dlopen, __ATOMIC_ACQUIRE)(full, mode);
+        dir[n < sizeof(dir) ? n : sizeof(dir) - 1] = '\0';
+        if (len && ds_fmt(full, sizeof(full), "%s/%s", dir, file) + 1 < sizeof(full) &&
+            access(full, F_OK) == 0) {
+            void *h = open_fn(full, mode);
             if (h)
                 return h;
         }
@@ -68,22 +58,49 @@ static void *open_from_callers_path(const char *file, int mode, const void *call
     return NULL;
 }
 
+/* A bare name opened as glibc would for `caller` (see above), or NULL:
+ * glibc's own search (cache, default folders) is left to the caller. */
+static void *open_as_caller(const char *file, int mode, const void *caller)
+{
+    void *(*open_fn)(const char *, int) = __atomic_load_n(&real_dlopen, __ATOMIC_ACQUIRE);
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (!dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !info.dli_fbase)
+        return NULL;
+    ds_elf_module m;
+    const ElfW(Ehdr) *eh = info.dli_fbase;
+    if (ds_elf_open(&m, lm->l_addr, (const char *)eh + eh->e_phoff, eh->e_phnum) != NULL ||
+        (!m.has_runpath && !m.has_rpath))
+        return NULL;
+    void *loaded = open_fn(file, mode | RTLD_NOLOAD);
+    if (loaded)
+        return loaded; /* by that name already: glibc answers with it (one reference more) */
+    char origin[DS_PATH_MAX];
+    ds_fmt(origin, sizeof(origin), "%s", info.dli_fname ? info.dli_fname : "");
+    char *slash = strrchr(origin, '/');
+    if (slash)
+        *slash = '\0';
+    if (!m.has_runpath)
+        return open_in(ds_elf_string(&m, m.rpath_off), origin, file, mode);
+    const char *library_path = getenv("LD_LIBRARY_PATH");
+    void *h = library_path ? open_in(library_path, origin, file, mode) : NULL;
+    return h ? h : open_in(ds_elf_string(&m, m.runpath_off), origin, file, mode);
+}
+
 DS_PUBLIC void *dlopen(const char *file, int mode)
 {
     const void *caller = __builtin_return_address(0);
     int saved = errno;
     void *(*open_fn)(const char *, int) =
         DS_LAZY(real_dlopen, ds_resolve_real("dlopen", (void *)dlopen));
-    errno = saved;
-    void *h = open_fn(file, mode);
-    if (!h && file && !strchr(file, '/')) {
-        saved = errno;
-        dlerror(); /* a retry that succeeds must not leave this failure behind */
-        h = open_from_callers_path(file, mode, caller);
-        if (!h)
-            open_fn(file, mode); /* the caller sees glibc's own error */
-        errno = saved;
+    void *h = NULL;
+    if (file && !strchr(file, '/') && open_fn) {
+        h = open_as_caller(file, mode, caller);
+        dlerror(); /* the folders tried must not leave their failures behind */
     }
+    errno = saved;
+    if (!h)
+        h = open_fn(file, mode); /* and glibc's own error, when nothing is found */
     saved = errno;
     if (h && ds_active()) {
         ds_entry_resolve(); /* specs whose module just arrived */

@@ -77,9 +77,15 @@ int main(int argc, char **argv)
         PROC(free_host, "cuMemFreeHost");
 #undef PROC
         /* Version 13000 answers "cuCtxSynchronize" with the new function,
-         * which takes the context: it must arrive, not garbage. */
+         * which takes the context: handed out as it is (a wrapper of the
+         * old one would drop the context), and it works. */
         __typeof__(cuCtxSynchronize_v2) *sync_ctx;
         CHECK(cuGetProcAddress("cuCtxSynchronize", (void **)&sync_ctx, 13000, 0, &status));
+        if (sync_ctx != cuCtxSynchronize_v2) {
+            printf("cuCtxSynchronize at version 13000: %p, not cuCtxSynchronize_v2\n",
+                   (void *)sync_ctx);
+            return 1;
+        }
         CHECK(sync_ctx(ctx));
     }
     CUdeviceptr d, a, m, pitched;

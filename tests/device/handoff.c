@@ -217,8 +217,13 @@ int main(int argc, char **argv)
     cudaEvent_t copied;
     CHECK(cudaEventCreate(&copied));
     if (!strcmp(mode, "driver_consumer")) {
-        if (cuMemcpyDtoHAsync(host, (CUdeviceptr)shared->dl_tensor.data, N * sizeof(int),
-                              (CUstream)cs) != CUDA_SUCCESS) {
+        /* The driver reached as CuPy and the runtime reach it: looked up. */
+        __typeof__(cuMemcpyDtoHAsync) *copy_async = NULL;
+        enum cudaDriverEntryPointQueryResult found;
+        CHECK(cudaGetDriverEntryPointByVersion("cuMemcpyDtoHAsync", (void **)&copy_async, 13000,
+                                               cudaEnableDefault, &found));
+        if (copy_async(host, (CUdeviceptr)shared->dl_tensor.data, N * sizeof(int),
+                       (CUstream)cs) != CUDA_SUCCESS) {
             printf("cuMemcpyDtoHAsync failed\n");
             exit(1);
         }

@@ -65,10 +65,16 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* The context current on this thread: the older context calls need one, as
+ * on a GPU, and CUDA 13's runtime makes none current (it names its context). */
+static __thread CUcontext current_ctx;
+
 EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
-    (void)ctx;
     CHECK_DEVICE;
+    if (ctx && ctx != PRIMARY_CONTEXT)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    current_ctx = ctx;
     return CUDA_SUCCESS;
 }
 
@@ -84,6 +90,8 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 EXPORT CUresult cuCtxSynchronize(void)
 {
     CHECK_DEVICE;
+    if (!current_ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
     sim_device_sync();
     return CUDA_SUCCESS;
 }
@@ -95,8 +103,10 @@ EXPORT CUresult cuCtxSynchronize(void)
 EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     CHECK_DEVICE;
-    if (ctx && ctx != PRIMARY_CONTEXT)
-        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if (!ctx)
+        ctx = current_ctx;
+    if (ctx != PRIMARY_CONTEXT)
+        return ctx ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_ERROR_INVALID_CONTEXT;
     sim_device_sync();
     return CUDA_SUCCESS;
 }

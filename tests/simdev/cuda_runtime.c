@@ -44,6 +44,7 @@ static struct {
     __typeof__(cuLibraryUnload) *library_unload;
     __typeof__(cuLaunchKernel) *launch;
     __typeof__(cuCtxSynchronize_v2) *ctx_sync; /* what version 13000 hands out */
+    __typeof__(cuDevicePrimaryCtxRetain) *retain;
     __typeof__(cuCtxGetDevice) *ctx_device;
     __typeof__(cuImportExternalMemory) *import_mem;
     __typeof__(cuExternalMemoryGetMappedBuffer) *map_mem;
@@ -57,6 +58,8 @@ static __typeof__(cuGetProcAddress_v2) *get_proc;
 static cudaError_t init_error;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static __thread cudaError_t last_error;
+
+static CUcontext primary;
 
 static void load_driver(void)
 {
@@ -97,6 +100,7 @@ static void load_driver(void)
     GET(library_unload, "cuLibraryUnload");
     GET(launch, "cuLaunchKernel");
     GET(ctx_sync, "cuCtxSynchronize");
+    GET(retain, "cuDevicePrimaryCtxRetain");
     GET(ctx_device, "cuCtxGetDevice");
     GET(import_mem, "cuImportExternalMemory");
     GET(map_mem, "cuExternalMemoryGetMappedBuffer");
@@ -108,6 +112,8 @@ static void load_driver(void)
 #undef GET
     if (drv.init(0) == CUDA_ERROR_NO_DEVICE)
         init_error = cudaErrorNoDevice;
+    else
+        drv.retain(&primary, 0); /* named in each call, never made current */
 }
 
 /* Driver results → runtime results, for the codes the simulation produces. */
@@ -164,7 +170,7 @@ EXPORT cudaError_t cudaSetDevice(int device)
 
 EXPORT cudaError_t cudaDeviceSynchronize(void)
 {
-    CALL(drv.ctx_sync(NULL));
+    CALL(drv.ctx_sync(primary));
 }
 
 EXPORT cudaError_t cudaGetLastError(void)
