@@ -34,7 +34,7 @@ static int (*real_dlclose)(void *);
 static void *open_in(const char *path, const char *origin, const char *file, int mode)
 {
     void *(*open_fn)(const char *, int) = __atomic_load_n(&real_dlopen, __ATOMIC_ACQUIRE);
-    for (const char *p = path; *p;) {
+    for (const char *p = path ? path : ""; *p;) {
         size_t len = strcspn(p, ":");
         char dir[DS_PATH_MAX], full[DS_PATH_MAX];
         size_t n = 0;

@@ -632,8 +632,6 @@ static int take_due(int s, const ds_range *r, int n, uint16_t caller, race *out,
     return found;
 }
 
-/* Lock held, and given back meanwhile: the handoffs this operation on slot
- * s is the first use of, checked, and fixed by a barrier under enforce. */
 /* Whether a barrier made with API b can name a stream of API a: the same
  * API, or two that drive the same devices (a CUDA runtime stream is a driver
  * one: PyTorch writes through the runtime, CuPy launches through the driver). */
@@ -644,6 +642,8 @@ static bool streams_shared(int a, int b)
     return a == b || (da && db && !strcmp(da, db));
 }
 
+/* Lock held, and given back meanwhile: the handoffs this operation on slot
+ * s is the first use of, checked, and fixed by a barrier under enforce. */
 __attribute__((noinline)) static void handoffs_due(int api, uintptr_t handle, int s,
                                                    const ds_range *r, int n, uint16_t caller)
 {
