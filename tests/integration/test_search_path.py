@@ -9,7 +9,7 @@ second/, put on LD_LIBRARY_PATH.  glibc: an RPATH comes before
 LD_LIBRARY_PATH, which comes before a RUNPATH."""
 import pytest
 
-from conftest import BUILD
+from conftest import BUILD, PRELOAD_FIRST
 
 SEARCH = BUILD / "tests" / "search"
 
@@ -22,6 +22,10 @@ def picked(dlshim, opener, shim, library_path):
     return r.stdout.strip()
 
 
+# The sanitizers intercept dlopen themselves and search as their runtime,
+# not as the caller: glibc's own answer (the reference) changes under them.
+@pytest.mark.skipif(bool(PRELOAD_FIRST), reason="the sanitizer runtime's dlopen interceptor "
+                    "searches as itself, so there is no glibc answer to compare with")
 @pytest.mark.parametrize("opener,library_path,expected", [
     ("rpath", True, "picked 1"),     # the RPATH first, LD_LIBRARY_PATH after
     ("runpath", True, "picked 2"),   # LD_LIBRARY_PATH first, the RUNPATH after
