@@ -46,7 +46,7 @@ static void *open_in(const char *path, const char *origin, const char *file, int
                 dir[n++] = p[i++];
             }
         }
-        dir[n < sizeof(dir) ? n : sizeof(dir) - 1] = '\0';
+        dir[n] = '\0'; /* ds_fmt stops at the buffer's end: n < sizeof(dir) */
         if (len && ds_fmt(full, sizeof(full), "%s/%s", dir, file) + 1 < sizeof(full) &&
             access(full, F_OK) == 0) {
             void *h = open_fn(full, mode);
