@@ -574,9 +574,10 @@ size_t ds_json_escape(char *out, size_t cap, const char *s, size_t n);
 /* ---- flat.c: the generated writers of fields.def ---------------------------
  * Each flat event's fields as a struct, ds_<event>_fields, and its writer
  * ds_ev_<event>(e, fields), from the event's row list in fields.def; and
- * ds_emit_<event>(fields), the whole event: head, context and fields
- * written in the log's buffer itself where that is open, else built and
- * written as any event.  A
+ * ds_emit_<event>(fields, ns), the whole event at `ns` (ds_now_ns: a caller
+ * that read the clock for its record passes that time, as a clock read is
+ * a tenth of an event): head, context and fields written in the log's
+ * buffer itself where that is open, else built and written as any event.  A
  * field's kind gives its member's C type: */
 typedef struct { /* a name, or the text the program gave where the table is full */
     uint16_t id;
@@ -610,7 +611,7 @@ typedef struct {
         DS_FIELDS_##ID(DS_FLAT_MEMBER)                                         \
     } ds_##event##_fields;                                                     \
     void ds_ev_##event(ds_ev *e, const ds_##event##_fields *f);             \
-    void ds_emit_##event(const ds_##event##_fields *f);
+    void ds_emit_##event(const ds_##event##_fields *f, uint64_t ns);
 DS_FLAT_EVENTS(DS_FLAT_DECLARE)
 #undef DS_FLAT_DECLARE
 #undef DS_FLAT_MEMBER

@@ -83,31 +83,35 @@ static void name_the_kind(const DLTensor *t, ds_word *device, ds_word *dtype)
     *dtype = last_kind.dtype_name;
 }
 
-/* Called when the event is wanted. */
+/* Called when the event is wanted; `now`: the export's time. */
 static void emit_export(void *m, const ds_tensor_view *v, const char *name, uint16_t id,
-                        uint16_t api, const ds_alloc_info *alloc, uintptr_t copied_from)
+                        uint16_t api, const ds_alloc_info *alloc, uintptr_t copied_from,
+                        uint64_t now)
 {
+    /* Member by member: an initializer cleared the two words' slots first
+     * (a tenth of the event), which name_the_kind then overwrites. */
     const char *flags[64];
-    ds_export_fields f = {
-        .tensor = (uintptr_t)m,
-        .versioned = v->versioned,
-        /* where the table is full, the name as the program gave it */
-        .producer = {id, name && id == DS_NAME_OTHER ? name : NULL},
-        .api = api,
-        .data = (uintptr_t)v->t.data,
-        .byte_offset = v->t.byte_offset,
-        .shape = {v->tensor_valid ? v->shape : NULL, v->t.ndim},
-        .strides = {v->tensor_valid && v->has_strides ? v->strides : NULL, v->t.ndim},
-        .bytes = v->bytes,
-        .flags = {flags, ds_flag_names(v->flags, flags, (int)DS_ARRAY_LEN(flags))},
-        .allocation = alloc ? alloc->base : 0,
-        .allocation_owner = alloc ? alloc->owner : DS_NAME_UNKNOWN,
-        .copied_from = copied_from,
-    };
+    ds_export_fields f;
+    f.tensor = (uintptr_t)m;
+    f.versioned = v->versioned;
+    /* where the table is full, the name as the program gave it */
+    f.producer = (ds_label){id, name && id == DS_NAME_OTHER ? name : NULL};
+    f.api = api;
+    f.data = (uintptr_t)v->t.data;
+    f.byte_offset = v->t.byte_offset;
+    f.shape = (ds_ints){v->tensor_valid ? v->shape : NULL, v->t.ndim};
+    f.strides = (ds_ints){v->tensor_valid && v->has_strides ? v->strides : NULL, v->t.ndim};
+    f.bytes = v->bytes;
+    f.flags = (ds_words){flags, ds_flag_names(v->flags, flags, (int)DS_ARRAY_LEN(flags))};
+    f.allocation = alloc ? alloc->base : 0;
+    f.allocation_owner = alloc ? alloc->owner : DS_NAME_UNKNOWN;
+    f.copied_from = copied_from;
     if (v->tensor_valid)
-        name_the_kind(&v->t, &f.device, &f.dtype); /* else both null */
+        name_the_kind(&v->t, &f.device, &f.dtype);
+    else
+        f.device.len = f.dtype.len = 0; /* null */
     if (!ds_cfg.pystack_exports) {
-        ds_emit_export(&f);
+        ds_emit_export(&f, now);
         return;
     }
     ds_ev e; /* a Python stack after the fields: built field by field */
@@ -144,26 +148,28 @@ static bool on_a_device(int32_t type)
            type == kDLCUDAManaged;
 }
 
-/* Called when the event is wanted; `api`: the importer's route. */
-static void emit_import(const record_copy *r, uint16_t api)
+/* An event's fields, taken from the record under the registry lock where
+ * the event is wanted (only what it shows: copying the whole record first
+ * was a twentieth of the event).  `api`: the importer's route. */
+static ds_import_fields import_fields(const ds_record *r, uint16_t api)
 {
-    ds_emit_import(&(ds_import_fields){.tensor = r->tensor,
-                                         .consumer = r->consumer,
-                                         .producer = r->producer,
-                                         .api = api,
-                                         .zero_copy = !r->copied,
-                                         .bytes = r->bytes});
+    return (ds_import_fields){.tensor = r->key,
+                              .consumer = r->consumer,
+                              .producer = r->producer,
+                              .api = api,
+                              .zero_copy = !r->copied,
+                              .bytes = r->bytes};
 }
 
-static void emit_release(const record_copy *r, bool consumed, bool copy_on_import)
+static ds_release_fields release_fields(const ds_record *r, bool consumed, bool copy_on_import)
 {
-    ds_emit_release(&(ds_release_fields){.tensor = r->tensor,
-                                           .consumed = consumed,
-                                           .lifetime_ns = r->t_release - r->t_export,
-                                           .producer = r->producer,
-                                           .consumer = consumed ? r->consumer : -1,
-                                           .copy_on_import = copy_on_import,
-                                           .bytes_copied = r->bytes});
+    return (ds_release_fields){.tensor = r->key,
+                               .consumed = consumed,
+                               .lifetime_ns = r->t_release - r->t_export,
+                               .producer = r->producer,
+                               .consumer = consumed ? r->consumer : -1,
+                               .copy_on_import = copy_on_import,
+                               .bytes_copied = r->bytes};
 }
 
 /* ---- export ------------------------------------------------------------- */
@@ -214,6 +220,9 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
 
     void *tramp = trampoline(versioned);
     void *orig = v.deleter, *chained = NULL;
+    /* One clock read for the event and the record's export time (only
+     * events show either). */
+    uint64_t now = show || ds_event_wanted(DS_EV_RELEASE) ? ds_now_ns() : 0;
     ds_reg_lock();
     ds_record *r = ds_reg_find((uintptr_t)m);
     bool live = r && r->state != DS_RELEASED;
@@ -249,7 +258,7 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
         r->chained_deleter = chained;
         r->data = data;
         r->bytes = v.bytes;
-        r->t_export = ds_event_wanted(DS_EV_RELEASE) ? ds_now_ns() : 0; /* only its events show it */
+        r->t_export = now;
         r->producer = id;
         r->consumer = DS_NAME_UNKNOWN;
         r->state = DS_EXPORTED;
@@ -277,7 +286,7 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
     else
         ds_stats_untracked();
     if (show)
-        emit_export(m, &v, name, id, api, linked ? &alloc : NULL, copied_from);
+        emit_export(m, &v, name, id, api, linked ? &alloc : NULL, copied_from, now);
     return true;
 }
 
@@ -325,8 +334,11 @@ static void import_tensor(void *m, bool versioned, uint16_t id, const char *name
             uintptr_t base = r->alloc_base;
             uint32_t generation = r->alloc_generation;
             bool show = ds_event_wanted(DS_EV_IMPORT), device = on_a_device(r->device_type);
+            ds_import_fields shown;
             record_copy c;
-            if (show || device)
+            if (show)
+                shown = import_fields(r, api);
+            if (device)
                 c = copy_of(r);
             ds_reg_unlock();
             if (base)
@@ -334,7 +346,7 @@ static void import_tensor(void *m, bool versioned, uint16_t id, const char *name
             if (device)
                 ds_sync_import(c.tensor, c.data, c.bytes, c.producer, c.consumer);
             if (show)
-                emit_import(&c, api);
+                ds_emit_import(&shown, ds_now_ns());
             return;
         }
         record_copy c = r ? copy_of(r) : (record_copy){0};
@@ -483,19 +495,22 @@ static void release(void *m, bool versioned)
     bool consumed = r->state == DS_IMPORTED;
     deleter_fn chained = (deleter_fn)r->chained_deleter;
     r->state = DS_RELEASED;
-    r->t_release = release_stamp();
+    uint64_t at = r->t_release = release_stamp(); /* a time wherever an event is wanted */
     uintptr_t base = taken_now ? 0 : r->alloc_base; /* a share never counted in its allocation */
     uint32_t generation = r->alloc_generation;
     bool show = ds_event_wanted(DS_EV_RELEASE), show_import = taken_now && ds_event_wanted(DS_EV_IMPORT);
-    record_copy c;
-    if (show || show_import) /* the whole record only for the events */
-        c = copy_of(r);
+    ds_import_fields taken;
+    ds_release_fields shown;
+    if (show_import)
+        taken = import_fields(r, ctx.taker_api);
+    if (show)
+        shown = release_fields(r, consumed, copied_out);
     ds_reg_unlock();
     ds_copies_share_removed((uintptr_t)m);
     if (show_import)
-        emit_import(&c, ctx.taker_api);
+        ds_emit_import(&taken, at);
     if (show)
-        emit_release(&c, consumed, copied_out);
+        ds_emit_release(&shown, at);
     /* The share ends before the producer's deleter runs: that deleter may
      * well free the buffer itself. */
     if (consumed && base)
@@ -516,13 +531,13 @@ void ds_tensor_dropped_unseen(void *m)
         return;
     }
     r->state = DS_RELEASED;
-    r->t_release = release_stamp();
+    uint64_t at = r->t_release = release_stamp();
     bool show = ds_event_wanted(DS_EV_RELEASE);
-    record_copy c;
+    ds_release_fields shown;
     if (show)
-        c = copy_of(r);
+        shown = release_fields(r, false, false);
     ds_reg_unlock();
     ds_copies_share_removed((uintptr_t)m);
     if (show)
-        emit_release(&c, false, false);
+        ds_emit_release(&shown, at);
 }

@@ -247,33 +247,51 @@ static void format_ids(int pid, long tid)
     ids.pid = pid;
 }
 
-/* t_ns in decimal: the digits above the last eight from the cache. */
-static char *put_t_ns(char *p, uint64_t ns)
+/* t_ns in decimal: the digits above the last eight from the cache, the
+ * last eight one SWAR word.  The cache's refill and the first 0.1 s (no
+ * digits above) are out of line, so that the common case saves no
+ * registers (they were half its instructions). */
+static inline char *put_cached_t_ns(char *p, uint64_t ns, uint64_t high)
 {
-    uint64_t high = ns / 100000000u;
-    if (high == 0)
-        return ds_put_uint(p, ns);
-    if (ids.t_ns_high.key != high + 1) {
-        ids.t_ns_high.len = (uint8_t)(ds_put_uint(ids.t_ns_high.chars, high) - ids.t_ns_high.chars);
-        ids.t_ns_high.key = high + 1;
-    }
     memcpy(p, ids.t_ns_high.chars, 16); /* at most 12 digits: t_ns < 2^64 */
     return ds_put_eight(p + ids.t_ns_high.len, (uint32_t)(ns - high * 100000000u));
 }
 
+static __attribute__((noinline)) char *put_t_ns_rare(char *p, uint64_t ns, uint64_t high)
+{
+    if (high == 0)
+        return ds_put_uint(p, ns);
+    ids.t_ns_high.len = (uint8_t)(ds_put_uint(ids.t_ns_high.chars, high) - ids.t_ns_high.chars);
+    ids.t_ns_high.key = high + 1;
+    return put_cached_t_ns(p, ns, high);
+}
+
+static inline char *put_t_ns(char *p, uint64_t ns)
+{
+    uint64_t high = ns / 100000000u;
+    if (__builtin_expect(high == 0 || ids.t_ns_high.key != high + 1, 0))
+        return put_t_ns_rare(p, ns, high);
+    return put_cached_t_ns(p, ns, high);
+}
+
 /* Text's time: seconds right-aligned in four columns (more digits make it
- * wider), from the cache, "." and microseconds. */
-static char *put_text_time(char *p, uint64_t ns)
+ * wider), from the cache (refilled out of line, as above), "." and
+ * microseconds. */
+static __attribute__((noinline)) void cache_seconds(uint64_t s)
+{
+    char digits[24];
+    size_t n = (size_t)(ds_put_uint(digits, s) - digits), pad = n < 4 ? 4 - n : 0;
+    memset(ids.seconds.chars, ' ', pad);
+    memcpy(ids.seconds.chars + pad, digits, n); /* at most 11 digits: s < 2^64 / 10^9 */
+    ids.seconds.len = (uint8_t)(pad + n);
+    ids.seconds.key = s + 1;
+}
+
+static inline char *put_text_time(char *p, uint64_t ns)
 {
     uint64_t s = ns / 1000000000u;
-    if (ids.seconds.key != s + 1) {
-        char digits[24];
-        size_t n = (size_t)(ds_put_uint(digits, s) - digits), pad = n < 4 ? 4 - n : 0;
-        memset(ids.seconds.chars, ' ', pad);
-        memcpy(ids.seconds.chars + pad, digits, n); /* at most 11 digits: s < 2^64 / 10^9 */
-        ids.seconds.len = (uint8_t)(pad + n);
-        ids.seconds.key = s + 1;
-    }
+    if (__builtin_expect(ids.seconds.key != s + 1, 0))
+        cache_seconds(s);
     memcpy(p, ids.seconds.chars, 16);
     return ds_put_six_decimals(p + ids.seconds.len, (uint32_t)(ns % 1000000000u / 1000u));
 }
@@ -282,7 +300,7 @@ _Static_assert(8 + 32 + sizeof(ids.text) + sizeof(heads[0].text) <= DS_EV_HEAD_M
                    sizeof(heads[0].json) + sizeof(ids.json) + DS_MOST_UINT <= DS_EV_HEAD_MOST,
                "a line's head is over DS_EV_HEAD_MOST");
 
-char *ds_put_head(char *p, int id, uint64_t ns, bool text)
+__attribute__((always_inline)) inline char *ds_put_head(char *p, int id, uint64_t ns, bool text)
 {
     /* A thread's tid changes only in a forked child, where the pid does. */
     int pid = ds_pid();

@@ -30,67 +30,124 @@
 #define MOST_LABEL DS_MOST_NAME
 #define MOST_WORD (DS_WORD_SLOT + 2)
 #define MOST_INTS DS_MOST_NULL /* and the rest checked */
-#define MOST_WORDS 0           /* checked */
+#define MOST_WORDS 2           /* an empty array, and the rest checked */
+
+/* ---- arrays, remembered ---------------------------------------------------
+ * A program exports tensors of a few shapes over and over, and writing the
+ * digits of a shape and its strides was a sixth of an export event: the
+ * last rendering of a few short arrays is kept, and copied when an array
+ * comes again.  Used only under the log's lock (the direct path below),
+ * which makes the table this thread's alone meanwhile: a signal handler
+ * never writes there, as ds_log_reserve refuses a thread that holds a shim
+ * lock. */
+#define MEMO_SLOTS 8 /* a power of two */
+#define MEMO_DIMS 4
+#define MEMO_BYTES 32
+static struct {
+    uint8_t len; /* 0: empty (an array takes at least "[]") */
+    int n;
+    int64_t v[MEMO_DIMS];
+    char text[MEMO_BYTES];
+} memo[MEMO_SLOTS];
+
+/* Out of line, so that the common cases below save no registers: an
+ * array written afresh, and (`slot`) remembered. */
+static __attribute__((noinline)) char *put_ints_afresh(char *p, const int64_t *v, int n,
+                                                        __typeof__(&memo[0]) slot)
+{
+    char *end = ds_put_ints(p, v, n);
+    size_t len = (size_t)(end - p);
+    if (slot && len <= MEMO_BYTES) {
+        memcpy(slot->text, p, len);
+        memcpy(slot->v, v, (size_t)n * sizeof(*v));
+        slot->n = n;
+        slot->len = (uint8_t)len;
+    }
+    return end;
+}
+
+/* The array v[n] (n <= MEMO_DIMS) from its slot, with room for
+ * DS_MOST_INTS(n) and MEMO_BYTES checked. */
+static inline char *put_ints_remembered(char *p, const int64_t *v, int n)
+{
+    uint64_t h = (uint64_t)n;
+    for (int i = 0; i < n; i++)
+        h = (h ^ (uint64_t)v[i]) * 0x9e3779b97f4a7c15ull;
+    __typeof__(&memo[0]) m = &memo[h >> 61 & (MEMO_SLOTS - 1)];
+    bool same = m->len && m->n == n;
+    for (int i = 0; same && i < n; i++)
+        same = m->v[i] == v[i];
+    if (!same)
+        return put_ints_afresh(p, v, n, m);
+    memcpy(p, m->text, MEMO_BYTES); /* the whole slot, a few moves */
+    return p + m->len;
+}
 
 /* Each returns the value's end, or NULL where a checked value does not
- * end before `limit`. */
-static inline char *put_HEX(char *p, uintptr_t v, bool text, const char *limit)
+ * end before `limit`.  `locked`: written in the log's buffer under its
+ * lock, where the table of arrays below may be used. */
+static inline char *put_HEX(char *p, uintptr_t v, bool text, const char *limit, bool locked)
 {
-    (void)limit;
+    (void)limit, (void)locked;
     return ds_put_hex(p, v, text);
 }
 
-static inline char *put_UINT(char *p, uint64_t v, bool text, const char *limit)
+static inline char *put_UINT(char *p, uint64_t v, bool text, const char *limit, bool locked)
 {
-    (void)text, (void)limit;
+    (void)text, (void)limit, (void)locked;
     return ds_put_uint(p, v);
 }
 
-static inline char *put_BOOL(char *p, bool v, bool text, const char *limit)
+static inline char *put_BOOL(char *p, bool v, bool text, const char *limit, bool locked)
 {
-    (void)text, (void)limit;
+    (void)text, (void)limit, (void)locked;
     return ds_put_bool(p, v);
 }
 
-static inline char *put_NAME(char *p, uint16_t id, bool text, const char *limit)
+static inline char *put_NAME(char *p, uint16_t id, bool text, const char *limit, bool locked)
 {
-    (void)limit;
+    (void)limit, (void)locked;
     return ds_put_name(p, id, text);
 }
 
-static inline char *put_NAME_OR_NULL(char *p, int32_t id, bool text, const char *limit)
+static inline char *put_NAME_OR_NULL(char *p, int32_t id, bool text, const char *limit, bool locked)
 {
-    (void)limit;
+    (void)limit, (void)locked;
     return id < 0 ? ds_put_null(p, text) : ds_put_name(p, (uint16_t)id, text);
 }
 
-static inline char *put_LABEL(char *p, ds_label v, bool text, const char *limit)
+static inline char *put_LABEL(char *p, ds_label v, bool text, const char *limit, bool locked)
 {
-    (void)limit;
+    (void)limit, (void)locked;
     if (!v.text)
         return ds_put_name(p, v.id, text);
     return ds_put_str(p, v.text, strnlen(v.text, DS_NAME_MAX - 1), text);
 }
 
-static inline char *put_WORD(char *p, const ds_word v, bool text, const char *limit)
+static inline char *put_WORD(char *p, const ds_word v, bool text, const char *limit, bool locked)
 {
-    (void)limit;
+    (void)limit, (void)locked;
     if (v.len == 0)
         return ds_put_null(p, text);
     return ds_put_slot(p, v.slot, v.len < DS_WORD_SLOT ? v.len : DS_WORD_SLOT - 1, text);
 }
 
-static inline char *put_INTS(char *p, ds_ints v, bool text, const char *limit)
+static inline char *put_INTS(char *p, ds_ints v, bool text, const char *limit, bool locked)
 {
     if (!v.v)
         return ds_put_null(p, text);
     if (v.n < 0 || v.n > DS_MAX_NDIM || limit - p < (ptrdiff_t)DS_MOST_INTS(v.n))
         return NULL;
-    return ds_put_ints(p, v.v, v.n);
+    if (locked && v.n <= MEMO_DIMS && limit - p >= MEMO_BYTES)
+        return put_ints_remembered(p, v.v, v.n);
+    return put_ints_afresh(p, v.v, v.n, NULL);
 }
 
-static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit)
+static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit, bool locked)
 {
+    (void)locked;
+    if (v.n == 0) /* flags, nearly always: no call */
+        return ds_put_bytes(p, "[]", 2);
     return ds_put_words(p, limit, v.v, v.n, text);
 }
 
@@ -102,7 +159,7 @@ static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit)
 #define PUT_FIELD(KEY, text, kind, name, present)                              \
     if (present) {                                                             \
         memcpy(p, KEY(name), sizeof(KEY(name)) - 1);                           \
-        p = put_##kind(p + sizeof(KEY(name)) - 1, f->name, text, limit);       \
+        p = put_##kind(p + sizeof(KEY(name)) - 1, f->name, text, limit, locked); \
         if (!p)                                                                \
             return NULL;                                                       \
     }
@@ -113,16 +170,18 @@ static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit)
 
 /* Per event: its fields at p, in one rendering and the other (NULL where a
  * checked one does not end before `limit`); the builder's field run,
- * ds_ev_<event>; and the whole event, ds_emit_<event>. */
+ * ds_ev_<event>; and the whole event at time `ns`, ds_emit_<event>. */
 #define FLAT_WRITER(event, ID)                                                 \
     _Static_assert(0 DS_FIELDS_##ID(MOST) <= DS_EV_SLACK,                      \
                    #event "'s bounded fields are over the slack");             \
-    static char *event##_json(char *p, const char *limit, const ds_##event##_fields *f) \
+    static char *event##_json(char *p, const char *limit, const ds_##event##_fields *f, \
+                              bool locked)                                     \
     {                                                                          \
         DS_FIELDS_##ID(JSON_FIELD)                                             \
         return p;                                                              \
     }                                                                          \
-    static char *event##_text(char *p, const char *limit, const ds_##event##_fields *f) \
+    static char *event##_text(char *p, const char *limit, const ds_##event##_fields *f, \
+                              bool locked)                                     \
     {                                                                          \
         DS_FIELDS_##ID(TEXT_FIELD)                                             \
         return p;                                                              \
@@ -131,16 +190,15 @@ static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit)
     {                                                                          \
         if (e->overflow)                                                       \
             return;                                                            \
-        char *p = e->text ? event##_text(e->p, e->limit, f)                   \
-                          : event##_json(e->p, e->limit, f);                  \
+        char *p = e->text ? event##_text(e->p, e->limit, f, false)            \
+                          : event##_json(e->p, e->limit, f, false);           \
         if (p && p <= e->limit)                                                \
             e->p = p;                                                          \
         else                                                                   \
             ds_ev_overflow(e);                                                 \
     }                                                                          \
-    void ds_emit_##event(const ds_##event##_fields *f)                         \
+    void ds_emit_##event(const ds_##event##_fields *f, uint64_t ns)            \
     {                                                                          \
-        uint64_t ns = ds_now_ns();                                             \
         ds_context c;                                                          \
         bool context = ds_context_wanted() && capture(&c, DS_EV_##ID);         \
         char *line = direct(ns);                                               \
@@ -157,7 +215,8 @@ static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit)
         if (context)                                                           \
             p = ds_put_context(p, limit, &c, text);                            \
         if (p)                                                                 \
-            p = text ? event##_text(p, limit, f) : event##_json(p, limit, f);  \
+            p = text ? event##_text(p, limit, f, true)                         \
+                     : event##_json(p, limit, f, true);                        \
         finish(p, limit, text, ns);                                            \
     }
 
@@ -168,7 +227,7 @@ static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit)
  * ds_log_reserve and ds_log_commit takes a lock or calls out of the shim
  * (the context is gathered before), so the lock is held for the writing
  * alone, and lines keep the order their events had. */
-static char *direct(uint64_t ns)
+static inline __attribute__((always_inline)) char *direct(uint64_t ns)
 {
     if (atomic_load_explicit(&ds_outputs, memory_order_relaxed) != DS_OUT_LOG)
         return NULL;
@@ -185,7 +244,8 @@ static bool capture(ds_context *c, int id)
 
 /* The line's end, and the line kept or dropped (longer than DS_LINE_MAX:
  * dropped whole and counted, as the builder drops it). */
-static void finish(char *p, const char *limit, bool text, uint64_t ns)
+static inline __attribute__((always_inline)) void finish(char *p, const char *limit, bool text,
+                                                          uint64_t ns)
 {
     if (!p || p > limit) {
         ds_log_cancel();
