@@ -370,8 +370,9 @@ const ds_rendered *ds_name_rendered(uint16_t id, bool text);
 #include "output/put.h"
 
 /* Building into a caller's buffer (the summary is large), of which
- * DS_EV_RESERVE + DS_EV_SLACK bytes are kept past the line's end. */
-void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap);
+ * DS_EV_RESERVE + DS_EV_SLACK bytes are kept past the line's end; the
+ * event at `ns` (ds_now_ns). */
+void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap, uint64_t ns);
 /* What starts every line (event, pid, tid, t_ns in JSON; "dlshim:", the
  * time, pid/tid and the padded name in text), at most DS_EV_HEAD_MOST
  * bytes; id must be an event's. */
@@ -386,7 +387,12 @@ static inline bool ds_ev_text_now(void)
 }
 static inline void ds_ev_begin(ds_ev *e, int id)
 {
-    ds_ev_begin_buf(e, id, e->line, sizeof(e->line));
+    ds_ev_begin_buf(e, id, e->line, sizeof(e->line), ds_now_ns());
+}
+/* The same for an event at `ns` (ds_now_ns), a time its caller keeps. */
+static inline void ds_ev_begin_at(ds_ev *e, int id, uint64_t ns)
+{
+    ds_ev_begin_buf(e, id, e->line, sizeof(e->line), ns);
 }
 /* Always inlined, or the key's length is a strlen call again. */
 #define DS_EV_INLINE static inline __attribute__((always_inline))

@@ -14,6 +14,11 @@
 
 static const ds_device_api *apis[DS_DEVICE_APIS_MAX];
 static atomic_int count;
+/* By DLPack device type, the first API whose tensors are of that type, plus
+ * one (0: none): every export asks, and walking the APIs was a twelfth of
+ * an export's tracking.  Types past the table are looked for in the list. */
+#define TYPES_INDEXED 64
+static atomic_schar api_of_type[TYPES_INDEXED];
 
 int ds_device_api_add(const ds_device_api *api)
 {
@@ -21,6 +26,9 @@ int ds_device_api_add(const ds_device_api *api)
     if (i == DS_DEVICE_APIS_MAX)
         return -1;
     apis[i] = api;
+    int32_t type = api->tensor_device_type;
+    if (type > 0 && type < TYPES_INDEXED && !atomic_load(&api_of_type[type]))
+        atomic_store(&api_of_type[type], (signed char)(i + 1));
     atomic_store(&count, i + 1);
     return i;
 }
@@ -34,6 +42,8 @@ const ds_device_api *ds_device_api_at(int index)
 
 int ds_device_api_for_tensors(int32_t device_type)
 {
+    if (device_type > 0 && device_type < TYPES_INDEXED)
+        return atomic_load_explicit(&api_of_type[device_type], memory_order_acquire) - 1;
     int n = atomic_load_explicit(&count, memory_order_acquire);
     for (int i = 0; i < n && device_type; i++)
         if (apis[i]->tensor_device_type == device_type)

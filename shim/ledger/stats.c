@@ -263,7 +263,7 @@ void ds_summary_write(void)
     }
 
     ds_ev e;
-    ds_ev_begin_buf(&e, DS_EV_SUMMARY, summary_buf, sizeof(summary_buf));
+    ds_ev_begin_buf(&e, DS_EV_SUMMARY, summary_buf, sizeof(summary_buf), ds_now_ns());
     pair total = snap.overflow;
     for (int i = 0; i < snap.npairs; i++) {
         total.shares += snap.pairs[i].shares;

@@ -115,7 +115,7 @@ static void emit_export(void *m, const ds_tensor_view *v, const char *name, uint
         return;
     }
     ds_ev e; /* a Python stack after the fields: built field by field */
-    ds_ev_begin(&e, DS_EV_EXPORT);
+    ds_ev_begin_at(&e, DS_EV_EXPORT, now);
     ds_ev_export(&e, &f);
     ds_context_stack_field(&e, (int)ds_cfg.pystack);
     ds_ev_end(&e);

@@ -321,7 +321,7 @@ __attribute__((always_inline)) inline char *ds_put_head(char *p, int id, uint64_
     return p + 9;
 }
 
-void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
+void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap, uint64_t ns)
 {
     e->buf = e->p = buf;
     e->overflow = false;
@@ -336,7 +336,7 @@ void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap)
     }
     /* The slack past the limit is the generated writers' (flat.c). */
     e->limit = buf + cap - DS_EV_RESERVE - DS_EV_SLACK;
-    e->ns = ds_now_ns();
+    e->ns = ns;
     e->p = e->fields = ds_put_head(buf, id, e->ns, e->text);
     if (ds_context_wanted()) {
         ds_context c;

@@ -204,7 +204,7 @@ static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit,
         char *line = direct(ns);                                               \
         if (!line) {                                                           \
             ds_ev e;                                                           \
-            ds_ev_begin(&e, DS_EV_##ID);                                       \
+            ds_ev_begin_at(&e, DS_EV_##ID, ns);                                \
             ds_ev_##event(&e, f);                                              \
             ds_ev_end(&e);                                                     \
             return;                                                            \
