@@ -489,14 +489,18 @@ static void *wrapped_exchange_api(void *table);
 /* A capsule opened by a name that starts with 'd': a DLPack capsule to
  * remember, or the exchange table to wrap.  Out of line: most capsules
  * opened in a Python program are no DLPack's, and pass at a compare. */
-__attribute__((noinline)) static void *opened_d(PyObject *capsule, const char *name, void *pointer,
-                                               const void *caller, const void *real)
+__attribute__((noinline)) static void *opened_d(PyObject *capsule, const char *name,
+                                               const void *caller,
+                                               void *(*real)(PyObject *, const char *))
 {
+    void *pointer = real(capsule, name);
+    if (!pointer)
+        return NULL;
     int kind = KIND_OF(name, "dltensor");
     if (kind != NOT_DLPACK) {
         if (ds_active()) {
             int saved = errno;
-            ds_py_bind(real);
+            ds_py_bind((const void *)real);
             last_import.tensor = 0;
             pending_export(pointer);
             remember_opened(capsule, pointer, kind, caller);
@@ -504,22 +508,36 @@ __attribute__((noinline)) static void *opened_d(PyObject *capsule, const char *n
         }
     } else if (!strcmp(name, "dlpack_exchange_api") && ds_active()) {
         int saved = errno;
-        ds_py_bind(real);
+        ds_py_bind((const void *)real);
         pointer = wrapped_exchange_api(pointer);
         errno = saved;
     }
     return pointer;
 }
 
+/* wrap_GetPointer past its common case: the real function for this
+ * caller where the modules' definitions diverge, and the 'd' names. */
+__attribute__((noinline)) static void *get_pointer_slow(PyObject *capsule, const char *name,
+                                                       const void *caller)
+{
+    void *(*real)(PyObject *, const char *) = (void *(*)(PyObject *, const char *))ds_got_original(
+        (void *)wrap_GetPointer, (void **)&real_GetPointer, "PyCapsule_GetPointer", caller);
+    if (!name || name[0] != 'd')
+        return real(capsule, name);
+    return opened_d(capsule, name, caller, real);
+}
+
+/* The name is looked at before the call (PyCapsule_GetPointer compares
+ * it too), so that every other capsule is passed on as a tail call, with
+ * nothing kept across it and no register saved: a Python program opens
+ * capsules by the thousand, few of them DLPack's. */
 static void *wrap_GetPointer(PyObject *capsule, const char *name)
 {
-    const void *caller = __builtin_return_address(0);
     void *(*real)(PyObject *, const char *) =
-        DS_REAL(wrap_GetPointer, real_GetPointer, "PyCapsule_GetPointer");
-    void *pointer = real(capsule, name);
-    if (__builtin_expect(!pointer || !name || name[0] != 'd', 1)) /* neither name above */
-        return pointer;
-    return opened_d(capsule, name, pointer, caller, (const void *)real);
+        (void *(*)(PyObject *, const char *))ds_got_global((void **)&real_GetPointer);
+    if (__builtin_expect(real && (!name || name[0] != 'd'), 1)) /* neither name above */
+        return real(capsule, name);
+    return get_pointer_slow(capsule, name, __builtin_return_address(0));
 }
 
 /* ---- the DLPack 1.3 exchange table -------------------------------------- */
