@@ -85,7 +85,7 @@ static inline char *put_ints_remembered(char *p, const int64_t *v, int n)
 
 /* Each returns the value's end, or NULL where a checked value does not
  * end before `limit`.  `locked`: written in the log's buffer under its
- * lock, where the table of arrays below may be used. */
+ * lock, where the table of arrays above may be used. */
 static inline char *put_HEX(char *p, uintptr_t v, bool text, const char *limit, bool locked)
 {
     (void)limit, (void)locked;
