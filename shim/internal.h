@@ -385,14 +385,14 @@ static inline bool ds_ev_text_now(void)
     return ds_cfg.format == DS_FORMAT_TEXT &&
            !(atomic_load_explicit(&ds_outputs, memory_order_relaxed) & DS_OUT_TRACE);
 }
-static inline void ds_ev_begin(ds_ev *e, int id)
-{
-    ds_ev_begin_buf(e, id, e->line, sizeof(e->line), ds_now_ns());
-}
-/* The same for an event at `ns` (ds_now_ns), a time its caller keeps. */
+/* An event at `ns` (ds_now_ns), a time its caller keeps; ds_ev_begin: now. */
 static inline void ds_ev_begin_at(ds_ev *e, int id, uint64_t ns)
 {
     ds_ev_begin_buf(e, id, e->line, sizeof(e->line), ns);
+}
+static inline void ds_ev_begin(ds_ev *e, int id)
+{
+    ds_ev_begin_at(e, id, ds_now_ns());
 }
 /* Always inlined, or the key's length is a strlen call again. */
 #define DS_EV_INLINE static inline __attribute__((always_inline))
