@@ -78,9 +78,10 @@ typedef struct {
     unsigned generation;
 } original_memo;
 /* A power of two, and few: the shim's TLS is initial-exec, and a library
- * dlopen'ed with such TLS must fit glibc's small static reserve (~1.6 KB,
- * shared by every library that does this). */
-#define DS_ORIGINAL_MEMOS 16
+ * dlopen'ed with such TLS must fit what glibc keeps for them after start
+ * (~1.5 KB once PyTorch is loaded: test_python).  Only a call through a
+ * function the modules define differently comes here. */
+#define DS_ORIGINAL_MEMOS 8
 static DS_TLS original_memo original_memos[DS_ORIGINAL_MEMOS];
 
 typedef struct {
@@ -99,20 +100,21 @@ static DS_TLS unsigned module_memo_next;
  * the addresses asked about are return addresses and hooked functions, a
  * few call sites asked again and again, and a hit (~14 instructions) costs
  * a third of searching the ranges.  Two sites that share a slot take turns
- * in it and fall back on the ranges. */
-typedef struct {
-    uintptr_t addr;
-    unsigned generation;
-    uint16_t id;
-} site_memo;
+ * in it and fall back on the ranges.  A slot is one word, the address in
+ * its low 48 bits (user-space code lies below) and the id above, so that a
+ * signal handler that refills it leaves one answer or the other whole; its
+ * generation in an array beside it (12 bytes a slot, where a struct took
+ * 16: the TLS reserve, above). */
 /* 32, not fewer: a Python round trip asks from about six call sites, which
  * 8 direct-mapped slots made collide on most runs. */
-#define DS_SITE_MEMOS 32 /* a power of two; 512 bytes of TLS */
-static DS_TLS site_memo site_memos[DS_SITE_MEMOS];
+#define DS_SITE_MEMOS 32 /* a power of two */
+#define DS_SITE_ADDR_BITS 48
+static DS_TLS uint64_t site_keys[DS_SITE_MEMOS];
+static DS_TLS unsigned site_generations[DS_SITE_MEMOS];
 
-static site_memo *site_slot(uintptr_t a)
+static unsigned site_slot(uintptr_t a)
 {
-    return &site_memos[(a * 0x9E3779B97F4A7C15ull) >> 59];
+    return (unsigned)((a * 0x9E3779B97F4A7C15ull) >> 59);
 }
 _Static_assert(DS_SITE_MEMOS == 32, "site_slot takes the hash's top 5 bits");
 
@@ -298,7 +300,7 @@ void *ds_got_original_slow(const void *wrapper, void **global_real, const char *
     uintptr_t c = (uintptr_t)caller;
     unsigned gen = atomic_load_explicit(&generation, memory_order_acquire);
     uint64_t hash = ((uint64_t)c ^ ((uint64_t)(uintptr_t)wrapper << 17)) * 0x9e3779b97f4a7c15ull;
-    original_memo *memo = &original_memos[hash >> 60];
+    original_memo *memo = &original_memos[hash >> 61];
     if (memo->generation == gen && memo->caller == c && memo->wrapper == wrapper)
         return memo->fn;
     void *f = original_from_table(h, wrapper, global_real, name, caller);
@@ -498,24 +500,25 @@ __attribute__((noinline)) static uint16_t module_id_slow(const void *addr, unsig
     return id;
 }
 
-static void site_remember(site_memo *site, uintptr_t a, unsigned gen, uint16_t id)
+static void site_remember(unsigned slot, uintptr_t a, unsigned gen, uint16_t id)
 {
-    site->generation = 0;
+    if (a >> DS_SITE_ADDR_BITS)
+        return; /* no room for the id: asked of the ranges each time */
+    site_generations[slot] = 0;
     atomic_signal_fence(memory_order_seq_cst);
-    site->addr = a;
-    site->id = id;
+    site_keys[slot] = (uint64_t)a | (uint64_t)id << DS_SITE_ADDR_BITS;
     atomic_signal_fence(memory_order_seq_cst);
-    site->generation = gen;
+    site_generations[slot] = gen;
 }
 
 /* ds_module_id_at past the exact address: the ranges, then the walk. */
 __attribute__((noinline)) static uint16_t module_id_of_range(uintptr_t a, unsigned gen,
-                                                             site_memo *site)
+                                                             unsigned slot)
 {
     for (int i = 0; i < DS_MODULE_MEMOS; i++) {
         const module_memo *m = &module_memos[i];
         if (m->generation == gen && a >= m->lo && a < m->hi) {
-            site_remember(site, a, gen, m->id);
+            site_remember(slot, a, gen, m->id);
             return m->id;
         }
     }
@@ -526,14 +529,16 @@ uint16_t ds_module_id_at(const void *addr)
 {
     uintptr_t a = (uintptr_t)addr;
     unsigned gen = atomic_load_explicit(&generation, memory_order_acquire);
-    site_memo *site = site_slot(a);
-    /* The id first: a signal handler that refills the slot after this read
-     * changes the address, and one before it left a consistent slot. */
-    uint16_t id = site->id;
+    unsigned slot = site_slot(a);
+    /* The generation first: a signal handler that refills the slot after
+     * this read writes a key valid now, and one before it left a
+     * consistent slot. */
+    unsigned slot_gen = site_generations[slot];
     atomic_signal_fence(memory_order_seq_cst);
-    if (site->addr == a && site->generation == gen)
-        return id;
-    return module_id_of_range(a, gen, site);
+    uint64_t key = site_keys[slot];
+    if (slot_gen == gen && (key & ((1ull << DS_SITE_ADDR_BITS) - 1)) == a)
+        return (uint16_t)(key >> DS_SITE_ADDR_BITS);
+    return module_id_of_range(a, gen, slot);
 }
 
 void ds_module_name_at(const void *addr, char *out, size_t cap)

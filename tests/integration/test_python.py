@@ -1,11 +1,12 @@
 """Python programs, unmodified, under the shim: capsules between PyTorch,
 NumPy and a DLPack 1.x extension, in Debian's python3 (libpython linked into
 the executable) and through the shared libpython."""
+import re
 import subprocess
 
 import pytest
 
-from conftest import EMBED, PYTHON_DIR, SYSTEM_PYTHON, between, parse_jsonl
+from conftest import EMBED, LIB, PYTHON_DIR, SYSTEM_PYTHON, between, parse_jsonl
 
 
 def shares(events):
@@ -132,6 +133,31 @@ def test_module_loaded_after_start_is_patched(dlshim):
     assert [e["consumer"] for e in before] == ["dlpack1ext"]
     after = shares(between(r.events, "importing numpy", "end"))
     assert [(e["producer"], e["consumer"]) for e in after] == [("numpy", "torch")]
+
+
+# glibc keeps ~1.6 KB of static TLS for libraries with initial-exec TLS
+# loaded after start, shared by all of them; PyTorch leaves ~1.5 KB of it.
+TLS_BUDGET = 1280
+
+
+def test_thread_local_storage_fits_the_reserve_left_after_torch():
+    out = subprocess.run(["readelf", "-lW", str(LIB)], capture_output=True, text=True,
+                         check=True).stdout
+    [memsz] = [int(line.split()[5], 16) for line in out.splitlines()
+               if re.match(r"\s*TLS\s", line)]
+    assert 0 < memsz <= TLS_BUDGET
+
+
+def test_shim_loads_with_dlopen_after_torch(dlshim):
+    """Not preloaded: dlopen'ed by a process holding PyTorch, whose own TLS
+    takes most of that reserve (docs/reliability.md).  It loads, patches the
+    modules already there and sees the handoff."""
+    r = dlshim.python("late_dlopen.py", shim=False,
+                      env={"DLSHIM_LIB": str(LIB), "DLSHIM_FORMAT": "jsonl"})
+    assert r.rc == 0, r.stderr[-2000:]
+    assert [(e["producer"], e["consumer"], e["zero_copy"]) for e in shares(r.events)] == [
+        ("torch", "numpy", True)]
+    assert r.violations() == []
 
 
 def test_dlpack1_extension(dlshim):
