@@ -4,7 +4,8 @@
  * releases it, and exits.  A shim lock that another thread holds at fork()
  * (the module table, which the dlopen hook updates) would stay held in the
  * child, and its first capsule call would wait forever: each child gets a
- * deadline, and one that misses it is killed and reported.
+ * deadline, and one that misses it is killed and reported, with its stack
+ * first (gdb, where installed): where it waits is the whole diagnosis.
  * Usage: fork_dlopen N [library]; prints "forks=N hung=H"; exits 1 if H > 0. */
 #include <dlfcn.h>
 #include <dlpack/dlpack.h>
@@ -57,6 +58,21 @@ static int child(void)
     return released == 1 ? 0 : 2;
 }
 
+/* The stack of every thread of `pid`, on stdout (which the test shows
+ * whole), through gdb: attaching stops the child where it waits. */
+static void show_stacks(pid_t pid)
+{
+    char command[160];
+    snprintf(command, sizeof(command),
+             "timeout 120 gdb -p %d -batch -nx -ex 'thread apply all bt' </dev/null 2>&1",
+             (int)pid);
+    printf("child %d hung; its stacks:\n", (int)pid);
+    fflush(stdout);
+    if (system(command) != 0)
+        printf("(no stacks: gdb failed or is not installed)\n");
+    fflush(stdout);
+}
+
 /* Waits up to 20 s for `pid`; a child still running then is hung. */
 static int wait_child(pid_t pid)
 {
@@ -69,6 +85,7 @@ static int wait_child(pid_t pid)
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (now.tv_sec - start.tv_sec > 20) {
+            show_stacks(pid);
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             return -1;
