@@ -49,7 +49,8 @@ typedef void (*capsule_destructor)(PyObject *);
 static PyObject *(*real_New)(void *, const char *, capsule_destructor);
 static int (*real_SetName)(PyObject *, const char *);
 static int (*real_SetDestructor)(PyObject *, capsule_destructor);
-static void *(*real_GetPointer)(PyObject *, const char *);
+typedef void *(*get_pointer_fn)(PyObject *, const char *);
+static get_pointer_fn real_GetPointer;
 static int (*real_IsValid)(PyObject *, const char *); /* used, not wrapped */
 
 enum { NOT_DLPACK, LEGACY, VERSIONED };
@@ -111,6 +112,14 @@ static uint16_t caller_id(const void *caller)
 
 static void *wrap_GetPointer(PyObject *capsule, const char *name);
 
+/* The real PyCapsule_GetPointer for a call from `caller` (NULL: the
+ * global one). */
+static get_pointer_fn original_get_pointer(const void *caller)
+{
+    return (get_pointer_fn)ds_got_original((void *)wrap_GetPointer, (void **)&real_GetPointer,
+                                           "PyCapsule_GetPointer", caller);
+}
+
 /* The tensor in a DLPack capsule nobody consumed yet, else NULL.  Asks with
  * the exact name, so no Python exception is ever raised.  `caller`: whose
  * GetPointer to use (NULL: the global one). */
@@ -119,8 +128,7 @@ static void *unconsumed_tensor(PyObject *capsule, int kind, const void *caller)
     int (*is_valid)(PyObject *, const char *) =
         DS_LAZY(real_IsValid, ds_resolve_real("PyCapsule_IsValid", NULL));
     const char *name = kind == VERSIONED ? "dltensor_versioned" : "dltensor";
-    void *(*get)(PyObject *, const char *) = (void *(*)(PyObject *, const char *))ds_got_original(
-        (void *)wrap_GetPointer, (void **)&real_GetPointer, "PyCapsule_GetPointer", caller);
+    get_pointer_fn get = original_get_pointer(caller);
     if (!is_valid || !get || !is_valid(capsule, name))
         return NULL;
     return get(capsule, name);
@@ -310,8 +318,7 @@ static void *dying_tensor(PyObject *capsule)
     const char *name = get_name(capsule);
     if (KIND_OF(name, "dltensor") == NOT_DLPACK)
         return NULL;
-    void *(*get)(PyObject *, const char *) = (void *(*)(PyObject *, const char *))ds_got_original(
-        (void *)wrap_GetPointer, (void **)&real_GetPointer, "PyCapsule_GetPointer", NULL);
+    get_pointer_fn get = original_get_pointer(NULL);
     return get ? get(capsule, name) : NULL;
 }
 
@@ -490,8 +497,7 @@ static void *wrapped_exchange_api(void *table);
  * remember, or the exchange table to wrap.  Out of line: most capsules
  * opened in a Python program are no DLPack's, and pass at a compare. */
 __attribute__((noinline)) static void *opened_d(PyObject *capsule, const char *name,
-                                               const void *caller,
-                                               void *(*real)(PyObject *, const char *))
+                                               const void *caller, get_pointer_fn real)
 {
     void *pointer = real(capsule, name);
     if (!pointer)
@@ -520,8 +526,7 @@ __attribute__((noinline)) static void *opened_d(PyObject *capsule, const char *n
 __attribute__((noinline)) static void *get_pointer_slow(PyObject *capsule, const char *name,
                                                        const void *caller)
 {
-    void *(*real)(PyObject *, const char *) = (void *(*)(PyObject *, const char *))ds_got_original(
-        (void *)wrap_GetPointer, (void **)&real_GetPointer, "PyCapsule_GetPointer", caller);
+    get_pointer_fn real = original_get_pointer(caller);
     if (!name || name[0] != 'd')
         return real(capsule, name);
     return opened_d(capsule, name, caller, real);
@@ -533,8 +538,7 @@ __attribute__((noinline)) static void *get_pointer_slow(PyObject *capsule, const
  * capsules by the thousand, few of them DLPack's. */
 static void *wrap_GetPointer(PyObject *capsule, const char *name)
 {
-    void *(*real)(PyObject *, const char *) =
-        (void *(*)(PyObject *, const char *))ds_got_global((void **)&real_GetPointer);
+    get_pointer_fn real = (get_pointer_fn)ds_got_global((void **)&real_GetPointer);
     if (__builtin_expect(real && (!name || name[0] != 'd'), 1)) /* neither name above */
         return real(capsule, name);
     return get_pointer_slow(capsule, name, __builtin_return_address(0));
