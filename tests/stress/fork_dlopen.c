@@ -6,15 +6,18 @@
  * child, and its first capsule call would wait forever: each child gets a
  * deadline, and one that misses it is killed and reported, with its stack
  * first (gdb, where installed): where it waits is the whole diagnosis.
- * Usage: fork_dlopen N [library]; prints "forks=N hung=H"; exits 1 if H > 0. */
+ * Usage: fork_dlopen N [library]; prints "forks=N hung=H failed=F" (F: a
+ * child that exited non-zero, or a fork that failed); exits 1 if H or F > 0. */
 #include <dlfcn.h>
 #include <dlpack/dlpack.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -106,6 +109,11 @@ int main(int argc, char **argv)
         pid_t pid = fork();
         if (pid == 0)
             exit(child());
+        if (pid < 0) { /* no child to wait for: waitpid(-1) would reap any */
+            printf("fork %d failed: %s\n", i, strerror(errno));
+            failed++;
+            continue;
+        }
         int r = wait_child(pid);
         hung += r == -1;
         failed += r > 0;
