@@ -3,6 +3,7 @@
  * shim's core objects (no device needed).
  *
  *   registry N       prints {"allocations":N,"lookup_ns":…,"hot_lookup_ns":…,
+ *                            "miss_alone_ns":…,"misses_overlapped_ns":…,
  *                            "bytes_per_allocation":…}
  *
  * N allocations of 512 bytes (cudaMalloc's granularity), 1 KiB apart, are
@@ -11,9 +12,19 @@
  * and 1M lookups cycling over 64 allocations (a program's working set of
  * live tensors).  Memory per allocation is the growth of the resident set
  * while recording, so it counts everything the registry touches.
+ *
+ * For scale, what memory alone costs on this machine: 1M reads of one word
+ * at a hashed line of a buffer as big as that growth, mapped as the
+ * registry maps its table (huge pages where the kernel gives them).  Read
+ * one after another, each address depending on the last value (a miss
+ * alone: no lookup can be faster on its own), and independently (as many
+ * misses in flight as the processor keeps: a bound no lookup can beat).
+ * The scattered lookup lies between the two; where it lies says how much
+ * of it is memory and how much its own work.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +49,38 @@ static long resident_bytes(void)
 static double elapsed_ns(const struct timespec *a, const struct timespec *b)
 {
     return (double)(b->tv_sec - a->tv_sec) * 1e9 + (double)(b->tv_nsec - a->tv_nsec);
+}
+
+/* ns per read of one word at a hashed cache line of a `bytes` buffer,
+ * over `count` reads: each address depending on the value read before when
+ * `dependent`.  0 where the buffer cannot be mapped. */
+static double memory_ns(size_t bytes, bool dependent, uint32_t count)
+{
+    size_t lines = bytes / 64;
+    if (lines == 0)
+        return 0;
+    uint64_t *buf = mmap(NULL, lines * 64, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (buf == MAP_FAILED)
+        return 0;
+    (void)madvise(buf, lines * 64, MADV_HUGEPAGE);
+    for (size_t i = 0; i < lines; i++)
+        buf[i * 8] = 0; /* every line resident, as the registry's are */
+    struct timespec t0, t1;
+    uint64_t sum = 0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* Two loops, not one with a test: a conditional move would make the
+     * independent reads depend on the sum too.  The values are all 0, so
+     * `sum` adds nothing to the address but the wait for it. */
+    if (dependent)
+        for (uint64_t i = 0; i < count; i++)
+            sum += buf[((i * 0x9E3779B97F4A7C15ull >> 20) % lines) * 8 + sum];
+    else
+        for (uint64_t i = 0; i < count; i++)
+            sum += buf[((i * 0x9E3779B97F4A7C15ull >> 20) % lines) * 8];
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    munmap(buf, lines * 64);
+    return sum ? 0 : elapsed_ns(&t0, &t1) / count;
 }
 
 int main(int argc, char **argv)
@@ -79,9 +122,12 @@ int main(int argc, char **argv)
                 2 * LOOKUPS);
         return 1;
     }
+    size_t footprint = grown > 0 ? (size_t)grown : 0;
     printf("{\"allocations\":%u,\"lookup_ns\":%.2f,\"hot_lookup_ns\":%.2f,"
+           "\"miss_alone_ns\":%.2f,\"misses_overlapped_ns\":%.2f,"
            "\"bytes_per_allocation\":%.1f}\n",
            n, elapsed_ns(&t0, &t1) / LOOKUPS, elapsed_ns(&t1, &t2) / LOOKUPS,
+           memory_ns(footprint, true, LOOKUPS), memory_ns(footprint, false, LOOKUPS),
            (double)grown / n);
     return 0;
 }
