@@ -51,6 +51,13 @@ static double elapsed_ns(const struct timespec *a, const struct timespec *b)
     return (double)(b->tv_sec - a->tv_sec) * 1e9 + (double)(b->tv_nsec - a->tv_nsec);
 }
 
+/* The i-th read's word: the first of a cache line picked by hashing, as the
+ * registry picks a home slot (no stride a prefetcher could follow). */
+static size_t word_of(uint64_t i, size_t lines)
+{
+    return (size_t)((i * 0x9E3779B97F4A7C15ull >> 20) % lines) * 8;
+}
+
 /* ns per read of one word at a hashed cache line of a `bytes` buffer,
  * over `count` reads: each address depending on the value read before when
  * `dependent`.  0 where the buffer cannot be mapped. */
@@ -74,10 +81,10 @@ static double memory_ns(size_t bytes, bool dependent, uint32_t count)
      * `sum` adds nothing to the address but the wait for it. */
     if (dependent)
         for (uint64_t i = 0; i < count; i++)
-            sum += buf[((i * 0x9E3779B97F4A7C15ull >> 20) % lines) * 8 + sum];
+            sum += buf[word_of(i, lines) + sum];
     else
         for (uint64_t i = 0; i < count; i++)
-            sum += buf[((i * 0x9E3779B97F4A7C15ull >> 20) % lines) * 8];
+            sum += buf[word_of(i, lines)];
     clock_gettime(CLOCK_MONOTONIC, &t1);
     munmap(buf, lines * 64);
     return sum ? 0 : elapsed_ns(&t0, &t1) / count;
