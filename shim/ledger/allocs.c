@@ -102,9 +102,11 @@ static uintptr_t *recent_slot(uintptr_t base)
  * tree over addresses would cost a dependent miss per level below the cached
  * ones, then one for the record.  Robin Hood keeps each home's entries
  * together, so a probe stops at the first slot whose entry sits nearer its
- * own home than we are to ours.  A record moves when its neighbours do:
- * nothing holds a slot number across a change of the index (exact() finds an
- * allocation again by base and generation).
+ * own home than we are to ours, or, in a class whose keys each have one
+ * entry (counted as entries come and go), at the key's entry itself.  A
+ * record moves when its neighbours do: nothing holds a slot number across a
+ * change of the index (exact() finds an allocation again by base and
+ * generation).
  *
  * Mixed sizes put many levels in use, and a probe each would be a miss each
  * at scale: a filter of two bits per key, both in one word (a byte per slot,
@@ -131,6 +133,7 @@ static uint64_t *filter;
 static uint32_t filter_words, filter_stale; /* stale: entries gone since it was built */
 static uint32_t per_class[DS_CLASSES]; /* live entries of each class */
 static uint32_t straddling[DS_CLASSES]; /* those that cross their granule's end */
+static uint32_t doubled[DS_CLASSES];    /* those past the first of their key: 0, keys unique */
 static uint32_t levels_used;            /* bit k: level k has any (lookups skip the rest) */
 static unsigned main_level;             /* the level that had the most entries */
 
@@ -298,6 +301,19 @@ static void count(const node *e, int delta)
     live_bytes += (uint64_t)(int64_t)delta * e->size;
 }
 
+/* How many entries have key (k, g): they lie together from its home. */
+static uint32_t key_entries(unsigned k, uintptr_t g)
+{
+    unsigned shift = shift_of(k);
+    uint32_t n = 0;
+    for (uint32_t s = home_of(k, g), d = 0;; s = next_slot(s), d++) {
+        const node *e = &table[s];
+        if (!e->klass || e->dist < d)
+            return n;
+        n += e->klass == k + 1 && e->base >> shift == g;
+    }
+}
+
 /* Indexes e (a handle when `handle`): its slot, or DS_NO_SLOT when there is
  * no memory for the index. */
 static uint32_t index_insert(node e, bool handle)
@@ -307,23 +323,32 @@ static uint32_t index_insert(node e, bool handle)
     e.klass = (uint8_t)((handle ? DS_HANDLES : level_of(e.size ? e.size : 1)) + 1);
     count(&e, +1);
     filter_add(&e);
+    doubled[e.klass - 1u] += key_entries(e.klass - 1u, granule_of(&e)) > 0;
     return place(e);
 }
 
 /* One probe: of the entries keyed (k, g), which start at `home`, the one
- * holding p that starts last, if it starts after `best`'s. */
+ * holding p that starts last, if it starts after `best`'s.  Where no key of
+ * the class has two entries (allocations at least a granule apart, as most
+ * are), the probe ends at the key's entry: the slot after it, which only
+ * tells where the key's run ends, is often a cache line more to wait for. */
 static inline __attribute__((always_inline)) uint32_t probe(unsigned k, uintptr_t g, uint32_t home,
                                                              uintptr_t p, uint32_t best)
 {
     unsigned shift = shift_of(k);
+    bool one_per_key = !doubled[k];
     for (uint32_t s = home, d = 0;; s = next_slot(s), d++) {
         const node *e = &table[s];
         if (!e->klass || e->dist < d)
             return best;
-        /* Keyed (k, g): then a handle is p itself, and span_of is this. */
-        if (e->klass == k + 1 && e->base >> shift == g && p - e->base < e->size + !e->size &&
-            (best == DS_NO_SLOT || e->base > table[best].base))
-            best = s;
+        if (e->klass == k + 1 && e->base >> shift == g) {
+            /* Keyed (k, g): then a handle is p itself, and span_of is this. */
+            if (p - e->base < e->size + !e->size &&
+                (best == DS_NO_SLOT || e->base > table[best].base))
+                best = s;
+            if (one_per_key)
+                return best;
+        }
     }
 }
 
@@ -356,6 +381,12 @@ static uint32_t containing(uintptr_t p, bool handle)
     if (handle)
         return per_class[DS_HANDLES] ? probe(DS_HANDLES, p, home_of(DS_HANDLES, p), p, DS_NO_SLOT)
                                      : DS_NO_SLOT;
+    if (levels_used == 1u << main_level && !straddling[main_level]) {
+        /* One size class, none across a granule's end (a pool of equal
+         * blocks): one key, without the general way's list of them. */
+        uintptr_t g = p >> level_shift(main_level);
+        return probe(main_level, g, home_of(main_level, g), p, DS_NO_SLOT);
+    }
     for (uint32_t used = levels_used; used; used &= used - 1) {
         unsigned k = (unsigned)__builtin_ctz(used);
         uintptr_t g = p >> level_shift(k);
@@ -388,6 +419,7 @@ static bool index_remove(uintptr_t base, bool handle, node *out)
     *out = table[s];
     count(out, -1);
     unplace(s);
+    doubled[out->klass - 1u] -= key_entries(out->klass - 1u, granule_of(out)) > 0;
     if (++filter_stale > capacity / 4)
         filter_rebuild();
     return true;
@@ -781,6 +813,7 @@ void ds_alloc_after_fork(void)
     main_level = 0;
     memset(per_class, 0, sizeof(per_class));
     memset(straddling, 0, sizeof(straddling));
+    memset(doubled, 0, sizeof(doubled));
     levels_used = 0;
     __atomic_store_n(&live_count, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&changes, changes + 1, __ATOMIC_RELEASE);
