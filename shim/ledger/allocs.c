@@ -329,9 +329,10 @@ static uint32_t index_insert(node e, bool handle)
 
 /* One probe: of the entries keyed (k, g), which start at `home`, the one
  * holding p that starts last, if it starts after `best`'s.  Where no key of
- * the class has two entries (allocations at least a granule apart, as most
- * are), the probe ends at the key's entry: the slot after it, which only
- * tells where the key's run ends, is often a cache line more to wait for. */
+ * the class has two entries (no two of its allocations start in one
+ * granule, as in most programs), the probe ends at the key's entry: the slot
+ * after it, which only tells where the key's run ends, is often a cache line
+ * more to wait for. */
 static inline __attribute__((always_inline)) uint32_t probe(unsigned k, uintptr_t g, uint32_t home,
                                                              uintptr_t p, uint32_t best)
 {
