@@ -52,9 +52,10 @@ static void die(const char *what)
 /* ASan's allocator (gcc 12's libsanitizer) takes none of its locks around
  * fork: a child forked while another thread is inside malloc or free waits
  * forever on that thread's lock, in its first calloc (seen: one run in about
- * twelve).  Under ASan the exchange threads allocate and free while holding
- * `heap_gate`, and the fork holds it too; they still run in the shim (their
- * imports, and the shim's own part of each call) while it forks. */
+ * twelve).  Under ASan the exchange threads make, free and cudaMalloc while
+ * holding `heap_gate`, and the fork holds it too: only their imports still
+ * run in the shim while it forks (the plain, TSan and valgrind runs keep the
+ * whole exchange racing the fork). */
 #ifdef __SANITIZE_ADDRESS__
 static pthread_mutex_t heap_gate = PTHREAD_MUTEX_INITIALIZER;
 #define HEAP_ENTER() pthread_mutex_lock(&heap_gate)
