@@ -4,6 +4,8 @@
  * a record, a free into a decision, a stream, copy or launch into the stream
  * model's and copy accounting's input.  Errno is the wrapper's to keep.
  */
+#include <stdatomic.h>
+
 #include "device.h"
 
 DS_TLS const void *ds_device_caller;
@@ -88,6 +90,68 @@ void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigne
         else
             ds_sync_stream_waits(api, stream, sem, false);
     }
+}
+
+/* ---- host functions ---------------------------------------------------------
+ * A queued host function's run tells the host that its stream got that far:
+ * the stream model hears it as an event recorded where the function was
+ * queued and waited for by the host when it runs.  Each function in flight
+ * takes a slot of a fixed table (its address is the event's handle, which no
+ * API hands out); with none free it is queued as it is, and the model
+ * learns nothing from it (a later use may then be reported as a race). */
+#define HOST_FN_SLOTS 1024 /* a power of two */
+#define HOST_FN_PROBES 16
+
+typedef struct {
+    atomic_int taken;
+    int api;
+    void (*fn)(void *);
+    void *data;
+} host_fn_slot;
+
+static host_fn_slot host_fns[HOST_FN_SLOTS];
+static atomic_uint host_fn_next;
+
+/* Runs on the driver's thread, where a host function runs.  The model
+ * hears of it before the function can tell anyone. */
+static void host_fn_ran(void *arg)
+{
+    host_fn_slot *h = arg;
+    void (*fn)(void *) = h->fn;
+    void *data = h->data;
+    ds_sync_host_waits_event(h->api, (uintptr_t)h);
+    ds_sync_event_destroyed(h->api, (uintptr_t)h);
+    atomic_store_explicit(&h->taken, 0, memory_order_release);
+    fn(data);
+}
+
+void *ds_device_host_fn(int api, uintptr_t stream, void (**fn)(void *), void **data)
+{
+    if (!*fn || !ds_sync_enabled())
+        return NULL; /* a NULL function is the API's error to report */
+    for (int i = 0; i < HOST_FN_PROBES; i++) {
+        unsigned k = atomic_fetch_add_explicit(&host_fn_next, 1, memory_order_relaxed);
+        host_fn_slot *h = &host_fns[k % HOST_FN_SLOTS];
+        int free_slot = 0;
+        if (!atomic_compare_exchange_strong_explicit(&h->taken, &free_slot, 1,
+                                                     memory_order_acquire, memory_order_relaxed))
+            continue;
+        h->api = api;
+        h->fn = *fn;
+        h->data = *data;
+        ds_sync_event_recorded(api, (uintptr_t)h, stream, false);
+        *fn = host_fn_ran;
+        *data = h;
+        return h;
+    }
+    return NULL;
+}
+
+void ds_device_host_fn_unused(void *slot)
+{
+    host_fn_slot *h = slot;
+    ds_sync_event_destroyed(h->api, (uintptr_t)h);
+    atomic_store_explicit(&h->taken, 0, memory_order_release);
 }
 
 void ds_device_stream_created(int api, const void *out_stream, size_t ptr_size, bool non_blocking)

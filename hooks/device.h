@@ -11,9 +11,11 @@
  *   DS_HOOK(name, (params), (args), before, after)
  *   DS_HOT(name, (params), (args), before, after)       the same, for a hot call
  *   DS_FREE(name, (params), (args), pointer, KIND)      a free the shim may stop
+ *   DS_HOST_FN(name, (params), (args), stream, fn, data)
+ *                                     a host function queued on a stream
  *   DS_LOOKUP(name, (params), (args), after)            hands out function pointers
  *
- * Every DS_HOOK, DS_HOT and DS_FREE wrapper finds the caller's own real
+ * Every DS_HOOK, DS_HOT, DS_FREE and DS_HOST_FN wrapper finds the caller's own real
  * function; inside another device call (the runtime's own calls into the
  * driver underneath) it only forwards to it: the outermost call records.  The
  * outermost keeps errno; enters the nesting guard and asks ds_active()
@@ -92,6 +94,11 @@ void ds_device_extmem_mapped(int api, const void *out_ptr, size_t ptr_size, uint
                              const unsigned long long *size, int device, const void *caller);
 void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigned n,
                           uintptr_t stream, bool signal);
+/* Before queuing host function *fn(*data) on `stream`: puts the shim's
+ * trampoline and its slot in their place and returns the slot, or NULL
+ * (left as they are).  A slot whose call failed is given back. */
+void *ds_device_host_fn(int api, uintptr_t stream, void (**fn)(void *), void **data);
+void ds_device_host_fn_unused(void *slot);
 /* The direction of a cudaMemcpyKind / hipMemcpyKind value. */
 int ds_copy_kind_direction(int kind);
 /* The bytes a pitched region of `height` rows of `width` bytes spans. */
@@ -200,8 +207,6 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
 /* A kernel: its buffers are unknown, so it counts as the calling module's
  * use of everything it imported. */
 #define LAUNCH(stream) ds_device_op(ds_api, P(stream), NULL, -1, caller)
-/* Host work ordered on a stream: no buffers. */
-#define HOST_FUNC(stream) ds_device_op(ds_api, P(stream), NULL, 0, caller)
 
 /* The ways of the actions above that call nothing, for DS_HOT's lines: true
  * when done, false when nothing was done (the action must be taken). */
@@ -211,7 +216,6 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
 #define DS_NOW_FILL(dst, bytes, stream) \
     ds_sync_op_now(ds_api, P(stream), false, &(ds_range){P(dst), bytes, true}, 1)
 #define DS_NOW_LAUNCH(stream) ds_sync_op_now(ds_api, P(stream), false, NULL, -1)
-#define DS_NOW_HOST_FUNC(stream) ds_sync_op_now(ds_api, P(stream), false, NULL, 0)
 #define DS_NOW_EVENT_RECORDED(e, s) ds_sync_event_recorded_now(ds_api, P(e), P(s), false)
 
 /* ---- the wrapper shapes ------------------------------------------------------ */
@@ -315,6 +319,22 @@ extern DS_TLS const void *ds_device_caller;
         ds_api_depth = 0;                                                                    \
         return r_;                                                                           \
     }
+
+/* A host function queued on a stream.  The driver runs it once the stream
+ * has done the work queued before it, and a program may learn so from it
+ * alone (XLA marks a buffer ready from one, then reads the buffer on
+ * another stream with no wait): the shim's trampoline runs in its place,
+ * tells the stream model, then calls it (ds_device_host_fn). */
+#define DS_HOST_FN(name, params, args, stream, fn, data)                                     \
+    DS_WRAPPER_ENTRY(name, params, args)                                                     \
+    DS_BODY_BEGIN(body_##name, name, params)                                                 \
+        void *slot_ = on ? ds_device_host_fn(ds_api, P(stream), &(fn), &(data)) : NULL;      \
+        errno = errno_;                                                                      \
+        DS_RESULT r_ = real_ args; /* NOLINT(bugprone-macro-parentheses) */                  \
+        errno_ = errno;                                                                      \
+        if (slot_ && r_ != DS_OK)                                                            \
+            ds_device_host_fn_unused(slot_);                                                 \
+    DS_WRAPPER_END
 
 /* A free that the shim may defer (it reports success, and frees at the last
  * release of what is shared in it) or refuse (the API's invalid-value

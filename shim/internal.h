@@ -764,6 +764,9 @@ bool ds_violation_with(int kind, const char *subject, uintptr_t addr, const char
 int ds_device_api_add(const ds_device_api *api);
 /* The descriptor of an index (one named "?" for an unknown index). */
 const ds_device_api *ds_device_api_at(int index);
+/* The API whose stream and event handles this one's are: the first
+ * registered that drives the same devices (itself if none). */
+int ds_device_api_family(int api);
 /* The API whose tensors of this DLPack device type carry its handles, or -1. */
 int ds_device_api_for_tensors(int32_t device_type);
 /* An allocation's DLPack device name: "cuda:0", "cuda_managed:1", … */
@@ -857,7 +860,8 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
 bool ds_copy_is_repeat(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction);
 void ds_copy_repeat(uint64_t bytes);
 /* True when the newest copy into these bytes came from another tracked
- * buffer and covers them; *source: where the bytes came from. */
+ * buffer, was no host-to-device copy and covers them; *source: where the
+ * bytes came from. */
 bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source);
 void ds_copies_totals(uint64_t *count, uint64_t *bytes, uint64_t *roundtrips);
 void ds_copies_after_fork(void);

@@ -38,6 +38,7 @@ typedef struct {
 typedef struct {
     uintptr_t dst, dst_end, src;
     bool src_tracked;
+    int8_t direction;
 } recent_copy;
 
 typedef struct {
@@ -380,7 +381,7 @@ __attribute__((noinline)) static void record_general(uintptr_t dst, uintptr_t sr
         if (direction == DS_COPY_INFER)
             direction = infer_direction(&s, &d);
         recent[nrecent % DS_RECENT_COPIES] =
-            (recent_copy){dst, dst + bytes, src, s.tracked || s.share};
+            (recent_copy){dst, dst + bytes, src, s.tracked || s.share, (int8_t)direction};
         __atomic_store_n(&nrecent, nrecent + 1, __ATOMIC_RELAXED);
         memo.nrecent = nrecent;
         if (direction == DS_COPY_D2H && s.tracked) {
@@ -465,8 +466,12 @@ bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source)
         const recent_copy *c = &recent[(n - 1) % DS_RECENT_COPIES];
         if (c->dst < data + bytes && data < c->dst_end) {
             /* The newest copy into these bytes: a copy of another tracked
-             * buffer that covers the export. */
-            found = c->src_tracked && c->dst <= data && data + bytes <= c->dst_end;
+             * buffer that covers the export (__dlpack__(dl_device=cpu) and
+             * __dlpack__(copy=True) copy so).  A copy from the host onto a
+             * device is the program's own (jax.device_put): no producer's
+             * __dlpack__ moves host bytes onto a device for its consumer. */
+            found = c->src_tracked && c->direction != DS_COPY_H2D && c->dst <= data &&
+                    data + bytes <= c->dst_end;
             if (found && source)
                 *source = c->src + (data - c->dst);
             break;

@@ -9,6 +9,7 @@
  * keep the descriptor's index and ask it; the core names no API itself.
  */
 #include <stdatomic.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -19,6 +20,16 @@ static atomic_int count;
  * an export's tracking.  Types past the table are looked for in the list. */
 #define TYPES_INDEXED 64
 static atomic_schar api_of_type[TYPES_INDEXED];
+/* Each API's stream family: the first API registered that drives the same
+ * devices (a CUDA runtime stream or event is a driver one).  Written before
+ * `count` makes the API visible. */
+static int family[DS_DEVICE_APIS_MAX];
+
+static bool same_devices(const ds_device_api *a, const ds_device_api *b)
+{
+    const char *da = a->device_type[DS_ALLOC_DEVICE], *db = b->device_type[DS_ALLOC_DEVICE];
+    return a == b || (da && db && !strcmp(da, db));
+}
 
 int ds_device_api_add(const ds_device_api *api)
 {
@@ -26,6 +37,12 @@ int ds_device_api_add(const ds_device_api *api)
     if (i == DS_DEVICE_APIS_MAX)
         return -1;
     apis[i] = api;
+    family[i] = i;
+    for (int j = 0; j < i; j++)
+        if (same_devices(apis[j], api)) {
+            family[i] = j;
+            break;
+        }
     int32_t type = api->tensor_device_type;
     if (type > 0 && type < TYPES_INDEXED && !atomic_load(&api_of_type[type]))
         atomic_store(&api_of_type[type], (signed char)(i + 1));
@@ -38,6 +55,11 @@ const ds_device_api *ds_device_api_at(int index)
     static const ds_device_api unknown = {.name = "?"};
     return index >= 0 && index < atomic_load_explicit(&count, memory_order_relaxed) ? apis[index]
                                                                                    : &unknown;
+}
+
+int ds_device_api_family(int api)
+{
+    return api >= 0 && api < atomic_load_explicit(&count, memory_order_relaxed) ? family[api] : api;
 }
 
 int ds_device_api_for_tensors(int32_t device_type)

@@ -168,6 +168,7 @@ static int stream_lookup(int api, uintptr_t *handle, bool per_thread_default, bo
     long tid = 0;
     int kind = KIND_BLOCKING;
     uintptr_t h = *handle;
+    api = ds_device_api_family(api); /* a runtime stream is a driver one: one slot */
     if ((d->per_thread_stream && h == d->per_thread_stream) || (h == 0 && per_thread_default)) {
         h = d->per_thread_stream;
         tid = ds_tid();
@@ -259,7 +260,7 @@ __attribute__((noinline)) static event *event_probed(int api, uintptr_t handle, 
         return NULL;
     memset(free_slot, 0, sizeof(*free_slot));
     free_slot->used = true;
-    free_slot->api = api;
+    free_slot->api = api; /* a family (event_of) */
     free_slot->handle = handle;
     return free_slot;
 }
@@ -271,8 +272,11 @@ static inline event *event_at_home(int api, uintptr_t handle)
     return e->used && e->handle == handle && e->api == api ? e : NULL;
 }
 
+/* Events are kept under their API's family, as streams are: a runtime
+ * event is a driver one. */
 static inline event *event_of(int api, uintptr_t handle, bool create)
 {
+    api = ds_device_api_family(api);
     event *e = event_at_home(api, handle);
     return e ? e : event_probed(api, handle, create);
 }
@@ -410,7 +414,7 @@ __attribute__((always_inline)) inline bool ds_sync_event_recorded_now(int api, u
     if (!ds_spin_take_now(DS_LOCK_SYNC))
         return false;
     const stream_memo *m = settled(api, handle, ptsz);
-    event *e = m ? event_at_home(api, ev) : NULL;
+    event *e = m ? event_at_home(ds_device_api_family(api), ev) : NULL;
     if (e)
         snapshot(e, m->slot);
     ds_lock_give(DS_LOCK_SYNC);
@@ -516,7 +520,7 @@ void ds_sync_host_waits_all(int api)
     ds_lock_take(DS_LOCK_SYNC);
     for (uint64_t m = used_slots & ~1ull; m; m &= m - 1) {
         int i = __builtin_ctzll(m);
-        if (streams[i].api == api)
+        if (streams[i].api == ds_device_api_family(api))
             host_merges(streams[i].vc);
     }
     ds_lock_give(DS_LOCK_SYNC);

@@ -4,6 +4,8 @@
  *   zero_copy    a device tensor shared as is
  *   to_host      a device buffer copied to host memory, then exported as a
  *                CPU tensor (the export-from-copy case), imported
+ *   on_device    a device buffer filled by a copy from pinned host memory
+ *                (as jax.device_put does), then exported as it is
  *   flagged      a CPU tensor exported with DLPACK_FLAG_BITMASK_IS_COPIED
  *   roundtrip    libjaxlike copies its device data to the host, libtorchlike
  *                copies the same host bytes to its device memory
@@ -96,6 +98,13 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "to_host")) {
         CHECK(cudaMemcpy(host, dev, N, cudaMemcpyDeviceToHost));
         share(tensor_on(host, kDLCPU));
+    } else if (!strcmp(mode, "on_device")) {
+        void *pinned;
+        CHECK(cudaMallocHost(&pinned, N));
+        memset(pinned, 3, N);
+        CHECK(cudaMemcpy(dev, pinned, N, cudaMemcpyHostToDevice));
+        share(tensor_on(dev, kDLCUDA));
+        CHECK(cudaFreeHost(pinned));
     } else if (!strcmp(mode, "flagged")) {
         memset(host, 1, N);
         versioned_flagged(host);

@@ -27,6 +27,14 @@
  *                     record on a stream, each twice (the second time the way
  *                     that calls nothing), errno set before each and printed
  *                     after
+ *   host_fn           a host function queued after the write tells the
+ *                     host it is done (XLA marks buffers ready so); the
+ *                     consumer, told by the host alone, copies on s2
+ *   host_fn_driver    the same, the host function queued with the CUDA
+ *                     driver's cuLaunchHostFunc (as XLA does)
+ *   host_fn_many      as host_fn, with 2,000 host functions queued behind the
+ *                     gate first (more than the shim's table holds): each
+ *                     runs once, and the count is printed
  *   semaphore         an imported external semaphore signalled after the
  *                     write, waited for by the consumer's stream (the
  *                     simulated device takes any descriptor; a GPU needs one
@@ -37,6 +45,7 @@
 #include <dlshim.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +83,49 @@ static void open_gate(void)
     pthread_mutex_unlock(&gate_lock);
 }
 
+/* host_fn modes: set by a host function once the write before it is done. */
+static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ready_cond = PTHREAD_COND_INITIALIZER;
+static int ready;
+
+static void CUDART_CB mark_ready(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&ready_lock);
+    ready = 1;
+    pthread_cond_broadcast(&ready_cond);
+    pthread_mutex_unlock(&ready_lock);
+}
+
+static void wait_ready(void)
+{
+    pthread_mutex_lock(&ready_lock);
+    while (!ready)
+        pthread_cond_wait(&ready_cond, &ready_lock);
+    pthread_mutex_unlock(&ready_lock);
+}
+
+static atomic_int host_fns_ran;
+
+static void CUDART_CB count_run(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&host_fns_ran, 1);
+}
+
+/* The driver's cuLaunchHostFunc, looked up as XLA and CuPy find it. */
+static void driver_host_func(cudaStream_t s, CUhostFn fn)
+{
+    __typeof__(cuLaunchHostFunc) *launch = NULL;
+    enum cudaDriverEntryPointQueryResult found;
+    CHECK(cudaGetDriverEntryPointByVersion("cuLaunchHostFunc", (void **)&launch, 13000,
+                                           cudaEnableDefault, &found));
+    if (launch((CUstream)s, fn, NULL) != CUDA_SUCCESS) {
+        printf("cuLaunchHostFunc failed\n");
+        exit(1);
+    }
+}
+
 static int64_t shape[1] = {N};
 
 static void drop(DLManagedTensor *t)
@@ -107,11 +159,17 @@ static void produce(cudaStream_t s, int record)
     if (record == 1)
         CHECK(cudaEventRecord(ev, s)); /* too early: before the write */
     CHECK(cudaLaunchHostFunc(s, wait_gate, NULL));
+    for (int i = 0; !strcmp(mode, "host_fn_many") && i < 2000; i++)
+        CHECK(cudaLaunchHostFunc(s, count_run, NULL));
     if (!strcmp(mode, "settled"))
         CHECK(cudaMemsetAsync(other, 1, N * sizeof(int), s));
     CHECK(cudaMemsetAsync(buf, 1, N * sizeof(int), s));
     if (record == 2)
         CHECK(cudaEventRecord(ev, s));
+    if (record == 4)
+        CHECK(cudaLaunchHostFunc(s, mark_ready, NULL));
+    if (record == 5)
+        driver_host_func(s, mark_ready);
     if (record == 3) {
         struct cudaExternalSemaphoreSignalParams signal = {0};
         CHECK(cudaSignalExternalSemaphoresAsync(&sem, &signal, 1, s));
@@ -191,6 +249,9 @@ int main(int argc, char **argv)
         produce(ps, !strcmp(mode, "event_before") ? 1
                     : !strcmp(mode, "event")      ? 2
                     : !strcmp(mode, "semaphore")  ? 3
+                    : !strcmp(mode, "host_fn")    ? 4
+                    : !strcmp(mode, "host_fn_many") ? 4
+                    : !strcmp(mode, "host_fn_driver") ? 5
                                                   : 0);
         if (!strcmp(mode, "host_sync")) {
             open_gate();
@@ -199,6 +260,8 @@ int main(int argc, char **argv)
     }
     if (!racy())
         open_gate();
+    if (!strncmp(mode, "host_fn", 7))
+        wait_ready(); /* no CUDA call: the host function's word alone */
 
     /* The consumer. */
     cudaStream_t cs = !strcmp(mode, "same_stream") ? s1 : s2;
@@ -241,6 +304,8 @@ int main(int argc, char **argv)
     open_gate();
     CHECK(cudaDeviceSynchronize());
     printf("consumer saw %d\n", host[0]);
+    if (!strcmp(mode, "host_fn_many"))
+        printf("host functions ran %d\n", atomic_load(&host_fns_ran));
     shared->deleter(shared);
     CHECK(cudaFree(buf));
     CHECK(cudaFree(other));

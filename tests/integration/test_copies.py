@@ -33,6 +33,19 @@ def test_export_filled_by_a_copy_is_a_copy(dlshim):
     assert (pair["copies"], pair["bytes_copied"]) == (1, 65536)
 
 
+def test_a_device_buffer_filled_from_the_host_is_shared_zero_copy(dlshim):
+    # jax.device_put, then an export: the host-to-device copy is the
+    # program's own; no producer's __dlpack__ copies onto a device for its
+    # consumer (found on the H100: every JAX array was reported a copy).
+    r = copies(dlshim, "on_device")
+    assert [c["direction"] for c in r.of("copy")] == ["h2d"]
+    [exp] = r.of("export")
+    assert "copied_from" not in exp
+    [imp] = r.of("import")
+    assert imp["zero_copy"] is True
+    assert (r.summary["zero_copy"], r.summary["copies"]) == (1, 0)
+
+
 def test_is_copied_flag(dlshim):
     r = copies(dlshim, "flagged")
     [exp] = r.of("export")

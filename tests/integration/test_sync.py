@@ -9,7 +9,8 @@ from conftest import assert_same_behaviour
 FRESH, STALE = "consumer saw 16843009", "consumer saw 0"
 RACY = ["unsynced", "event_before", "legacy_nonblocking", "per_thread", "settled",
         "driver_consumer"]
-SYNCHRONIZED = ["event", "host_sync", "same_stream", "legacy_blocking", "semaphore"]
+SYNCHRONIZED = ["event", "host_sync", "same_stream", "legacy_blocking", "semaphore", "host_fn",
+                "host_fn_driver"]
 
 
 def handoff(dlshim, mode, sync=None, shim=True, program="handoff"):
@@ -67,6 +68,14 @@ def test_synchronized_programs_stay_silent(dlshim, mode, sync):
     assert r.rc == 0 and FRESH in r.stdout
     assert r.violations() == [] and r.of("sync") == []
     assert r.summary["barriers_inserted"] == 0
+
+
+def test_host_functions_beyond_the_table_run_as_queued(dlshim):
+    # 2,000 host functions wait behind a gate, more than the shim's 1,024
+    # slots: those without one are queued as they are; every one runs once.
+    bare, traced = handoff(dlshim, "host_fn_many", shim=False), handoff(dlshim, "host_fn_many")
+    assert_same_behaviour(bare, traced)
+    assert "host functions ran 2000" in traced.stdout and FRESH in traced.stdout
 
 
 def test_sync_off_skips_the_model(dlshim):
