@@ -93,39 +93,58 @@ void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigne
 }
 
 /* ---- host functions ---------------------------------------------------------
- * A queued host function's run tells the host that its stream got that far:
- * the stream model hears it as an event recorded where the function was
- * queued and waited for by the host when it runs.  Each function in flight
- * takes a slot of a fixed table (its address is the event's handle, which no
- * API hands out); with none free it is queued as it is, and the model
- * learns nothing from it (a later use may then be reported as a race). */
+ * A queued host function's run (or a stream callback's) tells the host that
+ * its stream got that far: the stream model hears it as an event recorded
+ * where the function was queued and waited for by the host when it runs.
+ * Each function in flight takes a slot of a fixed table (its address is the
+ * event's handle, which no API hands out); with none free it is queued as it
+ * is, and the model learns nothing from it (a later use may then be
+ * reported as a race). */
 #define HOST_FN_SLOTS 1024 /* a power of two */
 #define HOST_FN_PROBES 16
 
 typedef struct {
     atomic_int taken;
     int api;
-    void (*fn)(void *);
+    void (*fn)(void); /* the program's, called as the trampoline that took it */
     void *data;
 } host_fn_slot;
 
 static host_fn_slot host_fns[HOST_FN_SLOTS];
 static atomic_uint host_fn_next;
 
-/* Runs on the driver's thread, where a host function runs.  The model
- * hears of it before the function can tell anyone. */
-static void host_fn_ran(void *arg)
+typedef struct {
+    void (*fn)(void);
+    void *data;
+} host_call;
+
+/* The model hears of the run before the program's function can tell anyone;
+ * the slot is free again before that function runs (it may take long). */
+static host_call ran(host_fn_slot *h)
 {
-    host_fn_slot *h = arg;
-    void (*fn)(void *) = h->fn;
-    void *data = h->data;
+    host_call call = {h->fn, h->data};
     ds_sync_host_waits_event(h->api, (uintptr_t)h);
     ds_sync_event_destroyed(h->api, (uintptr_t)h);
     atomic_store_explicit(&h->taken, 0, memory_order_release);
-    fn(data);
+    return call;
 }
 
-void *ds_device_host_fn(int api, uintptr_t stream, void (**fn)(void *), void **data)
+/* The trampolines, run on the driver's thread.  A stream callback's stream
+ * and status (CUstream and CUresult, cudaStream_t and cudaError_t) pass as
+ * a pointer and an int, as the C calling convention passes them. */
+static void host_fn_ran(void *arg)
+{
+    host_call c = ran(arg);
+    ((void (*)(void *))c.fn)(c.data);
+}
+
+static void stream_callback_ran(void *stream, int status, void *arg)
+{
+    host_call c = ran(arg);
+    ((void (*)(void *, int, void *))c.fn)(stream, status, c.data);
+}
+
+void *ds_device_host_fn(int api, uintptr_t stream, int kind, void (**fn)(void), void **data)
 {
     if (!*fn || !ds_sync_enabled())
         return NULL; /* a NULL function is the API's error to report */
@@ -140,7 +159,8 @@ void *ds_device_host_fn(int api, uintptr_t stream, void (**fn)(void *), void **d
         h->fn = *fn;
         h->data = *data;
         ds_sync_event_recorded(api, (uintptr_t)h, stream, false);
-        *fn = host_fn_ran;
+        *fn = kind == DS_HOST_FN_STREAM_CALLBACK ? (void (*)(void))stream_callback_ran
+                                                 : (void (*)(void))host_fn_ran;
         *data = h;
         return h;
     }

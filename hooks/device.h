@@ -11,8 +11,9 @@
  *   DS_HOOK(name, (params), (args), before, after)
  *   DS_HOT(name, (params), (args), before, after)       the same, for a hot call
  *   DS_FREE(name, (params), (args), pointer, KIND)      a free the shim may stop
- *   DS_HOST_FN(name, (params), (args), stream, fn, data)
- *                                     a host function queued on a stream
+ *   DS_HOST_FN(name, (params), (args), stream, fn, data, KIND)
+ *                                     a host function (KIND HOST_FN) or stream
+ *                                     callback (STREAM_CALLBACK) queued on a stream
  *   DS_LOOKUP(name, (params), (args), after)            hands out function pointers
  *
  * Every DS_HOOK, DS_HOT, DS_FREE and DS_HOST_FN wrapper finds the caller's own real
@@ -94,10 +95,12 @@ void ds_device_extmem_mapped(int api, const void *out_ptr, size_t ptr_size, uint
                              const unsigned long long *size, int device, const void *caller);
 void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigned n,
                           uintptr_t stream, bool signal);
-/* Before queuing host function *fn(*data) on `stream`: puts the shim's
- * trampoline and its slot in their place and returns the slot, or NULL
- * (left as they are).  A slot whose call failed is given back. */
-void *ds_device_host_fn(int api, uintptr_t stream, void (**fn)(void *), void **data);
+/* Before queuing host function *fn with argument *data on `stream`: puts
+ * the shim's trampoline and its slot in their place and returns the slot,
+ * or NULL (left as they are).  `kind`: what *fn is, and how it is called
+ * (DS_HOST_FN_*).  A slot whose call failed is given back. */
+enum { DS_HOST_FN_HOST_FN, DS_HOST_FN_STREAM_CALLBACK };
+void *ds_device_host_fn(int api, uintptr_t stream, int kind, void (**fn)(void), void **data);
 void ds_device_host_fn_unused(void *slot);
 /* The direction of a cudaMemcpyKind / hipMemcpyKind value. */
 int ds_copy_kind_direction(int kind);
@@ -320,15 +323,19 @@ extern DS_TLS const void *ds_device_caller;
         return r_;                                                                           \
     }
 
-/* A host function queued on a stream.  The driver runs it once the stream
- * has done the work queued before it, and a program may learn so from it
- * alone (XLA marks a buffer ready from one, then reads the buffer on
- * another stream with no wait): the shim's trampoline runs in its place,
- * tells the stream model, then calls it (ds_device_host_fn). */
-#define DS_HOST_FN(name, params, args, stream, fn, data)                                     \
+/* A host function (or the older stream callback) queued on a stream.  The
+ * driver runs it once the stream has done the work queued before it, and a
+ * program may learn so from it alone (XLA marks a buffer ready from one,
+ * then reads the buffer on another stream with no wait): the shim's
+ * trampoline runs in its place, tells the stream model, then calls it
+ * (ds_device_host_fn).  The function pointer passes as the generic
+ * void (*)(void), which ds_device_host_fn casts back by KIND. */
+#define DS_HOST_FN(name, params, args, stream, fn, data, KIND)                               \
     DS_WRAPPER_ENTRY(name, params, args)                                                     \
     DS_BODY_BEGIN(body_##name, name, params)                                                 \
-        void *slot_ = on ? ds_device_host_fn(ds_api, P(stream), &(fn), &(data)) : NULL;      \
+        void *slot_ = on ? ds_device_host_fn(ds_api, P(stream), DS_HOST_FN_##KIND,          \
+                                             (void (**)(void))&(fn), &(data))                \
+                         : NULL;                                                             \
         errno = errno_;                                                                      \
         DS_RESULT r_ = real_ args; /* NOLINT(bugprone-macro-parentheses) */                  \
         errno_ = errno;                                                                      \

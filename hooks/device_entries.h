@@ -16,7 +16,7 @@
     {#name, (void *)wrap_##name, (void **)&real_##name, NULL},
 #define DS_FREE(name, params, args, pointer, KIND) \
     {#name, (void *)wrap_##name, (void **)&real_##name, NULL},
-#define DS_HOST_FN(name, params, args, stream, fn, data) \
+#define DS_HOST_FN(name, params, args, stream, fn, data, KIND) \
     {#name, (void *)wrap_##name, (void **)&real_##name, NULL},
 #define DS_LOOKUP(name, params, args, after) \
     {#name, (void *)wrap_##name, (void **)&real_##name, NULL},

@@ -414,7 +414,8 @@ __attribute__((always_inline)) inline bool ds_sync_event_recorded_now(int api, u
     if (!ds_spin_take_now(DS_LOCK_SYNC))
         return false;
     const stream_memo *m = settled(api, handle, ptsz);
-    event *e = m ? event_at_home(ds_device_api_family(api), ev) : NULL;
+    /* The event is kept under its API's family: its stream's (no call). */
+    event *e = m ? event_at_home(m->s->api, ev) : NULL;
     if (e)
         snapshot(e, m->slot);
     ds_lock_give(DS_LOCK_SYNC);

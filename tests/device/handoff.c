@@ -10,6 +10,9 @@
  *
  *   unsynced          consumer copies on s2 with no synchronization (race)
  *   event             event recorded after the write, consumer stream waits
+ *   event_driver      as event, the consumer's stream made to wait with the
+ *                     driver's cuStreamWaitEvent (CuPy waits on PyTorch's
+ *                     events so)
  *   event_before      event recorded before the write (race)
  *   host_sync         producer synchronizes its stream before handing over
  *   same_stream       consumer uses the producer's stream
@@ -32,6 +35,10 @@
  *                     consumer, told by the host alone, copies on s2
  *   host_fn_driver    the same, the host function queued with the CUDA
  *                     driver's cuLaunchHostFunc (as XLA does)
+ *   stream_callback   as host_fn, with the older cudaStreamAddCallback (as
+ *                     CuPy's Stream.add_callback)
+ *   stream_callback_driver  the same with the driver's cuStreamAddCallback
+ *                     (as Numba's)
  *   host_fn_many      as host_fn, with 2,000 host functions queued behind the
  *                     gate first (more than the shim's table holds): each
  *                     runs once, and the count is printed
@@ -105,6 +112,20 @@ static void wait_ready(void)
     pthread_mutex_unlock(&ready_lock);
 }
 
+static void CUDART_CB mark_ready_callback(cudaStream_t s, cudaError_t status, void *arg)
+{
+    (void)s;
+    if (status == cudaSuccess)
+        mark_ready(arg);
+}
+
+static void CUDA_CB mark_ready_driver_callback(CUstream s, CUresult status, void *arg)
+{
+    (void)s;
+    if (status == CUDA_SUCCESS)
+        mark_ready(arg);
+}
+
 static atomic_int host_fns_ran;
 
 static void CUDART_CB count_run(void *arg)
@@ -122,6 +143,18 @@ static void driver_host_func(cudaStream_t s, CUhostFn fn)
                                            cudaEnableDefault, &found));
     if (launch((CUstream)s, fn, NULL) != CUDA_SUCCESS) {
         printf("cuLaunchHostFunc failed\n");
+        exit(1);
+    }
+}
+
+static void driver_stream_callback(cudaStream_t s)
+{
+    __typeof__(cuStreamAddCallback) *add = NULL;
+    enum cudaDriverEntryPointQueryResult found;
+    CHECK(cudaGetDriverEntryPointByVersion("cuStreamAddCallback", (void **)&add, 13000,
+                                           cudaEnableDefault, &found));
+    if (add((CUstream)s, mark_ready_driver_callback, NULL, 0) != CUDA_SUCCESS) {
+        printf("cuStreamAddCallback failed\n");
         exit(1);
     }
 }
@@ -170,6 +203,10 @@ static void produce(cudaStream_t s, int record)
         CHECK(cudaLaunchHostFunc(s, mark_ready, NULL));
     if (record == 5)
         driver_host_func(s, mark_ready);
+    if (record == 6)
+        CHECK(cudaStreamAddCallback(s, mark_ready_callback, NULL, 0));
+    if (record == 7)
+        driver_stream_callback(s);
     if (record == 3) {
         struct cudaExternalSemaphoreSignalParams signal = {0};
         CHECK(cudaSignalExternalSemaphoresAsync(&sem, &signal, 1, s));
@@ -247,11 +284,13 @@ int main(int argc, char **argv)
             CHECK(cudaImportExternalSemaphore(&sem, &desc));
         }
         produce(ps, !strcmp(mode, "event_before") ? 1
-                    : !strcmp(mode, "event")      ? 2
+                    : !strcmp(mode, "event") || !strcmp(mode, "event_driver") ? 2
                     : !strcmp(mode, "semaphore")  ? 3
                     : !strcmp(mode, "host_fn")    ? 4
                     : !strcmp(mode, "host_fn_many") ? 4
                     : !strcmp(mode, "host_fn_driver") ? 5
+                    : !strcmp(mode, "stream_callback") ? 6
+                    : !strcmp(mode, "stream_callback_driver") ? 7
                                                   : 0);
         if (!strcmp(mode, "host_sync")) {
             open_gate();
@@ -260,7 +299,7 @@ int main(int argc, char **argv)
     }
     if (!racy())
         open_gate();
-    if (!strncmp(mode, "host_fn", 7))
+    if (!strncmp(mode, "host_fn", 7) || !strncmp(mode, "stream_callback", 15))
         wait_ready(); /* no CUDA call: the host function's word alone */
 
     /* The consumer. */
@@ -268,6 +307,16 @@ int main(int argc, char **argv)
     dlshim_import(shared, "consumer");
     if (!strcmp(mode, "event") || !strcmp(mode, "event_before"))
         CHECK(cudaStreamWaitEvent(cs, ev, 0));
+    if (!strcmp(mode, "event_driver")) {
+        __typeof__(cuStreamWaitEvent) *wait_event = NULL;
+        enum cudaDriverEntryPointQueryResult found;
+        CHECK(cudaGetDriverEntryPointByVersion("cuStreamWaitEvent", (void **)&wait_event, 13000,
+                                               cudaEnableDefault, &found));
+        if (wait_event((CUstream)cs, (CUevent)ev, 0) != CUDA_SUCCESS) {
+            printf("cuStreamWaitEvent failed\n");
+            exit(1);
+        }
+    }
     if (!strcmp(mode, "semaphore")) {
         struct cudaExternalSemaphoreWaitParams wait = {0};
         CHECK(cudaWaitExternalSemaphoresAsync(&sem, &wait, 1, cs));

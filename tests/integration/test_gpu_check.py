@@ -25,12 +25,12 @@ def test_gpu_check_on_the_simulated_device(tmp_path):
     result = json.loads(out.read_text())
     rows = result["rows"]
     device = [r for r in rows if r["group"] == "device"]
-    assert len(device) == 15 and all(r["status"] == "pass" for r in device), device
+    assert len(device) == 18 and all(r["status"] == "pass" for r in device), device
     # The cost of a stream operation: measured, never a failure on timing.
     hot = [r for r in rows if r["group"] == "hot-path"]
     assert len(hot) == 3 * 2 and all(r["status"] == "pass" and r["ns_without"] > 0 for r in hot)
     others = [r for r in rows if r["group"] not in ("device", "hot-path")]
     assert len(others) == 6 * 2 * 2 + 2 + 1
     assert all(r["status"] == "unavailable" and r["detail"] for r in others), others
-    assert result["counts"] == {"pass": 15 + 6, "FAIL": 0, "unavailable": len(others)}
+    assert result["counts"] == {"pass": 18 + 6, "FAIL": 0, "unavailable": len(others)}
     assert result["machine"]["device"].startswith("simulated")

@@ -368,6 +368,32 @@ static void call_host(void *arg)
     free(c);
 }
 
+/* The older form: the callback also gets its stream and a status. */
+typedef struct {
+    CUstreamCallback fn;
+    CUstream stream;
+    void *data;
+} stream_call;
+
+static void call_stream_callback(void *arg)
+{
+    stream_call *c = arg;
+    c->fn(c->stream, CUDA_SUCCESS, c->data);
+    free(c);
+}
+
+EXPORT CUresult cuStreamAddCallback(CUstream stream, CUstreamCallback fn, void *data,
+                                    unsigned int flags)
+{
+    CHECK_DEVICE;
+    if (!fn || flags)
+        return CUDA_ERROR_INVALID_VALUE; /* flags: reserved, 0 */
+    stream_call *c = malloc(sizeof(*c));
+    *c = (stream_call){fn, stream, data};
+    sim_enqueue(sim_stream_of(stream), call_stream_callback, c);
+    return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data)
 {
     CHECK_DEVICE;
@@ -611,7 +637,7 @@ static const struct {
     ENTRY(cuMemsetD8Async), ENTRY(cuStreamCreate), ENTRY(cuStreamDestroy),
     ENTRY(cuStreamSynchronize), ENTRY(cuStreamWaitEvent), ENTRY(cuEventCreate),
     ENTRY(cuEventRecord), ENTRY(cuEventQuery), ENTRY(cuEventSynchronize), ENTRY(cuEventDestroy),
-    ENTRY(cuLaunchHostFunc), ENTRY(cuLibraryLoadData), ENTRY(cuLibraryGetKernel),
+    ENTRY(cuLaunchHostFunc), ENTRY(cuStreamAddCallback), ENTRY(cuLibraryLoadData), ENTRY(cuLibraryGetKernel),
     ENTRY(cuLibraryUnload), ENTRY(cuLaunchKernel), ENTRY(cuImportExternalMemory),
     ENTRY(cuExternalMemoryGetMappedBuffer), ENTRY(cuDestroyExternalMemory),
     ENTRY(cuImportExternalSemaphore), ENTRY(cuSignalExternalSemaphoresAsync),

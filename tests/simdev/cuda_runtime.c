@@ -39,6 +39,7 @@ static struct {
     __typeof__(cuEventSynchronize) *event_sync;
     __typeof__(cuEventDestroy) *event_destroy;
     __typeof__(cuLaunchHostFunc) *host_func;
+    __typeof__(cuStreamAddCallback) *stream_callback;
     __typeof__(cuLibraryLoadData) *library_load;
     __typeof__(cuLibraryGetKernel) *library_kernel;
     __typeof__(cuLibraryUnload) *library_unload;
@@ -95,6 +96,7 @@ static void load_driver(void)
     GET(event_sync, "cuEventSynchronize");
     GET(event_destroy, "cuEventDestroy");
     GET(host_func, "cuLaunchHostFunc");
+    GET(stream_callback, "cuStreamAddCallback");
     GET(library_load, "cuLibraryLoadData");
     GET(library_kernel, "cuLibraryGetKernel");
     GET(library_unload, "cuLibraryUnload");
@@ -385,6 +387,29 @@ EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
 EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data)
 {
     CALL(drv.host_func((CUstream)stream, (CUhostFn)fn, data));
+}
+
+/* The runtime's callback takes its own types: called from a driver one. */
+typedef struct {
+    cudaStreamCallback_t fn;
+    void *data;
+} runtime_callback;
+
+static void CUDA_CB call_runtime_callback(CUstream stream, CUresult status, void *arg)
+{
+    runtime_callback c = *(runtime_callback *)arg;
+    free(arg);
+    c.fn((cudaStream_t)stream, status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown, c.data);
+}
+
+EXPORT cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t fn, void *data,
+                                         unsigned int flags)
+{
+    if (!fn)
+        return last_error = cudaErrorInvalidValue;
+    runtime_callback *c = malloc(sizeof(*c));
+    *c = (runtime_callback){fn, data};
+    CALL(drv.stream_callback((CUstream)stream, call_runtime_callback, c, flags));
 }
 
 /* ---- libraries and launches: the runtime's types are the driver's ----------------- */
