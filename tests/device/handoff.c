@@ -134,29 +134,34 @@ static void CUDART_CB count_run(void *arg)
     atomic_fetch_add(&host_fns_ran, 1);
 }
 
-/* The driver's cuLaunchHostFunc, looked up as XLA and CuPy find it. */
+/* The driver, reached as CuPy and XLA reach it: a function looked up, and
+ * a call that must succeed. */
+#define DRIVER_LOOKUP(name, fn)                                                          \
+    do {                                                                                 \
+        enum cudaDriverEntryPointQueryResult found_;                                     \
+        CHECK(cudaGetDriverEntryPointByVersion(name, (void **)&(fn), 13000,              \
+                                               cudaEnableDefault, &found_));             \
+    } while (0)
+#define DRIVER_CHECK(call)                                                               \
+    do {                                                                                 \
+        if ((call) != CUDA_SUCCESS) {                                                    \
+            printf("%s failed\n", #call);                                                \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
 static void driver_host_func(cudaStream_t s, CUhostFn fn)
 {
     __typeof__(cuLaunchHostFunc) *launch = NULL;
-    enum cudaDriverEntryPointQueryResult found;
-    CHECK(cudaGetDriverEntryPointByVersion("cuLaunchHostFunc", (void **)&launch, 13000,
-                                           cudaEnableDefault, &found));
-    if (launch((CUstream)s, fn, NULL) != CUDA_SUCCESS) {
-        printf("cuLaunchHostFunc failed\n");
-        exit(1);
-    }
+    DRIVER_LOOKUP("cuLaunchHostFunc", launch);
+    DRIVER_CHECK(launch((CUstream)s, fn, NULL));
 }
 
 static void driver_stream_callback(cudaStream_t s)
 {
     __typeof__(cuStreamAddCallback) *add = NULL;
-    enum cudaDriverEntryPointQueryResult found;
-    CHECK(cudaGetDriverEntryPointByVersion("cuStreamAddCallback", (void **)&add, 13000,
-                                           cudaEnableDefault, &found));
-    if (add((CUstream)s, mark_ready_driver_callback, NULL, 0) != CUDA_SUCCESS) {
-        printf("cuStreamAddCallback failed\n");
-        exit(1);
-    }
+    DRIVER_LOOKUP("cuStreamAddCallback", add);
+    DRIVER_CHECK(add((CUstream)s, mark_ready_driver_callback, NULL, 0));
 }
 
 static int64_t shape[1] = {N};
@@ -309,13 +314,8 @@ int main(int argc, char **argv)
         CHECK(cudaStreamWaitEvent(cs, ev, 0));
     if (!strcmp(mode, "event_driver")) {
         __typeof__(cuStreamWaitEvent) *wait_event = NULL;
-        enum cudaDriverEntryPointQueryResult found;
-        CHECK(cudaGetDriverEntryPointByVersion("cuStreamWaitEvent", (void **)&wait_event, 13000,
-                                               cudaEnableDefault, &found));
-        if (wait_event((CUstream)cs, (CUevent)ev, 0) != CUDA_SUCCESS) {
-            printf("cuStreamWaitEvent failed\n");
-            exit(1);
-        }
+        DRIVER_LOOKUP("cuStreamWaitEvent", wait_event);
+        DRIVER_CHECK(wait_event((CUstream)cs, (CUevent)ev, 0));
     }
     if (!strcmp(mode, "semaphore")) {
         struct cudaExternalSemaphoreWaitParams wait = {0};
@@ -329,16 +329,10 @@ int main(int argc, char **argv)
     cudaEvent_t copied;
     CHECK(cudaEventCreate(&copied));
     if (!strcmp(mode, "driver_consumer")) {
-        /* The driver reached as CuPy and the runtime reach it: looked up. */
         __typeof__(cuMemcpyDtoHAsync) *copy_async = NULL;
-        enum cudaDriverEntryPointQueryResult found;
-        CHECK(cudaGetDriverEntryPointByVersion("cuMemcpyDtoHAsync", (void **)&copy_async, 13000,
-                                               cudaEnableDefault, &found));
-        if (copy_async(host, (CUdeviceptr)shared->dl_tensor.data, N * sizeof(int),
-                       (CUstream)cs) != CUDA_SUCCESS) {
-            printf("cuMemcpyDtoHAsync failed\n");
-            exit(1);
-        }
+        DRIVER_LOOKUP("cuMemcpyDtoHAsync", copy_async);
+        DRIVER_CHECK(copy_async(host, (CUdeviceptr)shared->dl_tensor.data, N * sizeof(int),
+                                (CUstream)cs));
     } else {
         CHECK(cudaMemcpyAsync(host, shared->dl_tensor.data, N * sizeof(int),
                               cudaMemcpyDeviceToHost, cs));
