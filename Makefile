@@ -313,7 +313,8 @@ simdev: $(SIMDEV_LIBS)
 STRESS_BIN := $(BUILD)/tests/stress
 STRESS_PROGS := $(STRESS_BIN)/stress $(STRESS_BIN)/libplugin.so $(STRESS_BIN)/fork_dlopen
 
-$(STRESS_BIN)/fork_dlopen: tests/stress/fork_dlopen.c $(BUILD)/tests/libfakepy.so
+$(STRESS_BIN)/fork_dlopen: tests/stress/fork_dlopen.c tests/stress/asan_fork_gate.h \
+    $(BUILD)/tests/libfakepy.so
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(VARIANT_CFLAGS) -Itests/integration/progs -o $@ $< \
 	    -L$(BUILD)/tests -lfakepy -Wl,-rpath,'$$ORIGIN/..' -ldl -pthread $(VARIANT_LDFLAGS)
@@ -322,7 +323,8 @@ $(STRESS_BIN)/libplugin.so: tests/stress/libplugin.c
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -fPIC -shared -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
-$(STRESS_BIN)/stress: tests/stress/stress.c $(BUILD)/tests/libprod.so tests/integration/progs/prod.h
+$(STRESS_BIN)/stress: tests/stress/stress.c tests/stress/asan_fork_gate.h $(BUILD)/tests/libprod.so \
+    tests/integration/progs/prod.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -Itests/integration/progs -o $@ $< -L$(BUILD)/tests -lprod \
 	    -Wl,-rpath,'$$ORIGIN/..' -L$(CUDA_HOME)/lib64 -lcudart -ldl $(VARIANT_LDFLAGS)

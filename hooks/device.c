@@ -118,14 +118,21 @@ typedef struct {
     void *data;
 } host_call;
 
+/* A slot given back: its event forgotten, the slot free to take. */
+void ds_device_host_fn_unused(void *slot)
+{
+    host_fn_slot *h = slot;
+    ds_sync_event_destroyed(h->api, (uintptr_t)h);
+    atomic_store_explicit(&h->taken, 0, memory_order_release);
+}
+
 /* The model hears of the run before the program's function can tell anyone;
  * the slot is free again before that function runs (it may take long). */
 static host_call ran(host_fn_slot *h)
 {
     host_call call = {h->fn, h->data};
     ds_sync_host_waits_event(h->api, (uintptr_t)h);
-    ds_sync_event_destroyed(h->api, (uintptr_t)h);
-    atomic_store_explicit(&h->taken, 0, memory_order_release);
+    ds_device_host_fn_unused(h);
     return call;
 }
 
@@ -165,13 +172,6 @@ void *ds_device_host_fn(int api, uintptr_t stream, int kind, void (**fn)(void), 
         return h;
     }
     return NULL;
-}
-
-void ds_device_host_fn_unused(void *slot)
-{
-    host_fn_slot *h = slot;
-    ds_sync_event_destroyed(h->api, (uintptr_t)h);
-    atomic_store_explicit(&h->taken, 0, memory_order_release);
 }
 
 void ds_device_stream_created(int api, const void *out_stream, size_t ptr_size, bool non_blocking)

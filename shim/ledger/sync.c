@@ -518,10 +518,11 @@ void ds_sync_host_waits_all(int api)
 {
     if (!ds_sync_enabled())
         return;
+    int family = ds_device_api_family(api);
     ds_lock_take(DS_LOCK_SYNC);
     for (uint64_t m = used_slots & ~1ull; m; m &= m - 1) {
         int i = __builtin_ctzll(m);
-        if (streams[i].api == ds_device_api_family(api))
+        if (streams[i].api == family)
             host_merges(streams[i].vc);
     }
     ds_lock_give(DS_LOCK_SYNC);
@@ -637,16 +638,6 @@ static int take_due(int s, const ds_range *r, int n, uint16_t caller, race *out,
     return found;
 }
 
-/* Whether a barrier made with API b can name a stream of API a: the same
- * API, or two that drive the same devices (a CUDA runtime stream is a driver
- * one: PyTorch writes through the runtime, CuPy launches through the driver). */
-static bool streams_shared(int a, int b)
-{
-    const char *da = ds_device_api_at(a)->device_type[DS_ALLOC_DEVICE];
-    const char *db = ds_device_api_at(b)->device_type[DS_ALLOC_DEVICE];
-    return a == b || (da && db && !strcmp(da, db));
-}
-
 /* Lock held, and given back meanwhile: the handoffs this operation on slot
  * s is the first use of, checked, and fixed by a barrier under enforce. */
 __attribute__((noinline)) static void handoffs_due(int api, uintptr_t handle, int s,
@@ -663,7 +654,11 @@ __attribute__((noinline)) static void handoffs_due(int api, uintptr_t handle, in
         /* A barrier records an event on the producer's stream: another
          * thread's per-thread default stream cannot be named from here. */
         bool (*barrier)(uintptr_t, uintptr_t) = ds_device_api_at(api)->barrier;
-        if (ds_cfg.sync == DS_SYNC_ENFORCE && streams_shared(x->api, api) && barrier &&
+        /* The calling API's barrier can name the producer's stream when both
+         * are of one family (a CUDA runtime stream is a driver one: PyTorch
+         * writes through the runtime, CuPy launches through the driver);
+         * x->api, a stream's, is a family already. */
+        if (ds_cfg.sync == DS_SYNC_ENFORCE && x->api == ds_device_api_family(api) && barrier &&
             (!x->producer_tid || x->producer_tid == ds_tid()) &&
             barrier(x->producer_handle, handle)) {
             fixed = true;

@@ -69,61 +69,49 @@
         }                                                             \
     } while (0)
 
-static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
-static int gate_open;
+/* A flag one thread sets and another waits for; both are host functions
+ * too (argument: the flag).  `gate`: opened by the host to let the
+ * producer's late write run; `ready` (host_fn and stream_callback modes):
+ * set by a host function once the write queued before it is done. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int set;
+} flag;
 
-static void CUDART_CB wait_gate(void *arg)
+static flag gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+static flag ready = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+
+static void CUDART_CB wait_flag(void *arg)
 {
-    (void)arg;
-    pthread_mutex_lock(&gate_lock);
-    while (!gate_open)
-        pthread_cond_wait(&gate_cond, &gate_lock);
-    pthread_mutex_unlock(&gate_lock);
+    flag *f = arg;
+    pthread_mutex_lock(&f->lock);
+    while (!f->set)
+        pthread_cond_wait(&f->cond, &f->lock);
+    pthread_mutex_unlock(&f->lock);
 }
 
-static void open_gate(void)
+static void CUDART_CB set_flag(void *arg)
 {
-    pthread_mutex_lock(&gate_lock);
-    gate_open = 1;
-    pthread_cond_broadcast(&gate_cond);
-    pthread_mutex_unlock(&gate_lock);
+    flag *f = arg;
+    pthread_mutex_lock(&f->lock);
+    f->set = 1;
+    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->lock);
 }
 
-/* host_fn modes: set by a host function once the write before it is done. */
-static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t ready_cond = PTHREAD_COND_INITIALIZER;
-static int ready;
-
-static void CUDART_CB mark_ready(void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&ready_lock);
-    ready = 1;
-    pthread_cond_broadcast(&ready_cond);
-    pthread_mutex_unlock(&ready_lock);
-}
-
-static void wait_ready(void)
-{
-    pthread_mutex_lock(&ready_lock);
-    while (!ready)
-        pthread_cond_wait(&ready_cond, &ready_lock);
-    pthread_mutex_unlock(&ready_lock);
-}
-
-static void CUDART_CB mark_ready_callback(cudaStream_t s, cudaError_t status, void *arg)
+static void CUDART_CB set_flag_callback(cudaStream_t s, cudaError_t status, void *arg)
 {
     (void)s;
     if (status == cudaSuccess)
-        mark_ready(arg);
+        set_flag(arg);
 }
 
-static void CUDA_CB mark_ready_driver_callback(CUstream s, CUresult status, void *arg)
+static void CUDA_CB set_flag_driver_callback(CUstream s, CUresult status, void *arg)
 {
     (void)s;
     if (status == CUDA_SUCCESS)
-        mark_ready(arg);
+        set_flag(arg);
 }
 
 static atomic_int host_fns_ran;
@@ -150,18 +138,18 @@ static void CUDART_CB count_run(void *arg)
         }                                                                                \
     } while (0)
 
-static void driver_host_func(cudaStream_t s, CUhostFn fn)
+static void driver_host_func(cudaStream_t s, CUhostFn fn, void *data)
 {
     __typeof__(cuLaunchHostFunc) *launch = NULL;
     DRIVER_LOOKUP("cuLaunchHostFunc", launch);
-    DRIVER_CHECK(launch((CUstream)s, fn, NULL));
+    DRIVER_CHECK(launch((CUstream)s, fn, data));
 }
 
-static void driver_stream_callback(cudaStream_t s)
+static void driver_stream_callback(cudaStream_t s, CUstreamCallback fn, void *data)
 {
     __typeof__(cuStreamAddCallback) *add = NULL;
     DRIVER_LOOKUP("cuStreamAddCallback", add);
-    DRIVER_CHECK(add((CUstream)s, mark_ready_driver_callback, NULL, 0));
+    DRIVER_CHECK(add((CUstream)s, fn, data, 0));
 }
 
 static int64_t shape[1] = {N};
@@ -196,7 +184,7 @@ static void produce(cudaStream_t s, int record)
 {
     if (record == 1)
         CHECK(cudaEventRecord(ev, s)); /* too early: before the write */
-    CHECK(cudaLaunchHostFunc(s, wait_gate, NULL));
+    CHECK(cudaLaunchHostFunc(s, wait_flag, &gate));
     for (int i = 0; !strcmp(mode, "host_fn_many") && i < 2000; i++)
         CHECK(cudaLaunchHostFunc(s, count_run, NULL));
     if (!strcmp(mode, "settled"))
@@ -205,13 +193,13 @@ static void produce(cudaStream_t s, int record)
     if (record == 2)
         CHECK(cudaEventRecord(ev, s));
     if (record == 4)
-        CHECK(cudaLaunchHostFunc(s, mark_ready, NULL));
+        CHECK(cudaLaunchHostFunc(s, set_flag, &ready));
     if (record == 5)
-        driver_host_func(s, mark_ready);
+        driver_host_func(s, set_flag, &ready);
     if (record == 6)
-        CHECK(cudaStreamAddCallback(s, mark_ready_callback, NULL, 0));
+        CHECK(cudaStreamAddCallback(s, set_flag_callback, &ready, 0));
     if (record == 7)
-        driver_stream_callback(s);
+        driver_stream_callback(s, set_flag_driver_callback, &ready);
     if (record == 3) {
         struct cudaExternalSemaphoreSignalParams signal = {0};
         CHECK(cudaSignalExternalSemaphoresAsync(&sem, &signal, 1, s));
@@ -298,14 +286,14 @@ int main(int argc, char **argv)
                     : !strcmp(mode, "stream_callback_driver") ? 7
                                                   : 0);
         if (!strcmp(mode, "host_sync")) {
-            open_gate();
+            set_flag(&gate);
             CHECK(cudaStreamSynchronize(s1));
         }
     }
     if (!racy())
-        open_gate();
+        set_flag(&gate);
     if (!strncmp(mode, "host_fn", 7) || !strncmp(mode, "stream_callback", 15))
-        wait_ready(); /* no CUDA call: the host function's word alone */
+        wait_flag(&ready); /* no CUDA call: the host function's word alone */
 
     /* The consumer. */
     cudaStream_t cs = !strcmp(mode, "same_stream") ? s1 : s2;
@@ -344,7 +332,7 @@ int main(int argc, char **argv)
         struct timespec ten_ms = {0, 10 * 1000 * 1000};
         nanosleep(&ten_ms, NULL);
     }
-    open_gate();
+    set_flag(&gate);
     CHECK(cudaDeviceSynchronize());
     printf("consumer saw %d\n", host[0]);
     if (!strcmp(mode, "host_fn_many"))

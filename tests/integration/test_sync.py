@@ -9,8 +9,8 @@ from conftest import assert_same_behaviour
 FRESH, STALE = "consumer saw 16843009", "consumer saw 0"
 RACY = ["unsynced", "event_before", "legacy_nonblocking", "per_thread", "settled",
         "driver_consumer"]
-SYNCHRONIZED = ["event", "event_driver", "host_sync", "same_stream", "legacy_blocking", "semaphore", "host_fn",
-                "host_fn_driver", "stream_callback", "stream_callback_driver"]
+SYNCHRONIZED = ["event", "event_driver", "host_sync", "same_stream", "legacy_blocking", "semaphore",
+                "host_fn", "host_fn_driver", "stream_callback", "stream_callback_driver"]
 
 
 def handoff(dlshim, mode, sync=None, shim=True, program="handoff"):

@@ -22,37 +22,27 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "asan_fork_gate.h"
 #include "fakepy.h"
 
 static atomic_bool stop;
 static const char *library = "libcrypto.so.3";
 
-/* ASan's allocator (gcc 12's libsanitizer) takes none of its locks around
- * fork, and dlopen and dlclose allocate: a child forked while the loading
- * thread was inside malloc waits forever on its lock, in the child's own
- * first malloc (seen once in ~4,000 forks, with gdb: the shim's lookup of
- * Py_IsInitialized dlopens, glibc's _dl_find_object_update mallocs, ASan's
- * SizeClassAllocator64 lock).  Under ASan the loading thread loads and
- * unloads holding `load_gate`, and the fork holds it too; the plain and
- * valgrind runs keep the loading racing the fork. */
-#ifdef __SANITIZE_ADDRESS__
-static pthread_mutex_t load_gate = PTHREAD_MUTEX_INITIALIZER;
-#define LOAD_ENTER() pthread_mutex_lock(&load_gate)
-#define LOAD_LEAVE() pthread_mutex_unlock(&load_gate)
-#else
-#define LOAD_ENTER() ((void)0)
-#define LOAD_LEAVE() ((void)0)
-#endif
+/* Under ASan (asan_fork_gate.h) the loading thread loads and unloads inside
+ * the fork gate: dlopen and dlclose allocate (seen once in ~4,000 forks,
+ * with gdb: the shim's lookup of Py_IsInitialized dlopens, glibc's
+ * _dl_find_object_update mallocs, ASan's SizeClassAllocator64 lock); the
+ * plain and valgrind runs keep the loading racing the fork. */
 
 static void *load_unload(void *arg)
 {
     (void)arg;
     while (!atomic_load(&stop)) {
-        LOAD_ENTER();
+        FORK_GATE_ENTER();
         void *h = dlopen(library, RTLD_NOW | RTLD_LOCAL);
         if (h)
             dlclose(h);
-        LOAD_LEAVE();
+        FORK_GATE_LEAVE();
     }
     return NULL;
 }
@@ -126,10 +116,10 @@ int main(int argc, char **argv)
     pthread_create(&thread, NULL, load_unload, NULL);
     int hung = 0, failed = 0;
     for (int i = 0; i < n; i++) {
-        LOAD_ENTER();
+        FORK_GATE_ENTER();
         pid_t pid = fork();
         if (pid != 0)
-            LOAD_LEAVE(); /* the child never loads: its copy of the gate stays taken */
+            FORK_GATE_LEAVE(); /* the child never loads: its copy of the gate stays taken */
         if (pid == 0)
             exit(child());
         if (pid < 0) { /* no child to wait for: waitpid(-1) would reap any */

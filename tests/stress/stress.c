@@ -35,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "asan_fork_gate.h"
 #include "prod.h"
 
 #define MAX_THREADS 64
@@ -49,21 +50,11 @@ static void die(const char *what)
     _exit(1);
 }
 
-/* ASan's allocator (gcc 12's libsanitizer) takes none of its locks around
- * fork: a child forked while another thread is inside malloc or free waits
- * forever on that thread's lock, in its first calloc (seen: one run in about
- * twelve).  Under ASan the exchange threads make, free and cudaMalloc while
- * holding `heap_gate`, and the fork holds it too: only their imports still
- * run in the shim while it forks (the plain, TSan and valgrind runs keep the
- * whole exchange racing the fork). */
-#ifdef __SANITIZE_ADDRESS__
-static pthread_mutex_t heap_gate = PTHREAD_MUTEX_INITIALIZER;
-#define HEAP_ENTER() pthread_mutex_lock(&heap_gate)
-#define HEAP_LEAVE() pthread_mutex_unlock(&heap_gate)
-#else
-#define HEAP_ENTER() ((void)0)
-#define HEAP_LEAVE() ((void)0)
-#endif
+/* Under ASan (asan_fork_gate.h) the exchange threads make, free and
+ * cudaMalloc inside the fork gate (seen: a child hung in its first calloc,
+ * one run in about twelve): only their imports still run in the shim while
+ * it forks (the plain, TSan and valgrind runs keep the whole exchange racing
+ * the fork). */
 
 static void alloc_free(size_t bytes)
 {
@@ -84,21 +75,21 @@ static void *exchange_thread(void *arg)
     int consumed = 0;
     for (int i = 0; i < per_thread || consumed < per_thread;) {
         if (i < per_thread) {
-            HEAP_ENTER();
+            FORK_GATE_ENTER();
             rows[id][i] = prod_make(1, 4);
-            HEAP_LEAVE();
+            FORK_GATE_LEAVE();
             atomic_store(&made[id], ++i);
-            HEAP_ENTER();
+            FORK_GATE_ENTER();
             alloc_free(256);
-            HEAP_LEAVE();
+            FORK_GATE_LEAVE();
         }
         /* The deleter runs on this thread, not on the exporting one. */
         while (consumed < atomic_load(&made[from])) {
             DLManagedTensor *t = rows[from][consumed++];
             dlshim_import(t, "cons");
-            HEAP_ENTER();
+            FORK_GATE_ENTER();
             t->deleter(t);
-            HEAP_LEAVE();
+            FORK_GATE_LEAVE();
             atomic_fetch_add(&progress, 1);
         }
         if (i == per_thread && consumed < per_thread)
@@ -148,9 +139,9 @@ static int fork_midway(int t, int n)
     cudaFree(NULL); /* the runtime is set up before fork, as programs do */
     start_exchange(t, n);
     wait_for_progress((long)t * n / 4);
-    HEAP_ENTER();
+    FORK_GATE_ENTER();
     pid_t pid = fork();
-    HEAP_LEAVE(); /* in the child too: this thread holds it there */
+    FORK_GATE_LEAVE(); /* in the child too: this thread holds it there */
     if (pid < 0)
         die("fork");
     if (pid == 0) {
