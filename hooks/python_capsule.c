@@ -99,15 +99,23 @@ static bool is_bridge(uint16_t id)
     return false;
 }
 
+/* A call through the bridge `id` (ctypes): the Python package that made it,
+ * else the bridge.  Out of line: its name buffer made every caller_id save
+ * registers and open a frame. */
+__attribute__((noinline)) static uint16_t package_behind(uint16_t id)
+{
+    char package[DS_NAME_MAX];
+    return ds_py_package_here(package, sizeof(package)) ? ds_name_intern(package) : id;
+}
+
 /* The producer or consumer behind a capsule call from `caller`: its module,
  * or, for a call through ctypes, the Python package that made it. */
-static uint16_t caller_id(const void *caller)
+static inline uint16_t caller_id(const void *caller)
 {
     uint16_t id = ds_module_id_at(caller);
     if (__builtin_expect(!is_bridge(id), 1))
         return id;
-    char package[DS_NAME_MAX];
-    return ds_py_package_here(package, sizeof(package)) ? ds_name_intern(package) : id;
+    return package_behind(id);
 }
 
 static void *wrap_GetPointer(PyObject *capsule, const char *name);
@@ -258,7 +266,7 @@ static void pending_export(void *tensor)
     }
 }
 
-static void import_by(void *tensor, int kind, uint16_t consumer)
+static inline __attribute__((always_inline)) void import_by(void *tensor, int kind, uint16_t consumer)
 {
     pending_export(tensor);
     ds_py_in_capsule_call++;
@@ -307,9 +315,10 @@ static atomic_int dtor_claimed;
  * capsule.  Its name says (a capsule given to its own destructor is valid,
  * so PyCapsule_GetName raises nothing): most die consumed, renamed, and cost
  * a compare, where asking IsValid for both names cost ~150 instructions. */
+static const char *(*real_GetName)(PyObject *); /* used, not wrapped */
+
 static void *dying_tensor(PyObject *capsule)
 {
-    static const char *(*real_GetName)(PyObject *);
     const char *(*get_name)(PyObject *) =
         DS_LAZY(real_GetName, ds_resolve_real("PyCapsule_GetName", NULL));
     int kind;
@@ -325,6 +334,19 @@ static void *dying_tensor(PyObject *capsule)
 static void capsule_destroyed(int i, PyObject *capsule)
 {
     capsule_destructor orig = atomic_load_explicit(&dtor_orig[i], memory_order_acquire);
+    /* Most capsules die consumed, renamed "used_...": their producer's
+     * destructor frees nothing (the DLPack protocol), and nothing it could
+     * do to its own capsule is an import (imported_tensor asks by the
+     * unconsumed name), so it runs as it would without the shim.
+     * PyCapsule_GetName on a valid capsule leaves errno alone. */
+    const char *(*get_name)(PyObject *) = DS_LAZY(real_GetName, ds_resolve_real("PyCapsule_GetName", NULL));
+    if (get_name) {
+        const char *name = get_name(capsule);
+        if (name && name[0] != 'd') {
+            orig(capsule);
+            return;
+        }
+    }
     int saved = errno;
     void *tensor = ds_active() ? dying_tensor(capsule) : NULL;
     PyObject *outer = destroying;
@@ -421,7 +443,7 @@ static PyObject *wrap_New(void *pointer, const char *name, capsule_destructor de
 /* The tensor a rename to `kind` or a cleared destructor (kind NOT_DLPACK:
  * either) imports, or NULL: none, or the operation it completes was already
  * recorded (the capsule's destructor at work, or a release by the opener). */
-static void *imported_tensor(PyObject *capsule, int *kind, const void *caller)
+static inline __attribute__((always_inline)) void *imported_tensor(PyObject *capsule, int *kind, const void *caller)
 {
     if (capsule == destroying)
         return NULL;
@@ -541,6 +563,8 @@ static void *wrap_GetPointer(PyObject *capsule, const char *name)
     get_pointer_fn real = (get_pointer_fn)ds_got_global((void **)&real_GetPointer);
     if (__builtin_expect(real && (!name || name[0] != 'd'), 1)) /* neither name above */
         return real(capsule, name);
+    if (real) /* a 'd' name, and the one real function known */
+        return opened_d(capsule, name, __builtin_return_address(0), real);
     return get_pointer_slow(capsule, name, __builtin_return_address(0));
 }
 

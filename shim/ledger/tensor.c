@@ -317,7 +317,8 @@ bool ds_tensor_export_when_filled(void *m, bool versioned, uint16_t producer, ui
 /* ---- import ------------------------------------------------------------- */
 
 /* As export_tensor. */
-static void import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t api)
+static inline __attribute__((always_inline)) void import_tensor(void *m, bool versioned, uint16_t id,
+                                                          const char *name, uint16_t api)
 {
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
     ds_note_work();
