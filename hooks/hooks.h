@@ -38,17 +38,28 @@ void ds_python_package_name(const char *file, char *out, size_t cap);
 bool ds_python_framework_file(const char *file);
 
 /* ---- python_frames.c: the Python code behind a call ---------------------- */
-/* Finds CPython's C API beside one of its functions (once). */
-void ds_py_bind(const void *python_function);
-/* Where this thread's Python code is: its innermost frame and instruction;
- * false where that cannot be read now (no Python, the GIL not held here, no
- * frame, a CPython before 3.11).  `in_python`: called from inside a Python
- * C API call (a capsule function), so the thread holds the GIL. */
+/* Finds CPython's C API beside one of its functions (once).  Every capsule
+ * call that hands a tensor over asks: after the first, a load. */
+extern atomic_bool ds_py_bind_tried;
+void ds_py_bind_first(const void *python_function);
+static inline void ds_py_bind(const void *python_function)
+{
+    if (__builtin_expect(!atomic_load_explicit(&ds_py_bind_tried, memory_order_relaxed), 0))
+        ds_py_bind_first(python_function);
+}
+/* Where this thread's Python code is: its innermost frame and instruction.
+ * Called from inside a Python C API call (a capsule function), so with the
+ * GIL held; false where that cannot be read (no Python, no frame, a CPython
+ * before 3.11). */
 typedef struct ds_py_mark {
+    uintptr_t tstate; /* the thread state it was read through */
     const void *frame;
     uintptr_t at; /* the instruction */
 } ds_py_mark;
-bool ds_py_mark_here(ds_py_mark *out, bool in_python);
+bool ds_py_mark_here(ds_py_mark *out);
+/* Whether this thread is still at `m` (its innermost frame and instruction):
+ * from anywhere, any thread, with or without the GIL (false without it). */
+bool ds_py_at_mark(const ds_py_mark *m);
 /* Nonzero while this thread runs the shim's part of a capsule function (a
  * Python C API call, so it holds the GIL): source lines are then read from
  * the frame list without asking Python whether it may. */

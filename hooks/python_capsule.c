@@ -274,7 +274,7 @@ static inline __attribute__((always_inline)) void import_by(void *tensor, int ki
     ds_py_in_capsule_call--;
     ds_py_mark mark;
     last_import.tensor = 0;
-    if (ds_py_mark_here(&mark, true)) {
+    if (ds_py_mark_here(&mark)) {
         last_import.mark = mark;
         last_import.tensor = (uintptr_t)tensor;
     }
@@ -292,9 +292,7 @@ static void observe_release(uintptr_t tensor, ds_release_context *ctx)
     }
     if (last_import.tensor == tensor) {
         last_import.tensor = 0;
-        ds_py_mark now;
-        ctx->copy_on_import = ds_py_mark_here(&now, false) && now.frame == last_import.mark.frame &&
-                              now.at == last_import.mark.at;
+        ctx->copy_on_import = ds_py_at_mark(&last_import.mark);
     }
 }
 

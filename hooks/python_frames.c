@@ -34,6 +34,7 @@
  * the C API gives the same answer, making frame objects on the way, so only
  * while no shim lock is held.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
@@ -86,6 +87,10 @@ static struct {
 } code_at;
 #define PYFRAMEOBJECT_F_FRAME 24 /* PyFrameObject.f_frame, 3.11 and 3.12 */
 static const frame_layout *layout; /* set once checked */
+/* Where a thread state keeps its thread's id (PyThreadState.thread_id:
+ * PyThread_get_thread_ident(), which is pthread_self()), found by the same
+ * check; 0: not found. */
+static int tstate_thread_id;
 
 enum { UNBOUND, BINDING, BOUND, ABSENT };
 static atomic_int state = UNBOUND;
@@ -105,11 +110,13 @@ static void *find(const char *name, const void *beside)
     return f ? f : ds_resolve_beside(beside, name);
 }
 
-void ds_py_bind(const void *python_function)
+atomic_bool ds_py_bind_tried;
+
+void ds_py_bind_first(const void *python_function)
 {
     int expected = UNBOUND;
-    if (atomic_load_explicit(&state, memory_order_relaxed) != UNBOUND ||
-        !atomic_compare_exchange_strong(&state, &expected, BINDING))
+    atomic_store_explicit(&ds_py_bind_tried, true, memory_order_relaxed);
+    if (!atomic_compare_exchange_strong(&state, &expected, BINDING))
         return; /* bound, absent, or another thread binds it */
     py.is_initialized = (int (*)(void))find("Py_IsInitialized", python_function);
     py.gil_check = (int (*)(void))find("PyGILState_Check", python_function);
@@ -153,13 +160,17 @@ static bool read_ptr(uintptr_t at, uintptr_t *out)
 /* The current interpreter frame through `l`, read without checks (the layout
  * was checked, and the thread holds the GIL: its frames stay put): 0 when
  * there is none. */
-static uintptr_t layout_frame(const frame_layout *l)
+static uintptr_t layout_frame_of(uintptr_t tstate, const frame_layout *l)
 {
-    uintptr_t tstate = (uintptr_t)py.thread_state();
     if (!tstate)
         return 0;
     uintptr_t cframe = *(const uintptr_t *)(tstate + (uintptr_t)l->tstate_cframe);
     return cframe ? *(const uintptr_t *)(cframe + (uintptr_t)l->cframe_frame) : 0;
+}
+
+static uintptr_t layout_frame(const frame_layout *l)
+{
+    return layout_frame_of((uintptr_t)py.thread_state(), l);
 }
 
 /* The same through checked reads, for the check below. */
@@ -223,43 +234,87 @@ static void check_layout(void)
                (code_at.qualname = field_holding(code, "co_qualname")) > 0;
     if (code)
         py.decref(code);
-    if (same)
+    if (same) { /* this thread holds the GIL: the current thread state is its own */
+        uintptr_t tstate = (uintptr_t)py.thread_state(), word;
+        for (int off = 8; off < 512 && !tstate_thread_id; off += 8)
+            if (read_ptr(tstate + (uintptr_t)off, &word) && word == (uintptr_t)pthread_self())
+                tstate_thread_id = off;
         layout = found;
+    }
     atomic_store_explicit(&layout_state, CHECKED, memory_order_release);
 }
 
-bool ds_py_mark_here(ds_py_mark *out, bool in_python)
+/* A mark through the C API, where the layout is not checked (yet, or
+ * ever), after asking Python whether it may. */
+__attribute__((noinline)) static bool mark_through_api(ds_py_mark *out)
 {
-    if (atomic_load_explicit(&state, memory_order_acquire) != BOUND)
+    if (!readable() || py.err_occurred())
         return false;
-    int checked = atomic_load_explicit(&layout_state, memory_order_acquire);
-    /* The fast way reads only this thread's own frame list: inside a Python
-     * C API call, no question to Python is needed. */
-    if (!(in_python && checked == CHECKED && layout)) {
-        /* Everything else calls into Python: only with the GIL verified. */
-        if (!readable() || py.err_occurred())
-            return false;
-        if (checked == UNCHECKED) {
-            check_layout();
-            checked = atomic_load_explicit(&layout_state, memory_order_acquire);
-        }
-        if (checked != CHECKED)
-            return false; /* another thread checks it: marks of one kind only */
+    if (atomic_load_explicit(&layout_state, memory_order_acquire) == UNCHECKED) {
+        check_layout();
+        if (layout)
+            return ds_py_mark_here(out);
     }
-    if (layout) {
-        uintptr_t frame = layout_frame(layout);
-        if (!frame)
-            return false;
-        out->frame = (const void *)frame;
-        out->at = *(const uintptr_t *)(frame + (uintptr_t)layout->frame_instr);
-        return true;
-    }
+    if (atomic_load_explicit(&layout_state, memory_order_acquire) != CHECKED || layout)
+        return false; /* another thread checks it: marks of one kind only */
     PyObject *frame = py.get_frame(); /* clears only an error of its own making */
     if (!frame)
         return false;
+    out->tstate = (uintptr_t)py.thread_state();
     out->frame = frame;
     out->at = (uintptr_t)py.get_lasti(frame);
     return true;
+}
+
+static bool layout_checked(void)
+{
+    return atomic_load_explicit(&layout_state, memory_order_acquire) == CHECKED && layout;
+}
+
+/* The mark at `tstate`'s innermost frame (layout checked, GIL held). */
+static bool mark_at(uintptr_t tstate, ds_py_mark *out)
+{
+    uintptr_t frame = layout_frame_of(tstate, layout);
+    if (!frame)
+        return false;
+    out->tstate = tstate;
+    out->frame = (const void *)frame;
+    out->at = *(const uintptr_t *)(frame + (uintptr_t)layout->frame_instr);
+    return true;
+}
+
+bool ds_py_mark_here(ds_py_mark *out)
+{
+    if (atomic_load_explicit(&state, memory_order_acquire) != BOUND)
+        return false;
+    if (!layout_checked())
+        return mark_through_api(out);
+    return mark_at((uintptr_t)py.thread_state(), out); /* inside a C API call: GIL held */
+}
+
+bool ds_py_at_mark(const ds_py_mark *m)
+{
+    if (atomic_load_explicit(&state, memory_order_acquire) != BOUND)
+        return false;
+    ds_py_mark now;
+    if (layout_checked() && tstate_thread_id > 0) {
+        /* The current thread state (on 3.11 the GIL holder's, on 3.12 this
+         * thread's while it holds the GIL) is the one the mark was made
+         * with, on this thread, and it still names this thread: then this
+         * thread holds the GIL, without asking Python (PyGILState_Check
+         * cost ~40 instructions, half of a release). */
+        uintptr_t t = (uintptr_t)py.thread_state();
+        if (!t || t != m->tstate ||
+            *(const uintptr_t *)(t + (uintptr_t)tstate_thread_id) != (uintptr_t)pthread_self())
+            return false;
+        return mark_at(t, &now) && now.frame == m->frame && now.at == m->at;
+    }
+    if (!readable()) /* a release may come on any thread, with or without the GIL */
+        return false;
+    if (layout_checked())
+        return mark_at((uintptr_t)py.thread_state(), &now) && now.frame == m->frame &&
+               now.at == m->at;
+    return mark_through_api(&now) && now.frame == m->frame && now.at == m->at;
 }
 
 bool ds_py_package_here(char *out, size_t cap)
