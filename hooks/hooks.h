@@ -52,7 +52,6 @@ static inline void ds_py_bind(const void *python_function)
  * GIL held; false where that cannot be read (no Python, no frame, a CPython
  * before 3.11). */
 typedef struct ds_py_mark {
-    uintptr_t tstate; /* the thread state it was read through */
     const void *frame;
     uintptr_t at; /* the instruction */
 } ds_py_mark;

@@ -190,7 +190,8 @@ static void remember_opened(PyObject *capsule, void *tensor, int kind, const voi
 
 /* The opened capsule's record if it is `capsule`, taken (a second rename
  * asks Python); false otherwise. */
-static bool take_opened(PyObject *capsule, opened_capsule *out)
+static inline __attribute__((always_inline)) bool take_opened(PyObject *capsule,
+                                                              opened_capsule *out)
 {
     if (opened.capsule != capsule)
         return false;
@@ -266,7 +267,8 @@ static void pending_export(void *tensor)
     }
 }
 
-static inline __attribute__((always_inline)) void import_by(void *tensor, int kind, uint16_t consumer)
+static inline __attribute__((always_inline)) void import_by(void *tensor, int kind,
+                                                            uint16_t consumer)
 {
     pending_export(tensor);
     ds_py_in_capsule_call++;
@@ -329,7 +331,7 @@ static void *dying_tensor(PyObject *capsule)
     return get ? get(capsule, name) : NULL;
 }
 
-static void capsule_destroyed(int i, PyObject *capsule)
+static inline __attribute__((always_inline)) void capsule_destroyed(int i, PyObject *capsule)
 {
     capsule_destructor orig = atomic_load_explicit(&dtor_orig[i], memory_order_acquire);
     /* Most capsules die consumed, renamed "used_...": their producer's
@@ -337,7 +339,8 @@ static void capsule_destroyed(int i, PyObject *capsule)
      * do to its own capsule is an import (imported_tensor asks by the
      * unconsumed name), so it runs as it would without the shim.
      * PyCapsule_GetName on a valid capsule leaves errno alone. */
-    const char *(*get_name)(PyObject *) = DS_LAZY(real_GetName, ds_resolve_real("PyCapsule_GetName", NULL));
+    const char *(*get_name)(PyObject *) =
+        DS_LAZY(real_GetName, ds_resolve_real("PyCapsule_GetName", NULL));
     if (get_name) {
         const char *name = get_name(capsule);
         if (name && name[0] != 'd') {
@@ -375,7 +378,8 @@ static const capsule_destructor dtor_fns[DS_DTOR_SLOTS] = {
 /* Ours for `d`, claiming a slot on first sight; `d` itself when it is NULL,
  * already ours, or the slots are full.  Two threads may claim a slot each
  * for one destructor: harmless. */
-static capsule_destructor wrapped_destructor(capsule_destructor d)
+static inline __attribute__((always_inline)) capsule_destructor
+wrapped_destructor(capsule_destructor d)
 {
     if (!d)
         return NULL;
@@ -441,7 +445,8 @@ static PyObject *wrap_New(void *pointer, const char *name, capsule_destructor de
 /* The tensor a rename to `kind` or a cleared destructor (kind NOT_DLPACK:
  * either) imports, or NULL: none, or the operation it completes was already
  * recorded (the capsule's destructor at work, or a release by the opener). */
-static inline __attribute__((always_inline)) void *imported_tensor(PyObject *capsule, int *kind, const void *caller)
+static inline __attribute__((always_inline)) void *imported_tensor(PyObject *capsule, int *kind,
+                                                                   const void *caller)
 {
     if (capsule == destroying)
         return NULL;

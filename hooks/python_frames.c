@@ -144,12 +144,34 @@ void ds_py_bind_first(const void *python_function)
         ds_context_set_locator(&locator);
 }
 
+/* This thread's thread state, as read inside a Python C API call (with the
+ * GIL held): what tells, later and without asking Python, whether this
+ * thread holds the GIL again (gil_held_here). */
+static DS_TLS uintptr_t own_tstate;
+
+/* Whether this thread holds the GIL.  Where the layout's check found the
+ * thread id in a thread state, the current thread state (on 3.11 the GIL
+ * holder's, on 3.12 this thread's while it holds the GIL) being this
+ * thread's own, and naming this thread, says so without a question to
+ * Python (PyGILState_Check cost ~40 instructions, a third of a release);
+ * otherwise, or where it does not, Python is asked. */
+static bool gil_held_here(void)
+{
+    if (tstate_thread_id > 0) {
+        uintptr_t t = (uintptr_t)py.thread_state();
+        if (t && t == own_tstate &&
+            *(const uintptr_t *)(t + (uintptr_t)tstate_thread_id) == (uintptr_t)pthread_self())
+            return true;
+    }
+    return py.gil_check();
+}
+
 /* Whether Python may be asked about this thread's frames now: bound, and
  * the thread holds the GIL. */
 static bool readable(void)
 {
     return atomic_load_explicit(&state, memory_order_acquire) == BOUND && py.is_initialized() &&
-           py.gil_check();
+           gil_held_here();
 }
 
 static bool read_ptr(uintptr_t at, uintptr_t *out)
@@ -260,7 +282,6 @@ __attribute__((noinline)) static bool mark_through_api(ds_py_mark *out)
     PyObject *frame = py.get_frame(); /* clears only an error of its own making */
     if (!frame)
         return false;
-    out->tstate = (uintptr_t)py.thread_state();
     out->frame = frame;
     out->at = (uintptr_t)py.get_lasti(frame);
     return true;
@@ -277,34 +298,35 @@ static bool mark_at(uintptr_t tstate, ds_py_mark *out)
     uintptr_t frame = layout_frame_of(tstate, layout);
     if (!frame)
         return false;
-    out->tstate = tstate;
     out->frame = (const void *)frame;
     out->at = *(const uintptr_t *)(frame + (uintptr_t)layout->frame_instr);
     return true;
 }
 
-bool ds_py_mark_here(ds_py_mark *out)
+/* Both inline into the capsule hooks (link-time optimisation). */
+inline __attribute__((always_inline)) bool ds_py_mark_here(ds_py_mark *out)
 {
     if (atomic_load_explicit(&state, memory_order_acquire) != BOUND)
         return false;
     if (!layout_checked())
         return mark_through_api(out);
-    return mark_at((uintptr_t)py.thread_state(), out); /* inside a C API call: GIL held */
+    own_tstate = (uintptr_t)py.thread_state(); /* inside a C API call: GIL held */
+    return mark_at(own_tstate, out);
 }
 
-bool ds_py_at_mark(const ds_py_mark *m)
+inline __attribute__((always_inline)) bool ds_py_at_mark(const ds_py_mark *m)
 {
     if (atomic_load_explicit(&state, memory_order_acquire) != BOUND)
         return false;
     ds_py_mark now;
     if (layout_checked() && tstate_thread_id > 0) {
-        /* The current thread state (on 3.11 the GIL holder's, on 3.12 this
-         * thread's while it holds the GIL) is the one the mark was made
-         * with, on this thread, and it still names this thread: then this
-         * thread holds the GIL, without asking Python (PyGILState_Check
-         * cost ~40 instructions, half of a release). */
+        /* Is this thread's own thread state (the one the mark was read
+         * through, unless the thread changed states since: then the frame
+         * differs) the current one, naming this thread (gil_held_here)?
+         * Where it is not, this thread does not hold the GIL with it and
+         * cannot be at the mark: no need to ask Python. */
         uintptr_t t = (uintptr_t)py.thread_state();
-        if (!t || t != m->tstate ||
+        if (!t || t != own_tstate ||
             *(const uintptr_t *)(t + (uintptr_t)tstate_thread_id) != (uintptr_t)pthread_self())
             return false;
         return mark_at(t, &now) && now.frame == m->frame && now.at == m->at;
@@ -497,12 +519,18 @@ walk(bool (*each)(const location *, void *), void *arg)
 {
     if (atomic_load_explicit(&state, memory_order_acquire) != BOUND)
         return false;
-    if (ds_py_in_capsule_call && layout &&
-        atomic_load_explicit(&layout_state, memory_order_acquire) == CHECKED) {
+    if (ds_py_in_capsule_call && layout_checked()) {
+        own_tstate = (uintptr_t)py.thread_state(); /* GIL held */
         walk_layout(each, arg);
         return true;
     }
-    if (!readable() || py.err_occurred())
+    if (!readable())
+        return false;
+    if (layout_checked()) { /* plain loads: a pending exception matters only to locate_frame */
+        walk_layout(each, arg);
+        return true;
+    }
+    if (py.err_occurred())
         return false;
     if (atomic_load_explicit(&layout_state, memory_order_acquire) == UNCHECKED &&
         !ds_holds_lock()) /* the check asks for a frame object: no shim lock held */

@@ -201,7 +201,10 @@ static void start_indexing(void)
     ds_reg_unlock();
 }
 
-void ds_copies_share_added(uintptr_t tensor, uintptr_t data, uint64_t bytes)
+/* Both inline into the ledger (link-time optimisation): on every export and
+ * release, and mostly a load. */
+inline __attribute__((always_inline)) void ds_copies_share_added(uintptr_t tensor, uintptr_t data,
+                                                                 uint64_t bytes)
 {
     if (!bytes || !data || !atomic_load(&indexing))
         return;
@@ -210,7 +213,7 @@ void ds_copies_share_added(uintptr_t tensor, uintptr_t data, uint64_t bytes)
     ds_lock_give(DS_LOCK_COPIES);
 }
 
-void ds_copies_share_removed(uintptr_t tensor)
+inline __attribute__((always_inline)) void ds_copies_share_removed(uintptr_t tensor)
 {
     if (!atomic_load(&indexing))
         return;

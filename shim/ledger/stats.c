@@ -29,7 +29,7 @@ static atomic_uint_fast64_t violations[DS_VIO_COUNT];
 static atomic_uint_fast64_t untracked;
 
 /* Lock held.  The pair's counters, created on first use; NULL when full. */
-static pair *pair_of(uint16_t producer, uint16_t consumer)
+static inline __attribute__((always_inline)) pair *pair_of(uint16_t producer, uint16_t consumer)
 {
     for (int i = 0; i < st.npairs; i++)
         if (st.pairs[i].producer == producer && st.pairs[i].consumer == consumer)
@@ -51,7 +51,9 @@ void ds_stats_roundtrip(uint16_t from_owner, uint16_t to_owner)
     ds_reg_unlock();
 }
 
-void ds_stats_share(uint16_t producer, uint16_t consumer, uint64_t bytes, bool zero_copy)
+/* Inline into the import (link-time optimisation): one call fewer a handoff. */
+inline __attribute__((always_inline)) void ds_stats_share(uint16_t producer, uint16_t consumer,
+                                                          uint64_t bytes, bool zero_copy)
 {
     pair *p = pair_of(producer, consumer);
     if (!p)

@@ -525,7 +525,9 @@ __attribute__((noinline)) static uint16_t module_id_of_range(uintptr_t a, unsign
     return module_id_slow((const void *)a, gen);
 }
 
-uint16_t ds_module_id_at(const void *addr)
+/* Inline into the hooks that name their caller (link-time optimisation):
+ * the memo's probe is a few loads, its call was as many again. */
+inline __attribute__((always_inline)) uint16_t ds_module_id_at(const void *addr)
 {
     uintptr_t a = (uintptr_t)addr;
     unsigned gen = atomic_load_explicit(&generation, memory_order_acquire);
