@@ -149,21 +149,26 @@ void ds_py_bind_first(const void *python_function)
  * thread holds the GIL again (gil_held_here). */
 static DS_TLS uintptr_t own_tstate;
 
-/* Whether this thread holds the GIL.  Where the layout's check found the
- * thread id in a thread state, the current thread state (on 3.11 the GIL
- * holder's, on 3.12 this thread's while it holds the GIL) being this
- * thread's own, and naming this thread, says so without a question to
- * Python (PyGILState_Check cost ~40 instructions, a third of a release);
- * otherwise, or where it does not, Python is asked. */
+/* The current thread state (on 3.11 the GIL holder's, on 3.12 this
+ * thread's while it holds the GIL) if it is this thread's own and names
+ * this thread: then this thread holds the GIL with it.  0 otherwise, or
+ * where the layout's check did not find the thread id in a thread state. */
+static inline __attribute__((always_inline)) uintptr_t own_tstate_current(void)
+{
+    if (tstate_thread_id <= 0)
+        return 0;
+    uintptr_t t = (uintptr_t)py.thread_state();
+    bool own = t && t == own_tstate &&
+               *(const uintptr_t *)(t + (uintptr_t)tstate_thread_id) == (uintptr_t)pthread_self();
+    return own ? t : 0;
+}
+
+/* Whether this thread holds the GIL: its own thread state current says so
+ * without a question to Python (PyGILState_Check cost ~40 instructions, a
+ * third of a release); otherwise Python is asked. */
 static bool gil_held_here(void)
 {
-    if (tstate_thread_id > 0) {
-        uintptr_t t = (uintptr_t)py.thread_state();
-        if (t && t == own_tstate &&
-            *(const uintptr_t *)(t + (uintptr_t)tstate_thread_id) == (uintptr_t)pthread_self())
-            return true;
-    }
-    return py.gil_check();
+    return own_tstate_current() || py.gil_check();
 }
 
 /* Whether Python may be asked about this thread's frames now: bound, and
@@ -320,16 +325,12 @@ inline __attribute__((always_inline)) bool ds_py_at_mark(const ds_py_mark *m)
         return false;
     ds_py_mark now;
     if (layout_checked() && tstate_thread_id > 0) {
-        /* Is this thread's own thread state (the one the mark was read
+        /* Where this thread's own thread state (the one the mark was read
          * through, unless the thread changed states since: then the frame
-         * differs) the current one, naming this thread (gil_held_here)?
-         * Where it is not, this thread does not hold the GIL with it and
-         * cannot be at the mark: no need to ask Python. */
-        uintptr_t t = (uintptr_t)py.thread_state();
-        if (!t || t != own_tstate ||
-            *(const uintptr_t *)(t + (uintptr_t)tstate_thread_id) != (uintptr_t)pthread_self())
-            return false;
-        return mark_at(t, &now) && now.frame == m->frame && now.at == m->at;
+         * differs) is not current, this thread does not hold the GIL with
+         * it and cannot be at the mark: no need to ask Python. */
+        uintptr_t t = own_tstate_current();
+        return t && mark_at(t, &now) && now.frame == m->frame && now.at == m->at;
     }
     if (!readable()) /* a release may come on any thread, with or without the GIL */
         return false;
