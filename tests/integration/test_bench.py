@@ -131,3 +131,48 @@ def test_device_rows_count_the_same_path_alike():
 
     check, enforce = per_copy("check"), per_copy("enforce")
     assert abs(check - enforce) < 1, (check, enforce)
+
+
+# The loop's instruction rows compare like with like: the environment's size
+# moves where CPython's objects land (about ±1 % of the loop), so every run
+# at one layout has an environment of one size, with or without the shim and
+# whatever variables its row adds, and the layouts differ by what they say.
+def test_runs_at_one_layout_have_environments_of_one_size():
+    runner = load_runner()
+    rows = [({}, False), ({}, True), ({"DLSHIM_FORMAT": "jsonl", "DLSHIM_LOG": "/tmp/a.log"}, True),
+            ({"PYTHONHASHSEED": "0", "DLSHIM_PY": "0"}, True)]
+    size = {layout: {runner.env_bytes(runner.run_env(extra, str(BUILD), shim, layout))
+                     for extra, shim in rows}
+            for layout in runner.LAYOUTS}
+    assert all(len(sizes) == 1 for sizes in size.values()), size
+    one = [min(size[layout]) for layout in runner.LAYOUTS]
+    assert [b - one[0] for b in one] == [layout - runner.LAYOUTS[0] for layout in runner.LAYOUTS]
+    # Without a layout, nothing is added: the wall-clock rows run as a user would.
+    assert runner.LAYOUT_FILLER not in runner.run_env({}, str(BUILD), False)
+
+
+# The loop's rows at several layouts: each variant is counted at each layout,
+# and a ratio pairs the runs of one layout (a stand-in for callgrind counts
+# per run: 1,000 Ir a round trip bare, 1,100 with the shim, plus the layout).
+def test_loop_rows_pair_runs_by_layout(monkeypatch, tmp_path):
+    runner = load_runner()
+    seen = []
+
+    def fake_count(cmd, env_extra, build, shim, layout=None):
+        seen.append((shim, layout, env_extra.get("DLSHIM_FORMAT")))
+        n = int(cmd[-1])
+        if "DLSHIM_LOG" in env_extra:
+            with open(env_extra["DLSHIM_LOG"], "w") as f:
+                f.write('{"event":"export"}\n' * 6 * n)
+        return n * ((1100 if shim else 1000) + 10 * layout)
+
+    monkeypatch.setattr(runner, "callgrind_instructions", fake_count)
+    monkeypatch.setattr(runner, "LAYOUT_COUNT", 3)
+    (tmp_path / "bench").mkdir()
+    rows = runner.python_loop_instructions(str(tmp_path), 10, 30, "python", "1")
+    assert {(shim, layout) for shim, layout, _ in seen} == \
+        {(s, layout) for s in (False, True) for layout in runner.LAYOUTS}
+    off = rows[1]
+    assert off["values"] == [1100 + 10 * layout for layout in runner.LAYOUTS]
+    assert off["ratio"] == sorted((1100 + 10 * k) / (1000 + 10 * k) for k in runner.LAYOUTS)[1]
+    assert "6 per round trip" in rows[3]["name"]
