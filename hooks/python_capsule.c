@@ -15,8 +15,9 @@
  *   PyCapsule_GetPointer   named "dlpack_exchange_api": hands out a wrapped
  *                          copy of the DLPack 1.3 exchange table, whose entries
  *                          record exports and imports and forward; named
- *                          "dltensor[_versioned]": remembered for the rename
- *                          or release that follows (see opened_capsule)
+ *                          "dltensor[_versioned]", on a capsule this thread
+ *                          did not make: remembered for the rename or release
+ *                          that follows (see fresh_capsule)
  * The ways current frameworks consume a capsule, each one import:
  *   rename (NumPy, PyTorch, Paddle, Warp); rename, then clear the destructor
  *   (JAX, TensorFlow); clear the destructor, then rename (tvm-ffi); clear it
@@ -78,6 +79,19 @@ static inline int kind_of(const char *name, const char *stem, size_t len)
 static uint16_t capsule_api(void)
 {
     return DS_NAME_ONCE("capsule");
+}
+
+/* ds_active(), keeping errno only where it has to find out (start-up): the
+ * settled answer touches nothing, so a hook need not save errno before the
+ * real call (two saves were ~15 instructions of a handoff). */
+static inline bool active_keeping_errno(void)
+{
+    if (ds_active_now())
+        return true;
+    int saved = errno;
+    bool active = ds_active();
+    errno = saved;
+    return active;
 }
 
 /* ---- who made the call ---------------------------------------------------- */
@@ -156,51 +170,56 @@ static void *unconsumed_tensor_any(PyObject *capsule, int *kind, const void *cal
 
 /* ---- what this thread is in the middle of -------------------------------- */
 
-/* The DLPack capsule this thread last opened by its unconsumed name.  A
- * consumer opens the capsule (PyCapsule_GetPointer), takes the tensor, then
- * renames it or clears its destructor: the tensor of that rename is the one
- * just opened, and asking Python again (IsValid, then GetPointer) was a
- * third of a rename's cost.  `released`: the tensor's deleter ran since (the
- * consumer let it go before marking the capsule taken, or the capsule's own
- * destructor released it): the rename that follows completes that, and is
- * no import.  Cleared when taken and when a capsule is made (the opened one
- * may be gone), so a stale one is asked afresh.  Per thread; a signal
- * handler that opens a capsule between the reads below changes `capsule`
- * first and last, so the reader sees it. */
+/* The DLPack capsule this thread last made (or opened by its unconsumed
+ * name, where another thread made it), not yet taken.  A consumer takes
+ * the tensor from the capsule that its producer made just before on the
+ * same thread (`__dlpack__` runs inside the consumer's call), then renames
+ * it or clears its destructor: the tensor of that rename is the one
+ * remembered here, where asking Python again (IsValid, then GetPointer)
+ * was a third of a rename's cost.  Remembered when made, the capsule's
+ * PyCapsule_GetPointer only notes its opener (remembering it there was ~90
+ * instructions a handoff).  `released`: the tensor's deleter ran since it
+ * was opened (the consumer let it go before marking the capsule taken, or
+ * the capsule's own destructor released it): the rename that follows
+ * completes that, and is no import.  Cleared when taken, when a capsule is
+ * made where it was (it is gone) and when it dies, so a stale one is asked
+ * afresh.  Per thread; a signal handler that makes or opens a capsule
+ * between the reads below changes `capsule` first and last, so the reader
+ * sees it. */
 typedef struct {
     PyObject *capsule;
     void *tensor;
     int kind;
-    const void *opener; /* the call site: named only when needed (rare) */
+    const void *opener; /* the call site that opened it, if any: named only when needed */
     bool released;
-} opened_capsule;
-static DS_TLS opened_capsule opened;
+} fresh_capsule;
+static DS_TLS fresh_capsule fresh;
 
-static void remember_opened(PyObject *capsule, void *tensor, int kind, const void *opener)
+static void remember_fresh(PyObject *capsule, void *tensor, int kind, const void *opener)
 {
-    opened.capsule = NULL;
+    fresh.capsule = NULL;
     atomic_signal_fence(memory_order_seq_cst);
-    opened.tensor = tensor;
-    opened.kind = kind;
-    opened.opener = opener;
-    opened.released = false;
+    fresh.tensor = tensor;
+    fresh.kind = kind;
+    fresh.opener = opener;
+    fresh.released = false;
     atomic_signal_fence(memory_order_seq_cst);
-    opened.capsule = capsule;
+    fresh.capsule = capsule;
 }
 
-/* The opened capsule's record if it is `capsule`, taken (a second rename
+/* The fresh capsule's record if it is `capsule`, taken (a second rename
  * asks Python); false otherwise. */
-static inline __attribute__((always_inline)) bool take_opened(PyObject *capsule,
-                                                              opened_capsule *out)
+static inline __attribute__((always_inline)) bool take_fresh(PyObject *capsule,
+                                                             fresh_capsule *out)
 {
-    if (opened.capsule != capsule)
+    if (fresh.capsule != capsule)
         return false;
     atomic_signal_fence(memory_order_seq_cst);
-    opened_capsule o = opened;
+    fresh_capsule o = fresh;
     atomic_signal_fence(memory_order_seq_cst);
-    if (o.capsule != capsule || opened.capsule != capsule)
+    if (o.capsule != capsule || fresh.capsule != capsule)
         return false;
-    opened.capsule = NULL;
+    fresh.capsule = NULL;
     *out = o;
     return true;
 }
@@ -211,8 +230,9 @@ static DS_TLS PyObject *destroying;
 
 /* This thread's last import through a capsule, with where the Python code
  * was: a release at the same frame and instruction comes from inside the
- * consumer's call that imported it.  Forgotten at the next capsule made or
- * opened, so a later release is never matched with a stale import. */
+ * consumer's call that imported it.  Forgotten at the next capsule made (or
+ * opened where another thread made it), so a later release is never
+ * matched with a stale import. */
 static DS_TLS struct {
     uintptr_t tensor;
     ds_py_mark mark;
@@ -285,10 +305,10 @@ static inline __attribute__((always_inline)) void import_by(void *tensor, int ki
 /* The ledger asks before each release (ds_release_context). */
 static void observe_release(uintptr_t tensor, ds_release_context *ctx)
 {
-    if (opened.capsule && (uintptr_t)opened.tensor == tensor) {
-        opened.released = true;
-        if (opened.capsule != destroying) { /* the opener, not the destructor, lets it go */
-            ctx->taker = caller_id(opened.opener);
+    if (fresh.capsule && fresh.opener && (uintptr_t)fresh.tensor == tensor) {
+        fresh.released = true;
+        if (fresh.capsule != destroying) { /* the opener, not the destructor, lets it go */
+            ctx->taker = caller_id(fresh.opener);
             ctx->taker_api = capsule_api();
         }
     }
@@ -357,6 +377,8 @@ static inline __attribute__((always_inline)) void capsule_destroyed(int i, PyObj
     orig(capsule);
     saved = errno;
     destroying = outer;
+    if (fresh.capsule == capsule)
+        fresh.capsule = NULL; /* it dies untaken */
     if (tensor && ds_active()) {
         pending_export(tensor);
         ds_tensor_dropped_unseen(tensor);
@@ -404,18 +426,17 @@ __attribute__((noinline)) static PyObject *
 new_dlpack(void *pointer, const char *name, capsule_destructor destructor, int kind,
            const void *caller, PyObject *(*real)(void *, const char *, capsule_destructor))
 {
-    int saved = errno;
-    bool track = ds_active();
+    bool track = active_keeping_errno();
     if (track) {
         destructor = wrapped_destructor(destructor);
         last_import.tensor = 0;
     }
-    errno = saved;
     PyObject *capsule = real(pointer, name, destructor);
-    if (capsule == opened.capsule)
-        opened.capsule = NULL; /* made where the opened one was: that one is gone */
+    if (capsule == fresh.capsule)
+        fresh.capsule = NULL; /* made where the fresh one was: that one is gone */
     if (capsule && track) {
-        saved = errno;
+        int saved = errno;
+        remember_fresh(capsule, pointer, kind, NULL);
         ds_py_bind((const void *)real);
         ds_py_in_capsule_call++;
         uint16_t producer = caller_id(caller);
@@ -437,21 +458,21 @@ static PyObject *wrap_New(void *pointer, const char *name, capsule_destructor de
     if (__builtin_expect(kind != NOT_DLPACK, 0))
         return new_dlpack(pointer, name, destructor, kind, __builtin_return_address(0), real);
     PyObject *capsule = real(pointer, name, destructor);
-    if (capsule == opened.capsule)
-        opened.capsule = NULL;
+    if (capsule == fresh.capsule)
+        fresh.capsule = NULL;
     return capsule;
 }
 
 /* The tensor a rename to `kind` or a cleared destructor (kind NOT_DLPACK:
  * either) imports, or NULL: none, or the operation it completes was already
- * recorded (the capsule's destructor at work, or a release by the opener). */
+ * recorded (the capsule's destructor at work, or a release by its taker). */
 static inline __attribute__((always_inline)) void *imported_tensor(PyObject *capsule, int *kind,
                                                                    const void *caller)
 {
     if (capsule == destroying)
         return NULL;
-    opened_capsule o;
-    if (take_opened(capsule, &o)) {
+    fresh_capsule o;
+    if (take_fresh(capsule, &o)) {
         if (o.released)
             return NULL;
         if (*kind == NOT_DLPACK || o.kind == *kind) {
@@ -459,9 +480,11 @@ static inline __attribute__((always_inline)) void *imported_tensor(PyObject *cap
             return o.tensor;
         }
     }
-    if (*kind != NOT_DLPACK)
-        return unconsumed_tensor(capsule, *kind, caller);
-    return unconsumed_tensor_any(capsule, kind, caller);
+    int saved = errno; /* asking Python may set it */
+    void *tensor = *kind != NOT_DLPACK ? unconsumed_tensor(capsule, *kind, caller)
+                                       : unconsumed_tensor_any(capsule, kind, caller);
+    errno = saved;
+    return tensor;
 }
 
 /* A rename to "used_dltensor[_versioned]": the import. */
@@ -469,11 +492,9 @@ __attribute__((noinline)) static int rename_dlpack(PyObject *capsule, const char
                                                   const void *caller,
                                                   int (*real)(PyObject *, const char *))
 {
-    int saved = errno;
-    void *tensor = ds_active() ? imported_tensor(capsule, &kind, caller) : NULL;
-    errno = saved;
+    void *tensor = active_keeping_errno() ? imported_tensor(capsule, &kind, caller) : NULL;
     int result = real(capsule, name);
-    saved = errno;
+    int saved = errno;
     if (result == 0 && tensor) {
         ds_py_bind((const void *)real);
         import_by(tensor, kind, caller_id(caller));
@@ -518,9 +539,10 @@ static int wrap_SetDestructor(PyObject *capsule, capsule_destructor destructor)
 
 static void *wrapped_exchange_api(void *table);
 
-/* A capsule opened by a name that starts with 'd': a DLPack capsule to
- * remember, or the exchange table to wrap.  Out of line: most capsules
- * opened in a Python program are no DLPack's, and pass at a compare. */
+/* A capsule opened by a name that starts with 'd': a DLPack capsule made on
+ * another thread (or waiting for its export) to remember, or the exchange
+ * table to wrap.  Out of line: most capsules opened in a Python program are
+ * no DLPack's, and pass at a compare. */
 __attribute__((noinline)) static void *opened_d(PyObject *capsule, const char *name,
                                                const void *caller, get_pointer_fn real)
 {
@@ -534,7 +556,7 @@ __attribute__((noinline)) static void *opened_d(PyObject *capsule, const char *n
             ds_py_bind((const void *)real);
             last_import.tensor = 0;
             pending_export(pointer);
-            remember_opened(capsule, pointer, kind, caller);
+            remember_fresh(capsule, pointer, kind, caller);
             errno = saved;
         }
     } else if (!strcmp(name, "dlpack_exchange_api") && ds_active()) {
@@ -560,12 +582,20 @@ __attribute__((noinline)) static void *get_pointer_slow(PyObject *capsule, const
 /* The name is looked at before the call (PyCapsule_GetPointer compares
  * it too), so that every other capsule is passed on as a tail call, with
  * nothing kept across it and no register saved: a Python program opens
- * capsules by the thousand, few of them DLPack's. */
+ * capsules by the thousand, few of them DLPack's.  So is the fresh capsule
+ * (remembered when it was made), once its opener is noted, unless an
+ * export waits. */
 static void *wrap_GetPointer(PyObject *capsule, const char *name)
 {
     get_pointer_fn real = (get_pointer_fn)ds_got_global((void **)&real_GetPointer);
     if (__builtin_expect(real && (!name || name[0] != 'd'), 1)) /* neither name above */
         return real(capsule, name);
+    if (real && capsule == fresh.capsule && capsule &&
+        !atomic_load_explicit(&pending_count, memory_order_relaxed)) {
+        fresh.opener = __builtin_return_address(0);
+        fresh.released = false; /* as at every open: a release before it is no taker's */
+        return real(capsule, name);
+    }
     if (real) /* a 'd' name, and the one real function known */
         return opened_d(capsule, name, __builtin_return_address(0), real);
     return get_pointer_slow(capsule, name, __builtin_return_address(0));

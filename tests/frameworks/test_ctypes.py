@@ -40,6 +40,19 @@ def test_a_capsule_filled_after_it_is_made_is_exported_as_filled(run):
     assert run.violations() == []
 
 
+def test_a_capsule_let_go_before_its_rename_on_another_thread_was_a_copy(run):
+    """Taken as JAX takes data it copies (opened, deleter called, then
+    renamed), on a thread other than the one that made the capsule: the
+    release is the taker's import of a copy, and the rename adds nothing."""
+    events = between(run.events, "across threads", "across threads: dropped")
+    assert [(e["event"], e.get("consumer")) for e in events] == \
+        [("export", None), ("import", "ctypes_capsules"), ("release", "ctypes_capsules")]
+    [exp, imp, rel] = events
+    assert exp["producer"] == "numpy" and imp["zero_copy"] is False
+    assert rel["consumed"] is True and rel["copy_on_import"] is True
+    assert run.violations() == []
+
+
 def test_a_share_never_released_is_named_at_exit(run):
     [exp, imp] = between(run.events, "kept", "kept: taken")
     s = run.summary

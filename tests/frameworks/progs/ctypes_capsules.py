@@ -1,11 +1,13 @@
 """Capsules made and taken through ctypes.pythonapi, as Warp and PyArrow's
 tests do: a DLManagedTensor built here, with dtype and device codes outside
-dlshim's tables, handed to NumPy; NumPy's capsule taken here and never let
-go (an outstanding share at exit).  Usage: ctypes_capsules.py"""
+dlshim's tables, handed to NumPy; NumPy's capsule made on one thread, let
+go and renamed on another; NumPy's capsule taken here and never let go (an
+outstanding share at exit).  Usage: ctypes_capsules.py"""
 import ctypes
 import gc
 import pathlib
 import sys
+import threading
 
 import numpy as np
 
@@ -108,6 +110,37 @@ take(c)
 mark("late: taken")
 late.deleter(ctypes.pointer(late))
 mark("late: released")
+
+# NumPy's capsule made on one thread and taken on another the way JAX takes
+# data it copies: opened, let go through its deleter, then renamed.  The
+# taking thread never saw the capsule made: it is remembered when opened.
+mark("across threads")
+made = {}
+maker = threading.Thread(
+    target=lambda: made.update(c=np.arange(4, dtype=np.float32).__dlpack__()))
+maker.start()
+maker.join()
+
+
+# The deleter called with the GIL held (as a C consumer calls it), so that the
+# Python code behind the call through ctypes can be named.
+HELD_DELETER = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
+
+
+def let_go_then_rename(capsule):
+    managed = api.PyCapsule_GetPointer(capsule, b"dltensor")
+    deleter = ctypes.cast(managed, ctypes.POINTER(DLManagedTensor)).contents.deleter
+    HELD_DELETER(ctypes.cast(deleter, ctypes.c_void_p).value)(managed)
+    api.PyCapsule_SetName(capsule, b"used_dltensor")
+
+
+taker = threading.Thread(target=let_go_then_rename, args=(made["c"],))
+taker.start()
+taker.join()
+mark("across threads: taken")
+del made
+gc.collect()
+mark("across threads: dropped")
 
 # NumPy's capsule, taken here and never released: outstanding at exit.
 mark("kept")
