@@ -34,3 +34,53 @@ def test_gpu_check_on_the_simulated_device(tmp_path):
     assert all(r["status"] == "unavailable" and r["detail"] for r in others), others
     assert result["counts"] == {"pass": 18 + 6, "FAIL": 0, "unavailable": len(others)}
     assert result["machine"]["device"].startswith("simulated")
+
+
+VULKAN_ROWS = {"Vulkan memory imported by CUDA", "Vulkan memory freed while CUDA maps it"}
+
+
+def device_group(tmp_path, build, env=None):
+    """gpu-check's device rows from `build`, on the simulated device."""
+    out = tmp_path / "device.json"
+    args = [SYSTEM_PYTHON, GPU_CHECK, "--simdev", "--skip-build", "--build", build,
+            "--json", out, "--only", "device"]
+    if PRELOAD_FIRST:
+        args += ["--preload-first", PRELOAD_FIRST]
+    env = dict(os.environ, **(env or {}),
+               **({"ASAN_OPTIONS": "detect_leaks=0"} if PRELOAD_FIRST else {}))
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300,
+                       env=env, stdin=subprocess.DEVNULL)
+    return p, json.loads(out.read_text())
+
+
+def test_a_program_the_loader_cannot_start_is_unavailable_not_failed(tmp_path):
+    # A GPU image without the Vulkan loader: the real dynamic loader refuses
+    # the program (exit status 127), here through a copy of vk_share that
+    # needs a library of another name.
+    build = tmp_path / "build"
+    (build / "tests" / "vulkan").mkdir(parents=True)
+    for part in ("libdlshim.so", "simdev", "tests/device"):
+        (build / part).symlink_to(BUILD / part)
+    program = (BUILD / "tests" / "vulkan" / "vk_share").read_bytes()
+    assert program.count(b"libvulkan.so.1\0") == 1
+    copy = build / "tests" / "vulkan" / "vk_share"
+    copy.write_bytes(program.replace(b"libvulkan.so.1\0", b"libvulkXn.so.1\0"))
+    copy.chmod(0o755)
+    p, result = device_group(tmp_path, build)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = {r["name"]: r for r in result["rows"]}
+    for name in VULKAN_ROWS:
+        assert rows[name]["status"] == "unavailable", rows[name]
+        assert rows[name]["detail"] == "libvulkXn.so.1 is not on this machine"
+    assert result["counts"] == {"pass": 16, "FAIL": 0, "unavailable": 2}
+
+
+def test_a_machine_without_a_vulkan_driver_is_unavailable_not_failed(tmp_path):
+    no_driver = str(tmp_path / "no-such-driver.json")
+    p, result = device_group(tmp_path, BUILD, {"VK_DRIVER_FILES": no_driver,
+                                                "VK_ICD_FILENAMES": no_driver})
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = {r["name"]: r for r in result["rows"]}
+    for name in VULKAN_ROWS:
+        assert (rows[name]["status"], rows[name]["detail"]) == ("unavailable", "no Vulkan driver")
+    assert result["counts"] == {"pass": 16, "FAIL": 0, "unavailable": 2}

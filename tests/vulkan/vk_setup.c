@@ -18,12 +18,19 @@ void open_device(void)
                              .apiVersion = VK_API_VERSION_1_1};
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
                                 .pApplicationInfo = &app};
-    VK_CHECK(vkCreateInstance(&ici, NULL, &instance));
+    /* No driver or no device: exit status 77, unavailable rather than failed
+     * (scripts/gpu-check). */
+    VkResult made = vkCreateInstance(&ici, NULL, &instance);
+    if (made == VK_ERROR_INCOMPATIBLE_DRIVER) {
+        printf("no Vulkan driver\n");
+        exit(77);
+    }
+    VK_CHECK(made);
     uint32_t n = 1;
     VkResult r = vkEnumeratePhysicalDevices(instance, &n, &physical);
     if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || n == 0) {
         printf("no Vulkan device\n");
-        exit(1);
+        exit(77);
     }
     float priority = 1.0f;
     VkDeviceQueueCreateInfo queue = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
