@@ -11,18 +11,26 @@ from conftest import BUILD, PRELOAD_FIRST, ROOT, SYSTEM_PYTHON
 GPU_CHECK = ROOT / "scripts" / "gpu-check"
 
 
-def test_gpu_check_on_the_simulated_device(tmp_path):
+def gpu_check(tmp_path, build, *extra, env=None, timeout=300):
+    """scripts/gpu-check's rows from `build`, on the simulated device: the
+    process and its JSON (None where it wrote none: the caller's check of
+    the exit status shows why)."""
     out = tmp_path / "gpu-check.json"
-    args = [SYSTEM_PYTHON, GPU_CHECK, "--simdev", "--skip-build", "--build", BUILD,
-            "--json", out, "--steps", "5", "--ops", "2000"]
+    args = [SYSTEM_PYTHON, GPU_CHECK, "--simdev", "--skip-build", "--build", build,
+            "--json", out, *extra]
     if PRELOAD_FIRST:
         args += ["--preload-first", PRELOAD_FIRST]
     # CPython is not built for LeakSanitizer's exit check (as in conftest).
-    env = dict(os.environ, **({"ASAN_OPTIONS": "detect_leaks=0"} if PRELOAD_FIRST else {}))
-    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=900,
+    env = dict(os.environ, **(env or {}),
+               **({"ASAN_OPTIONS": "detect_leaks=0"} if PRELOAD_FIRST else {}))
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout,
                        env=env, stdin=subprocess.DEVNULL)
+    return p, json.loads(out.read_text()) if out.exists() else None
+
+
+def test_gpu_check_on_the_simulated_device(tmp_path):
+    p, result = gpu_check(tmp_path, BUILD, "--steps", "5", "--ops", "2000", timeout=900)
     assert p.returncode == 0, p.stdout + p.stderr
-    result = json.loads(out.read_text())
     rows = result["rows"]
     device = [r for r in rows if r["group"] == "device"]
     assert len(device) == 18 and all(r["status"] == "pass" for r in device), device
@@ -39,20 +47,6 @@ def test_gpu_check_on_the_simulated_device(tmp_path):
 VULKAN_ROWS = {"Vulkan memory imported by CUDA", "Vulkan memory freed while CUDA maps it"}
 
 
-def device_group(tmp_path, build, env=None):
-    """gpu-check's device rows from `build`, on the simulated device."""
-    out = tmp_path / "device.json"
-    args = [SYSTEM_PYTHON, GPU_CHECK, "--simdev", "--skip-build", "--build", build,
-            "--json", out, "--only", "device"]
-    if PRELOAD_FIRST:
-        args += ["--preload-first", PRELOAD_FIRST]
-    env = dict(os.environ, **(env or {}),
-               **({"ASAN_OPTIONS": "detect_leaks=0"} if PRELOAD_FIRST else {}))
-    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300,
-                       env=env, stdin=subprocess.DEVNULL)
-    return p, json.loads(out.read_text())
-
-
 def test_a_program_the_loader_cannot_start_is_unavailable_not_failed(tmp_path):
     # A GPU image without the Vulkan loader: the real dynamic loader refuses
     # the program (exit status 127), here through a copy of vk_share that
@@ -66,7 +60,7 @@ def test_a_program_the_loader_cannot_start_is_unavailable_not_failed(tmp_path):
     copy = build / "tests" / "vulkan" / "vk_share"
     copy.write_bytes(program.replace(b"libvulkan.so.1\0", b"libvulkXn.so.1\0"))
     copy.chmod(0o755)
-    p, result = device_group(tmp_path, build)
+    p, result = gpu_check(tmp_path, build, "--only", "device")
     assert p.returncode == 0, p.stdout + p.stderr
     rows = {r["name"]: r for r in result["rows"]}
     for name in VULKAN_ROWS:
@@ -77,8 +71,8 @@ def test_a_program_the_loader_cannot_start_is_unavailable_not_failed(tmp_path):
 
 def test_a_machine_without_a_vulkan_driver_is_unavailable_not_failed(tmp_path):
     no_driver = str(tmp_path / "no-such-driver.json")
-    p, result = device_group(tmp_path, BUILD, {"VK_DRIVER_FILES": no_driver,
-                                                "VK_ICD_FILENAMES": no_driver})
+    p, result = gpu_check(tmp_path, BUILD, "--only", "device",
+                          env={"VK_DRIVER_FILES": no_driver, "VK_ICD_FILENAMES": no_driver})
     assert p.returncode == 0, p.stdout + p.stderr
     rows = {r["name"]: r for r in result["rows"]}
     for name in VULKAN_ROWS:
