@@ -294,8 +294,14 @@ typedef struct {
  * another writer is at it (the text stays theirs). */
 bool ds_seq_text_set(ds_seq_text *t, const char *text, size_t cap);
 /* Copies it out into `out` (cap bytes, a multiple of 8); false when it was
- * never set, is empty, or changed meanwhile. */
-bool ds_seq_text_get(ds_seq_text *t, char *out, size_t cap);
+ * never set, is empty, or changed meanwhile.  Never set, the common case
+ * (no test runner: every event asks), is told here without a call. */
+bool ds_seq_text_copy(ds_seq_text *t, char *out, size_t cap);
+static inline bool ds_seq_text_get(ds_seq_text *t, char *out, size_t cap)
+{
+    return atomic_load_explicit(&t->seq, memory_order_relaxed) != 0 &&
+           ds_seq_text_copy(t, out, cap);
+}
 
 /* ---- context (context.c): rank, test, source line ------------------------ */
 void ds_context_init(char *const *envp); /* reads the rank */

@@ -84,7 +84,7 @@ bool ds_seq_text_set(ds_seq_text *t, const char *text, size_t cap)
     return true;
 }
 
-bool ds_seq_text_get(ds_seq_text *t, char *out, size_t cap)
+bool ds_seq_text_copy(ds_seq_text *t, char *out, size_t cap)
 {
     unsigned before = atomic_load_explicit(&t->seq, memory_order_acquire);
     if (before == 0 || (before & 1))
@@ -150,10 +150,7 @@ void ds_context_capture(ds_context *c, int event_id)
     /* The summary is the process's, not a line's */
     c->has_where = event_id != DS_EV_SUMMARY && where_now(&c->where, c->scratch);
     c->rank = rank;
-    /* A test runner's name, asked for only once one was set (the call was
-     * a tenth of an event's line). */
-    c->has_test = atomic_load_explicit(&test.seq, memory_order_relaxed) != 0 &&
-                  ds_seq_text_get(&test, c->test, sizeof(c->test));
+    c->has_test = ds_seq_text_get(&test, c->test, sizeof(c->test));
     c->any = c->has_where || c->rank >= 0 || c->has_test;
 }
 
