@@ -25,7 +25,7 @@ class BuildWithMake(build_py):
         os.makedirs(os.path.join(target, "vulkan"), exist_ok=True)
         shutil.copy2(os.path.join(HERE, "hooks", "vulkan_layer.json"),
                      os.path.join(target, "vulkan", "dlshim_layer.json"))
-        shutil.copy2(os.path.join(HERE, "scripts", "dlshim"), os.path.join(target, "launcher.sh"))
+        shutil.copy2(os.path.join(HERE, "bin", "dlshim"), os.path.join(target, "launcher.sh"))
 
 
 class BinaryDistribution(Distribution):

@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "start/start.h"
 
 #define LOOKUPS 1000000u
 #define BASE 0x200000000000ull

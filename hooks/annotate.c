@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "internal.h"
+#include "shim.h"
 
 DS_PUBLIC void dlshim_export(DLManagedTensor *t, const char *producer)
 {

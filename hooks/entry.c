@@ -1,7 +1,7 @@
 /*
  * entry.c — any C or C++ function that hands DLPack tensors over, traced by
  * its signature (DLSHIM_ENTRY, DLSHIM_ENTRY_FILE; grammar in
- * shim/process/entry_spec.c and docs/entry-specs.md).
+ * shim/image/entry_spec.c and docs/entry-specs.md).
  *
  * Wraps: each function a spec names, with a libffi closure built from the
  * spec's types, installed in the GOT of every module that calls it (now and

@@ -2,18 +2,18 @@
  * hooks.h — what the hook families share, and how each declares itself.
  *
  * A hook family is one file (or a table and a file) that intercepts one
- * API and feeds the core through shim/internal.h.  It declares itself with
+ * API and feeds the core through shim/shim.h.  It declares itself with
  * DS_FAMILY; the core finds every declaration in the ds_families section
- * (shim/process/families.c) and calls `install` at start-up when DLSHIM_HOOKS turns
+ * (shim/start/families.c) and calls `install` at start-up when DLSHIM_HOOKS turns
  * the family on.  Nothing else registers a family: adding one is a new file.
  */
 #ifndef DS_HOOKS_H
 #define DS_HOOKS_H
 
-#include "internal.h"
+#include "shim.h"
 
 /* DS_FAMILY(id, .option = "cuda", .order = 30, .install = install): the
- * fields of a ds_family (shim/types.h). */
+ * fields of a ds_family (shim/shim.h). */
 #define DS_FAMILY(id, ...)                                                                   \
     __attribute__((used, section("ds_families"))) static const ds_family ds_family_##id = { \
         __VA_ARGS__}

@@ -1,7 +1,7 @@
 /*
  * python_capsule.c — DLPack through Python capsules, in unmodified programs.
  *
- * Wraps, through every module's GOT (shim/process/modules.c) and dlsym, so it works
+ * Wraps, through every module's GOT (shim/image/modules.c) and dlsym, so it works
  * whether libpython is linked into the executable or is a shared library,
  * and for capsules made through ctypes:
  *   PyCapsule_New          named "dltensor" / "dltensor_versioned": an export
@@ -59,8 +59,8 @@ enum { NOT_DLPACK, LEGACY, VERSIONED };
 /* LEGACY for "<prefix>dltensor", VERSIONED for "<prefix>dltensor_versioned",
  * else NOT_DLPACK (`stem` is the prefix and "dltensor", of length `len`).
  * Every capsule call in the process comes through here.  Byte by byte,
- * unrolled against the constant stem: 17 instructions for "dltensor", where
- * strncmp took ~21 and its call.  A shorter name differs at its NUL, so no
+ * unrolled against the constant stem, cheaper than a call to strncmp.  A
+ * shorter name differs at its NUL, so no
  * byte past it is read. */
 static inline int kind_of(const char *name, const char *stem, size_t len)
 {
@@ -83,7 +83,7 @@ static uint16_t capsule_api(void)
 
 /* ds_active(), keeping errno only where it has to find out (start-up): the
  * settled answer touches nothing, so a hook need not save errno before the
- * real call (two saves were ~15 instructions of a handoff). */
+ * real call. */
 static inline bool active_keeping_errno(void)
 {
     if (ds_active_now())
@@ -334,7 +334,7 @@ static atomic_int dtor_claimed;
 /* The tensor of a capsule being destroyed, if it is an unconsumed DLPack
  * capsule.  Its name says (a capsule given to its own destructor is valid,
  * so PyCapsule_GetName raises nothing): most die consumed, renamed, and cost
- * a compare, where asking IsValid for both names cost ~150 instructions. */
+ * a compare, where asking IsValid for both names is two calls into Python. */
 static const char *(*real_GetName)(PyObject *); /* used, not wrapped */
 
 static void *dying_tensor(PyObject *capsule)

@@ -10,8 +10,7 @@
  * Two ways to find the innermost frame:
  *   - CPython's C API (PyEval_GetFrame, PyFrame_GetLasti; 3.11 and later).
  *     PyEval_GetFrame makes a frame object for the frame when it has none
- *     (an allocation, ~150 instructions, for every new Python call that
- *     hands a tensor over).
+ *     (an allocation, for every new Python call that hands a tensor over).
  *   - Reading the interpreter's own frame list, as debuggers and profilers
  *     do (py-spy, austin): thread state → C frame → interpreter frame, whose
  *     code and instruction pointer are plain loads.  The layout differs
@@ -164,8 +163,8 @@ static inline __attribute__((always_inline)) uintptr_t own_tstate_current(void)
 }
 
 /* Whether this thread holds the GIL: its own thread state current says so
- * without a question to Python (PyGILState_Check cost ~40 instructions, a
- * third of a release); otherwise Python is asked. */
+ * without a question to Python (PyGILState_Check is a call and a lookup,
+ * on every release); otherwise Python is asked. */
 static bool gil_held_here(void)
 {
     return own_tstate_current() || py.gil_check();
@@ -371,8 +370,8 @@ typedef struct {
  * per set: an event walks two or three frames, so a loop's handful of call
  * sites keeps ten or more locations hot, and in one slot per key two of
  * them met on some address layouts (one in four, by a birthday estimate),
- * each then made again at every event (~6,000 instructions: the line
- * number is computed anew). */
+ * each then made again at every event (the line number computed anew from
+ * the code object's table). */
 #define LOCATION_WAYS 4
 #define LOCATION_SETS 64 /* a power of two */
 static location locations[LOCATION_SETS][LOCATION_WAYS];
@@ -584,9 +583,8 @@ static bool take_user_frame(const location *l, void *arg)
 
 /* take_user_frame's answer through the checked layout, without walk()'s
  * callback: the location itself, from the table, so that nothing is
- * written while the frames are walked.  Every event asks for it: with
- * tstate_holding_gil's one call to Python fewer, the line went from 200
- * instructions an event to 177-185 on the Debian loop (docs/performance.md). */
+ * written while the frames are walked.  Every event asks for it, so it
+ * makes no call to Python. */
 static inline __attribute__((always_inline)) const location *user_location(uintptr_t tstate)
 {
     const frame_layout *lay = layout;

@@ -17,8 +17,8 @@
  * every at::fromDLPack consumes one (torch.to_dlpack / from_dlpack), so the
  * capsule hooks record the same handoffs.  Wrapped there as well, each
  * would be seen twice: the ledger merged the two views into one export and
- * one import, at ~300 of the ~2,300 instructions the shim added to a
- * torch -> numpy -> torch round trip (docs/performance.md, tenth round).
+ * one import, a large part of what the shim adds to a torch -> numpy ->
+ * torch round trip.
  * A pointer to these functions from dlsym is still wrapped, whoever asks.
  *
  * x86-64 C++ ABI: at::Tensor is returned through a hidden pointer (first

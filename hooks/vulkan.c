@@ -31,7 +31,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <vulkan/vk_layer.h>
 #include <vulkan/vulkan.h>
@@ -127,9 +126,7 @@ static object *memories, *buffers;
 static object *table(object **t)
 {
     if (!*t) {
-        void *m = mmap(NULL, sizeof(object) * DS_VK_OBJECTS, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        *t = m == MAP_FAILED ? NULL : m;
+        *t = ds_map(sizeof(object) * DS_VK_OBJECTS, false);
     }
     return *t;
 }

@@ -1,19 +1,24 @@
 #!/usr/bin/env python3
 """Writes (or with --check, verifies) the part of FILE between its lines that
-contain `options:begin` and `options:end`, from what a generator prints:
-README.md's options table and scripts/dlshim's flags, both from
-shim/options.def through build/options-md.
+contain `PART:begin` and `PART:end`, from what a generator prints:
+README.md's options table and bin/dlshim's flags, both from
+shim/base/options.def through build/options-md (PART `options`, the
+default); docs/design.md's lock table from shim/base/locks.def through
+scripts/locks-md (PART `locks`).
 
-    update-generated.py [--check] FILE GENERATOR [ARGS...]"""
+    update-generated.py [--check] [--part PART] FILE GENERATOR [ARGS...]"""
 import subprocess
 import sys
 
-BEGIN, END = "options:begin", "options:end"
-
-
 def main(argv):
-    check = argv[1:2] == ["--check"]
-    args = argv[2:] if check else argv[1:]
+    args = argv[1:]
+    check = args[:1] == ["--check"]
+    if check:
+        args = args[1:]
+    part = "options"
+    if args[:1] == ["--part"]:
+        part, args = args[1], args[2:]
+    BEGIN, END = part + ":begin", part + ":end"
     path, generator = args[0], args[1:]
     made = subprocess.run(generator, check=True, capture_output=True, text=True).stdout
     lines = open(path, encoding="utf-8").read().splitlines(keepends=True)
@@ -26,10 +31,10 @@ def main(argv):
     new = "".join(lines[:i + 1]) + made + "".join(lines[j:])
     if check:
         if new != "".join(lines):
-            print(f"{path}: its generated part differs from shim/options.def; run 'make docs'",
+            print(f"{path}: its generated part ({part}) differs from its table; run 'make docs'",
                   file=sys.stderr)
             return 1
-        print(f"{path}: the generated part matches shim/options.def")
+        print(f"{path}: the generated part ({part}) matches its table")
         return 0
     open(path, "w", encoding="utf-8").write(new)
     return 0

@@ -13,7 +13,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 def _checkout_root():
     """The repository this package sits in, when it runs from a checkout."""
     root = os.path.dirname(os.path.dirname(_HERE))
-    return root if os.path.isfile(os.path.join(root, "shim", "options.def")) else None
+    return root if os.path.isfile(os.path.join(root, "shim", "base", "options.def")) else None
 
 
 def library_path():
@@ -27,9 +27,9 @@ def library_path():
 
 
 def launcher_path():
-    """The shell launcher (scripts/dlshim), installed beside the library."""
+    """The shell launcher (bin/dlshim), installed beside the library."""
     installed = os.path.join(_HERE, "launcher.sh")
     if os.path.isfile(installed):
         return installed
     root = _checkout_root()
-    return os.path.join(root, "scripts", "dlshim") if root else None
+    return os.path.join(root, "bin", "dlshim") if root else None

@@ -1,5 +1,5 @@
 """`dlshim [OPTIONS] [--] PROGRAM [ARGS...]` and `python -m dlshim ...`: the
-launcher (scripts/dlshim) with the library installed in this package."""
+launcher (bin/dlshim) with the library installed in this package."""
 import os
 import sys
 

@@ -33,7 +33,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "ledger/ledger.h"
 
 #define DS_RECENT_FREES 4096u          /* remembered bases, to name double frees (a power of two) */
 
@@ -250,9 +250,8 @@ static size_t table_bytes(uint32_t slots)
 static node *map_table(uint32_t slots)
 {
     size_t bytes = table_bytes(slots);
-    void *t = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    if (t == MAP_FAILED)
+    void *t = ds_map(bytes, false);
+    if (!t)
         return NULL;
     if (bytes >= DS_HUGE_TABLE)
         (void)madvise(t, bytes, MADV_HUGEPAGE); /* refused: small pages, slower */
@@ -284,7 +283,7 @@ static bool reserve_slot(void)
             filter_add(&old[s]);
         }
     if (old)
-        munmap(old, table_bytes(old_capacity));
+        ds_unmap(old, table_bytes(old_capacity));
     return true;
 }
 
@@ -805,8 +804,7 @@ void ds_alloc_report_leaks(void)
 void ds_alloc_after_fork(void)
 {
     /* Unmapped, not cleared: clearing would copy every page of the parent's. */
-    if (table)
-        munmap(table, table_bytes(capacity));
+    ds_unmap(table, table_bytes(capacity));
     table = NULL;
     capacity = 0;
     filter = NULL;

@@ -16,7 +16,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "internal.h"
+#include "ledger/ledger.h"
 
 #define DS_SHARES_INDEXED 8192
 #define DS_SHARE_BUCKET_BITS 14 /* two tables of 1 << 14 chain heads */

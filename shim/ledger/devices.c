@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "internal.h"
+#include "ledger/ledger.h"
 
 static const ds_device_api *apis[DS_DEVICE_APIS_MAX];
 static atomic_int count;

@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "ledger/ledger.h"
 
 /* Device types by DLDeviceType value (dlpack.h 1.1); NULL: unassigned. */
 static const char *const device_names[] = {
@@ -36,8 +36,8 @@ static bool known_device(int32_t type)
 }
 
 /* A name and a number, "cuda:1" or "float32": built by hand rather than by
- * ds_fmt, as every export event names its device and dtype (issue 28: the
- * formatter cost a third of an export event). */
+ * ds_fmt, as every export event names its device and dtype, and the
+ * general formatter would cost more than the rest of the event. */
 static size_t name_and_number(char *out, size_t cap, const char *name, char sep, bool with_sep,
                               unsigned number)
 {

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "internal.h"
+#include "ledger/ledger.h"
 
 #define DS_EXPORTS 64u  /* remembered exports (a power of two) */
 #define DS_IMPORTS 256u /* live import objects (a power of two) */

@@ -11,9 +11,8 @@
  * trampolines need the original deleter.
  */
 #include <string.h>
-#include <sys/mman.h>
 
-#include "internal.h"
+#include "ledger/ledger.h"
 
 static uint64_t stamps; /* lock held */
 
@@ -44,9 +43,7 @@ void ds_reg_after_fork(void)
 
 static ds_record *map_slots(size_t n)
 {
-    void *p = mmap(NULL, n * sizeof(ds_record), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    return ds_map(n * sizeof(ds_record), true);
 }
 
 static size_t slot_of(uintptr_t key, size_t mask)
@@ -91,7 +88,7 @@ static bool rebuild(size_t n, uint64_t released_before)
         *probe(fresh, n, r->key) = *r;
         kept++;
     }
-    munmap(table, cap * sizeof(ds_record));
+    ds_unmap(table, cap * sizeof(ds_record));
     table = fresh;
     cap = n;
     used = kept;

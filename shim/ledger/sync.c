@@ -41,7 +41,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "internal.h"
+#include "ledger/ledger.h"
 
 #define DS_CLOCKS 64            /* slot 0: the host; streams beyond 63 are not modelled */
 #define DS_CLOCKS_FEW 8         /* a snapshot this narrow is copied whole */

@@ -14,7 +14,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "internal.h"
+#include "ledger/ledger.h"
 
 typedef void (*deleter_fn)(void *self);
 
@@ -117,7 +117,7 @@ static void emit_export(void *m, const ds_tensor_view *v, const char *name, uint
     ds_ev e; /* a Python stack after the fields: built field by field */
     ds_ev_begin_at(&e, DS_EV_EXPORT, now);
     ds_ev_export(&e, &f);
-    ds_context_stack_field(&e, (int)ds_cfg.pystack);
+    ds_ev_py_stack(&e, (int)ds_cfg.pystack);
     ds_ev_end(&e);
 }
 

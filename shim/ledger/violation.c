@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "ledger/ledger.h"
 
 int ds_backtrace_capture(void **frames, int max)
 {
@@ -44,6 +44,13 @@ void ds_backtrace_field(ds_ev *e, void *const *frames, int n)
     ds_ev_close(e);
 }
 
+static void (*last_words)(void);
+
+void ds_violation_set_last_words(void (*fn)(void))
+{
+    last_words = fn;
+}
+
 bool ds_violation(int kind, const char *subject, uintptr_t addr, const char *detail)
 {
     return ds_violation_with(kind, subject, addr, detail, NULL, NULL);
@@ -66,14 +73,15 @@ bool ds_violation_with(int kind, const char *subject, uintptr_t addr, const char
             void *frames[DS_BACKTRACE_CAPTURE];
             ds_backtrace_field(&e, frames, ds_backtrace_capture(frames, DS_BACKTRACE_CAPTURE));
         }
-        ds_context_stack_field(&e, (int)ds_cfg.pystack);
+        ds_ev_py_stack(&e, (int)ds_cfg.pystack);
         ds_ev_end(&e);
     }
     switch (ds_cfg.on_error) {
     case DS_ON_ERROR_PROTECT:
         return true;
     case DS_ON_ERROR_ABORT:
-        ds_summary_write();
+        if (last_words)
+            last_words();
         abort();
     default:
         return false;

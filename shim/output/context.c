@@ -6,14 +6,14 @@
  * The rank comes from the launchers' variables, read once at start-up.  The
  * test is set through the public API (dlshim_set_test) by a test runner's
  * plugin, from one thread, while other threads write events: it is kept
- * as a ds_seq_text (below: a sequence counter, odd while the words are
- * written; a reader that sees it odd or changed leaves the field out).  The
+ * as a ds_seq_text (base/seq_text.c: a reader that races the writer leaves
+ * the field out).  The
  * source line is asked of a locator that a hook family registers (the
  * Python one); the core knows no interpreter.
  */
 #include <string.h>
 
-#include "internal.h"
+#include "output/output.h"
 
 static const ds_locator *locator;
 static int rank = -1;
@@ -65,38 +65,6 @@ int ds_rank(void)
     return rank;
 }
 
-/* ---- texts read while written ------------------------------------------ */
-bool ds_seq_text_set(ds_seq_text *t, const char *text, size_t cap)
-{
-    unsigned seq = atomic_load_explicit(&t->seq, memory_order_relaxed);
-    if ((seq & 1) || !atomic_compare_exchange_strong_explicit(&t->seq, &seq, seq + 1,
-                                                              memory_order_acquire,
-                                                              memory_order_relaxed))
-        return false;
-    size_t n = text ? strnlen(text, cap - 1) : 0;
-    for (size_t w = 0; w * 8 < cap; w++) {
-        uint64_t word = 0; /* the text's bytes, then NULs */
-        if (w * 8 < n)
-            memcpy(&word, text + w * 8, n - w * 8 < 8 ? n - w * 8 : 8);
-        __atomic_store_n(&t->words[w], word, __ATOMIC_RELEASE);
-    }
-    atomic_store_explicit(&t->seq, seq + 2, memory_order_release);
-    return true;
-}
-
-bool ds_seq_text_copy(ds_seq_text *t, char *out, size_t cap)
-{
-    unsigned before = atomic_load_explicit(&t->seq, memory_order_acquire);
-    if (before == 0 || (before & 1))
-        return false;
-    for (size_t w = 0; w * 8 < cap; w++) {
-        uint64_t word = __atomic_load_n(&t->words[w], __ATOMIC_ACQUIRE);
-        memcpy(out + w * 8, &word, 8);
-    }
-    out[cap - 1] = '\0';
-    return out[0] && atomic_load_explicit(&t->seq, memory_order_acquire) == before;
-}
-
 /* ---- the test ----------------------------------------------------------- */
 static ds_seq_text test;
 
@@ -125,23 +93,11 @@ size_t ds_context_where(char *out, size_t cap)
     return n;
 }
 
-/* Its own frame: 3 KB of stack only when a stack is asked for. */
-static __attribute__((noinline)) void stack_field(ds_ev *e, int max)
+int ds_context_stack(char (*frames)[DS_WHERE_MAX], int max)
 {
-    char frames[DS_PYSTACK_MAX][DS_WHERE_MAX];
-    int n = locator->stack(frames, max < DS_PYSTACK_MAX ? max : DS_PYSTACK_MAX);
-    if (n <= 0)
-        return;
-    ds_ev_open(e, "py_stack", '[');
-    for (int i = 0; i < n; i++)
-        ds_ev_str(e, NULL, frames[i]);
-    ds_ev_close(e);
-}
-
-void ds_context_stack_field(ds_ev *e, int max)
-{
-    if (ds_cfg.py && locator && max > 0)
-        stack_field(e, max);
+    if (!ds_cfg.py || !locator || max <= 0)
+        return 0;
+    return locator->stack(frames, max < DS_PYSTACK_MAX ? max : DS_PYSTACK_MAX);
 }
 
 /* ---- the fields --------------------------------------------------------- */

@@ -7,8 +7,8 @@
  * fuzzer build every kind of field both ways and require the same line, so
  * the two renderings cannot drift apart.
  *
- * Speed (issue 28): the common field is written inline by its caller
- * (internal.h: one room check, the key as constant stores, the value by
+ * Speed: the common field is written inline by its caller
+ * (ev.h: one room check, the key as constant stores, the value by
  * put.c); this file holds the head, brackets, the exact path for a field
  * that may not fit, and the end.  Each event's head is precomposed from
  * events.def and the thread's ids are formatted once.  Nothing allocates;
@@ -18,16 +18,25 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "output/output.h"
 
-atomic_uint ds_outputs;
-
-void ds_outputs_set(unsigned which, bool open)
+/* Its own frame: 3 KB of stack only when a stack is asked for. */
+static __attribute__((noinline)) void stack_field(ds_ev *e, int max)
 {
-    if (open)
-        atomic_fetch_or_explicit(&ds_outputs, which, memory_order_relaxed);
-    else
-        atomic_fetch_and_explicit(&ds_outputs, ~which, memory_order_relaxed);
+    char frames[DS_PYSTACK_MAX][DS_WHERE_MAX];
+    int n = ds_context_stack(frames, max);
+    if (n <= 0)
+        return;
+    ds_ev_open(e, "py_stack", '[');
+    for (int i = 0; i < n; i++)
+        ds_ev_str(e, NULL, frames[i]);
+    ds_ev_close(e);
+}
+
+void ds_ev_py_stack(ds_ev *e, int max)
+{
+    if (ds_cfg.py && max > 0)
+        stack_field(e, max);
 }
 
 void ds_ev_overflow(ds_ev *e)
@@ -197,13 +206,13 @@ static const struct {
     uint8_t json_len;
 } heads[] = {
 #define DS_EVENT(ID, name, frequent) {JSON_HEAD(name), name "         ", sizeof(JSON_HEAD(name)) - 1},
-#include "events.def"
+#include "base/events.def"
 #undef DS_EVENT
 };
 #define DS_EVENT(ID, name, frequent) \
     _Static_assert(sizeof(name) - 1 <= 9, name " is over 9 columns"); \
     _Static_assert(sizeof(JSON_HEAD(name)) <= 32, name "'s head is over its slot");
-#include "events.def"
+#include "base/events.def"
 #undef DS_EVENT
 #undef JSON_HEAD
 

@@ -2,7 +2,7 @@
  * flat.c — the writers of the frequent events, generated from fields.def.
  *
  * A handoff writes three events (export, import, release), and a program
- * that logs them pays for every field (issue 28).  The field-by-field
+ * that logs them pays for every field.  The field-by-field
  * builder (event.c) asks at each one where the line ends, which rendering
  * it is and what separates it; here each event's fields are one run of
  * code with the line's end in a register, the rendering decided once, and
@@ -10,7 +10,7 @@
  * in text, a store or two.
  *
  * Room: the builder keeps e->p at or before e->limit, and the event's
- * buffer holds DS_EV_SLACK bytes past it (types.h).  A field of bounded
+ * buffer holds DS_EV_SLACK bytes past it (ev.h).  A field of bounded
  * size is written unchecked, since an event's bounded fields together fit
  * the slack (checked below at compile time); a field of variable size
  * (arrays) checks that it ends before e->limit.  An event whose line then
@@ -19,7 +19,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "output/output.h"
 
 /* ---- each kind of field: its most bytes (0: checked), and its writer ---- */
 #define MOST_HEX DS_MOST_HEX

@@ -24,12 +24,21 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "output/output.h"
+
+atomic_uint ds_outputs;
+
+void ds_outputs_set(unsigned which, bool open)
+{
+    if (open)
+        atomic_fetch_or_explicit(&ds_outputs, which, memory_order_relaxed);
+    else
+        atomic_fetch_and_explicit(&ds_outputs, ~which, memory_order_relaxed);
+}
 
 static atomic_int log_fd = -1;
 #define LOG_LATER (-2) /* a forked child's own %p file: opened by its first line */
@@ -121,11 +130,10 @@ static void set_buffer(int fd)
     if (want == 0 || fd <= STDERR_FILENO || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return;
     if (want > buffer_mem_cap) {
-        void *p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED)
+        void *p = ds_map(want, true);
+        if (!p)
             return;
-        if (buffer_mem)
-            munmap(buffer_mem, buffer_mem_cap);
+        ds_unmap(buffer_mem, buffer_mem_cap);
         buffer_mem = p;
         buffer_mem_cap = want;
     }

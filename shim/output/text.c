@@ -22,7 +22,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "output/output.h"
 
 typedef struct {
     char *b;

@@ -20,7 +20,7 @@
  * Crash-safe by construction: the file is "[" plus the process-name record,
  * then every record is written as ",\n{...}", and a clean exit adds "\n]".
  * A process killed at any point leaves a file that is complete JSON once
- * "]" is appended (Chrome and Perfetto accept it as is; scripts/dlshim-report
+ * "]" is appended (Chrome and Perfetto accept it as is; bin/dlshim-report
  * --complete-trace adds it).  Without %p in the path a forked child stops
  * tracing rather than interleave a second array into its parent's file.
  */
@@ -30,7 +30,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "output/output.h"
 
 extern char *program_invocation_short_name;
 

@@ -45,7 +45,7 @@
  *   semaphore         an imported external semaphore signalled after the
  *                     write, waited for by the consumer's stream (the
  *                     simulated device takes any descriptor; a GPU needs one
- *                     another API exported, so scripts/gpu-check skips it)
+ *                     another API exported, so bin/gpu-check skips it)
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>

@@ -107,7 +107,7 @@ def test_torchrun_two_ranks_one_log_each_and_the_report_merges_them(tmp_path):
     [v] = [e for e in logs[1] if e["event"] == "violation"]
     assert v["kind"] == "double_release" and v["py"].startswith(f"{FRAMEWORK_PROGS}/ranks.py:")
     out = tmp_path / "report.json"
-    rep = subprocess.run([sys.executable, str(ROOT / "scripts" / "dlshim-report"), "--quiet",
+    rep = subprocess.run([sys.executable, str(ROOT / "bin" / "dlshim-report"), "--quiet",
                           "--json", str(out), "--html", str(tmp_path / "report.html"),
                           *map(str, sorted(tmp_path.glob("ev-*.jsonl")))],
                          capture_output=True, text=True)

@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base/base.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char *const names[] = {
 #define DS_OPTION(field, NAME, TYPE, def, lo, hi, choices, doc) "DLSHIM_" #NAME "=",
-#include "options.def"
+#include "base/options.def"
 #undef DS_OPTION
     "DLSHIM_NO_SUCH_OPTION=", "DLSHIM_=", "NOT_OURS=",
 };

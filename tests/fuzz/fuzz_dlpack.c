@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "internal.h"
+#include "ledger/ledger.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

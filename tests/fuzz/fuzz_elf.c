@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "internal.h"
+#include "image/image.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

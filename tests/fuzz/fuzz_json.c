@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "output/output.h"
 #include "json_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

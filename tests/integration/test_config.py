@@ -7,7 +7,7 @@ from conftest import LIB, ROOT, parse_jsonl
 
 
 def option_names():
-    text = (ROOT / "shim" / "options.def").read_text()
+    text = (ROOT / "shim" / "base" / "options.def").read_text()
     return ["DLSHIM_" + n for n in re.findall(r"^DS_OPTION\(\w+, (\w+),", text, re.M)]
 
 

@@ -1,4 +1,4 @@
-"""scripts/gpu-check on the simulated device, so that it cannot rot: every
+"""bin/gpu-check on the simulated device, so that it cannot rot: every
 device row passes, and the framework rows run and say why they cannot here
 (Debian's PyTorch has no CUDA; CuPy and JAX are not packaged) instead of
 passing.  The real-GPU table is docs/gpu-results.md."""
@@ -8,11 +8,11 @@ import subprocess
 
 from conftest import BUILD, PRELOAD_FIRST, ROOT, SYSTEM_PYTHON
 
-GPU_CHECK = ROOT / "scripts" / "gpu-check"
+GPU_CHECK = ROOT / "bin" / "gpu-check"
 
 
 def gpu_check(tmp_path, build, *extra, env=None, timeout=300):
-    """scripts/gpu-check's rows from `build`, on the simulated device: the
+    """bin/gpu-check's rows from `build`, on the simulated device: the
     process and its JSON (None where it wrote none: the caller's check of
     the exit status shows why)."""
     out = tmp_path / "gpu-check.json"

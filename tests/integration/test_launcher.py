@@ -1,4 +1,4 @@
-"""scripts/dlshim: flags become variables, the exit status is the program's."""
+"""bin/dlshim: flags become variables, the exit status is the program's."""
 import json
 import shutil
 
@@ -75,7 +75,7 @@ def test_usage_errors(dlshim):
     assert launch(dlshim, "--log").rc == 2
 
 
-@pytest.mark.parametrize("layout", ["scripts/dlshim:build/libdlshim.so",
+@pytest.mark.parametrize("layout", ["bin/dlshim:build/libdlshim.so",
                                     "bin/dlshim:lib/dlshim/libdlshim.so"])
 def test_finds_the_library_next_to_itself(dlshim, tmp_path, layout):
     script_rel, lib_rel = layout.split(":")
@@ -91,9 +91,9 @@ def test_finds_the_library_next_to_itself(dlshim, tmp_path, layout):
 
 
 def options():
-    """(NAME, TYPE) of every option, read from shim/options.def."""
+    """(NAME, TYPE) of every option, read from shim/base/options.def."""
     import re
-    text = (ROOT / "shim" / "options.def").read_text()
+    text = (ROOT / "shim" / "base" / "options.def").read_text()
     return re.findall(r"^DS_OPTION\(\w+, (\w+), (\w+),", text, re.M)
 
 

@@ -1,4 +1,4 @@
-"""DLSHIM_TRACE (Chrome trace) and scripts/dlshim-report (text, --json, --html,
+"""DLSHIM_TRACE (Chrome trace) and bin/dlshim-report (text, --json, --html,
 --trace, --complete-trace), checked on the structures they write."""
 import json
 import shutil

@@ -37,7 +37,7 @@ def pytest_args(python, *more):
 
 
 def launcher():
-    return [ROOT / "scripts" / "dlshim", "--lib", LIB, "--"]
+    return [ROOT / "bin" / "dlshim", "--lib", LIB, "--"]
 
 
 def test_strict_fails_the_test_that_released_twice_naming_it_and_its_line(tmp_path):

@@ -2,6 +2,7 @@
  * reuse of a base) at scale and across sizes, shares and the free policy. */
 #include <time.h>
 
+#include "ledger/ledger.h"
 #include "harness.h"
 
 #define N 100000

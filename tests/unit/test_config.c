@@ -1,4 +1,6 @@
-/* Unit tests of the option parser (shim/process/config.c). */
+/* Unit tests of the option parser (shim/base/config.c), with the DLSHIM_HOOKS
+ * names that start-up hands it (shim/start/families.c). */
+#include "start/start.h"
 #include "harness.h"
 
 static ds_config c;
@@ -24,6 +26,7 @@ enum { PYTHON_BIT = 1u << 0, CUDA_BIT = 1u << 1, COPY_BIT = 1u << 2 };
 
 static void load(void *envp)
 {
+    ds_families_announce();
     ds_config_load(&c, envp);
 }
 

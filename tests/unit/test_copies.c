@@ -5,6 +5,7 @@
  * device -> host -> device trip between two owners is a roundtrip; a copy
  * repeated between the same buffers is counted each time, and weighed again
  * once an allocation, a share or the recent copies changed. */
+#include "ledger/ledger.h"
 #include "harness.h"
 
 static const ds_device_api fake = {

@@ -1,10 +1,11 @@
-/* Unit tests of shim/process/elf.c and shim/process/modules.c: GOT patching of modules
+/* Unit tests of shim/image/elf.c and shim/image/modules.c: GOT patching of modules
  * linked every way (lazy, partial RELRO, full RELRO, -fno-plt), re-patching
  * after dlclose, RELRO protection restored, malformed images refused. */
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 
+#include "image/image.h"
 #include "harness.h"
 
 static int (*real_target)(int), (*real_target2)(int);

@@ -1,5 +1,6 @@
-/* Unit tests of shim/process/entry_spec.c: the DLSHIM_ENTRY grammar, and every
+/* Unit tests of shim/image/entry_spec.c: the DLSHIM_ENTRY grammar, and every
  * error saying where and why. */
+#include "image/image.h"
 #include "harness.h"
 
 static ds_entry_spec spec;

@@ -1,5 +1,6 @@
 /* Unit tests of the event writer (shim/output/event.c) and the formatter (fmt.c):
  * strings escaped, every line valid JSON, overflow dropped not cut. */
+#include "output/output.h"
 #include "harness.h"
 #include "json_check.h"
 

@@ -1,5 +1,6 @@
 /* Unit tests of the ownership ledger (shim/ledger/tensor.c over registry.c): the
  * export → import → release state machine and every violation it detects. */
+#include "ledger/ledger.h"
 #include "harness.h"
 
 static int deleted;

@@ -1,4 +1,4 @@
-/* Unit tests of the lock table (shim/process/lock.c, locks.def): the registry's spin
+/* Unit tests of the lock table (shim/base/lock.c, locks.def): the registry's spin
  * lock excludes under contention and waits for a holder that sleeps; every
  * lock counts as held while taken; fork() takes them all and the child gets
  * them fresh; the order check stops a lock taken out of order; a bounded try
@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "base/base.h"
 #include "harness.h"
 
 enum { THREADS = 4, ROUNDS = 200000 };
@@ -136,9 +137,22 @@ static void *hold_names_across_fork(void *arg)
     return NULL;
 }
 
+/* The fork handlers start-up installs (shim/start/init.c), lock by lock. */
+static void fork_prepare(void)
+{
+    ds_locks_fork(DS_FORK_PREPARE);
+}
+static void fork_parent(void)
+{
+    ds_locks_fork(DS_FORK_PARENT);
+}
+static void fork_child(void)
+{
+    ds_locks_fork(DS_FORK_CHILD);
+}
+
 /* A lock another thread holds when this one forks is free in the child (the
- * shim's prepare handler, installed at start-up, waited for it), and every
- * lock works there. */
+ * prepare handler waited for it), and every lock works there. */
 static void test_fork_gives_the_child_every_lock(void **state)
 {
     (void)state;
@@ -196,5 +210,6 @@ int main(void)
         cmocka_unit_test(test_fork_gives_the_child_every_lock),
         cmocka_unit_test(test_order_check_aborts),
     };
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
-/* Unit tests of shim/process/safe_mem.c: reads and writes of memory the program
+/* Unit tests of shim/base/safe_mem.c: reads and writes of memory the program
  * handed over never fault, and stop exactly at the first bad page. */
 #include <sys/mman.h>
 
+#include "base/base.h"
 #include "harness.h"
 
 #define PAGE 4096
@@ -124,5 +125,6 @@ int main(void)
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_every_length_copied_exactly),
     };
+    ds_clock_start(); /* as start-up does first: the clock, and the pid the reads use */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
  * never for another thread's per-thread default stream. */
 #include <pthread.h>
 
+#include "ledger/ledger.h"
 #include "harness.h"
 
 enum { A = 0x1000, B = 0x2000, NB = 0x3000, EV = 0x4000 }; /* stream and event handles */

@@ -19,7 +19,7 @@ void open_device(void)
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
                                 .pApplicationInfo = &app};
     /* No driver or no device: exit status 77, unavailable rather than failed
-     * (scripts/gpu-check). */
+     * (bin/gpu-check). */
     VkResult made = vkCreateInstance(&ici, NULL, &instance);
     if (made == VK_ERROR_INCOMPATIBLE_DRIVER) {
         printf("no Vulkan driver\n");

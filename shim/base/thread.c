@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "base/base.h"
 
 static uint64_t load_ns;
 static atomic_uint fork_generation;
@@ -80,5 +80,5 @@ void ds_thread_after_fork(void)
     atomic_fetch_add_explicit(&fork_generation, 1, memory_order_relaxed);
 }
 
-/* Device API calls this thread is inside (internal.h's ds_api_enter). */
+/* Device API calls this thread is inside (base.h's ds_api_enter). */
 DS_TLS unsigned ds_api_depth;

@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "start/start.h"
 
 /* Weak: a program made of the core alone has no such section. */
 extern const ds_family __start_ds_families[] __attribute__((weak, visibility("hidden")));
@@ -91,6 +91,13 @@ uint32_t ds_hook_options_default(void)
             mask |= 1u << i;
     }
     return mask;
+}
+
+void ds_families_announce(void)
+{
+    const char *names[32];
+    int n = ds_hook_options(names, 32);
+    ds_config_hook_names(names, n, ds_hook_options_default());
 }
 
 bool ds_hook_option_on(const char *option)

@@ -32,7 +32,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "image/image.h"
 
 #define DS_PAGE_SIZE 4096u
 

@@ -20,11 +20,9 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "start/start.h"
 
 extern char **environ;
-
-ds_config ds_cfg;
 
 enum { UNINIT, INITIALISING, ACTIVE, DISABLED };
 static atomic_int state = UNINIT;
@@ -63,6 +61,7 @@ static int setup(char *const *envp)
     ds_clock_start();
     if (getauxval(AT_SECURE))
         return DISABLED;
+    ds_families_announce();
     ds_config_load(&ds_cfg, envp);
     if (ds_cfg.disable)
         return DISABLED;
@@ -70,6 +69,7 @@ static int setup(char *const *envp)
     ds_log_open(ds_cfg.log);
     ds_trace_open(ds_cfg.trace);
     ds_reg_init((size_t)ds_cfg.max_records);
+    ds_violation_set_last_words(ds_summary_write);
     if (ds_cfg.backtrace > 0) {
         /* The first backtrace() loads libgcc_s (dlopen, malloc): do it now,
          * not later inside a deleter or a signal handler. */

@@ -23,7 +23,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "base/base.h"
 
 #define DS_IOV_MAX 8
 
@@ -31,7 +31,7 @@ static atomic_bool syscalls_refused;
 
 /* Page numbers proven accessible; 0 never is (page 0 is never mapped).  The
  * slot and the probe (ds_page_slot, ds_page_proven) are inline in
- * internal.h. */
+ * base.h. */
 atomic_uintptr_t ds_readable_pages[DS_PAGE_CACHE], ds_writable_pages[DS_PAGE_CACHE];
 
 static bool cached(atomic_uintptr_t *cache, uintptr_t a, size_t n)
@@ -112,7 +112,7 @@ __attribute__((noinline)) void ds_plain_copy(void *dst, const void *src, size_t 
 
 /* A range over several pages, every one already proven: a plain copy
  * (errno untouched).  A range within one page was tried by the caller
- * (ds_safe_read and ds_safe_write in internal.h). */
+ * (ds_safe_read and ds_safe_write in base.h). */
 static bool copied_directly(void *local, const void *remote, size_t n, bool write_remote)
 {
     atomic_uintptr_t *cache = write_remote ? ds_writable_pages : ds_readable_pages;

@@ -1,6 +1,6 @@
-"""Framework cases for scripts/gpu-check, one per process:
+"""Framework cases for bin/gpu-check, one per process:
 
-    python3 scripts/gpu_frameworks.py CASE
+    python3 bin/gpu_frameworks.py CASE
 
 prints one line `RESULT {json}` and exits 0 when the frameworks' own results
 are right, 1 when they are wrong, 77 when the case cannot run here (a

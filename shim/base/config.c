@@ -9,18 +9,28 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base/base.h"
 
 enum opt_type { T_BOOL, T_INT, T_ENUM, T_PATH, T_EVENTS, T_HOOKS, T_TEXT };
 
-/* DLSHIM_HOOKS names: the families' own (families.c), at most 32. */
+ds_config ds_cfg;
+
+/* DLSHIM_HOOKS names: the families' own, handed down by start-up
+ * (ds_config_hook_names), since the families live above this layer. */
 static const char *hook_names[32];
-static int nhook_names = -1;
+static int nhook_names;
+static uint32_t hooks_on_by_default;
+
+void ds_config_hook_names(const char *const *names, int n, uint32_t on_by_default)
+{
+    nhook_names = 0;
+    for (int i = 0; i < n && i < (int)DS_ARRAY_LEN(hook_names); i++)
+        hook_names[nhook_names++] = names[i];
+    hooks_on_by_default = on_by_default;
+}
 
 static int hook_count(void)
 {
-    if (nhook_names < 0)
-        nhook_names = ds_hook_options(hook_names, (int)DS_ARRAY_LEN(hook_names));
     return nhook_names;
 }
 
@@ -217,7 +227,7 @@ static bool parse(const opt_desc *o, const char *value, ds_config *c)
     case T_ENUM: return parse_enum(value, o->choices, field);
     case T_PATH: return parse_path(value, field);
     case T_EVENTS: return parse_mask(value, DS_EV_COUNT, ds_event_name, default_events(), field);
-    case T_HOOKS: return parse_mask(value, hook_count(), hook_name, ds_hook_options_default(), field);
+    case T_HOOKS: return parse_mask(value, hook_count(), hook_name, hooks_on_by_default, field);
     case T_TEXT: return parse_text(value, field);
     }
     return false;

@@ -3,14 +3,14 @@
  *
  * Written by hand because the shim formats inside signal handlers, deleters
  * and before malloc is safe to call: vsnprintf is not async-signal-safe and
- * may allocate.  Supports the subset the shim uses (see internal.h).
+ * may allocate.  Supports the subset the shim uses (see base.h).
  */
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "base/base.h"
 
 #define DS_DIAG_MAX 64
 

@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "base/base.h"
 
 /* Six decimals; beyond 2^63 an exponent (no libm, no printf).  At most
  * 1 + 19 + 7 + 1 + 3 bytes, and a word's tail stored past them. */

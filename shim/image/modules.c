@@ -29,9 +29,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/mman.h>
 
-#include "internal.h"
+#include "image/image.h"
 
 #define DS_HOOKS_MAX 256
 #define DS_HOOK_BUCKETS 1024u /* a power of two, well above DS_HOOKS_MAX */
@@ -98,8 +97,8 @@ static DS_TLS unsigned module_memo_next;
 
 /* In front of those, the answer for one exact address, by a hash of it:
  * the addresses asked about are return addresses and hooked functions, a
- * few call sites asked again and again, and a hit (~14 instructions) costs
- * a third of searching the ranges.  Two sites that share a slot take turns
+ * few call sites asked again and again, and a hit costs a fraction of
+ * searching the ranges.  Two sites that share a slot take turns
  * in it and fall back on the ranges.  A slot is one word, the address in
  * its low 48 bits (user-space code lies below) and the id above, so that a
  * signal handler that refills it leaves one answer or the other whole; its
@@ -439,11 +438,8 @@ static void forget_definitions_in(const module *gone)
 void ds_modules_refresh(void)
 {
     ds_lock_take(DS_LOCK_MODULES);
-    if (!mods) {
-        void *p = mmap(NULL, DS_MODULES_MAX * sizeof(module), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        mods = p == MAP_FAILED ? NULL : p;
-    }
+    if (!mods)
+        mods = ds_map(DS_MODULES_MAX * sizeof(module), true);
     if (mods) {
         for (int i = 0; i < nmods; i++)
             mods[i].seen = false;

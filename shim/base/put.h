@@ -2,7 +2,7 @@
  * put.h — the values of event fields, written at a pointer: numbers,
  * addresses, names, in either rendering (JSON or text).  Inline, because
  * every field of every event calls one: a call, its prologue and the test
- * of the rendering cost as much as the digits (issue 28).  put.c holds the
+ * of the rendering cost as much as the digits.  put.c holds the
  * rare ones: strings to escape and doubles.
  *
  * A writer is told nothing of room: its caller has checked that the most
@@ -233,5 +233,17 @@ static inline char *ds_put_slot(char *p, const char *slot, size_t n, bool text)
     *p = '"';
     return p + quoted;
 }
+
+/* ---- put.c: the rare ones ---------------------------------------------- */
+char *ds_put_double(char *p, double v, bool text); /* NaN and infinities: null */
+/* A string, n bytes: JSON-escaped and quoted; in text quoted only when
+ * empty or holding a space, with quotes and control bytes as '?'.  Invalid
+ * UTF-8 becomes U+FFFD in both.  At most DS_MOST_STR(n) bytes. */
+char *ds_put_str(char *p, const char *s, size_t n, bool text);
+/* The same into cap bytes; NULL when it does not fit. */
+char *ds_put_str_bounded(char *p, size_t cap, const char *s, size_t n, bool text);
+/* JSON string body escaping; invalid UTF-8 becomes U+FFFD.  Returns the
+ * bytes written, or (size_t)-1 if it did not fit.  Exposed for tests. */
+size_t ds_json_escape(char *out, size_t cap, const char *s, size_t n);
 
 #endif

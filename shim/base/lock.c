@@ -4,7 +4,7 @@
  * One array of lock cells, indexed by the table's ids, so that what fork()
  * must do is a loop and what a thread holds is a bit mask:
  *   - taking and giving back (the spin lock's fast path is inline in
- *     internal.h: it is taken on every handoff);
+ *     base.h: it is taken on every handoff);
  *   - the order: a thread takes only locks below every one it holds;
  *     DS_DEBUG_LOCKS builds check it on every take;
  *   - fork: all taken in order before, given back in the parent, made fresh
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "internal.h"
+#include "base/base.h"
 
 #if defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
@@ -47,7 +47,7 @@ void ds_lock_order_check(int id)
     if (!below_or_same)
         return;
     int held = __builtin_ctz(below_or_same);
-    ds_diag("lock order broken: %s taken while holding %s (shim/locks.def)", lock_names[id],
+    ds_diag("lock order broken: %s taken while holding %s (shim/base/locks.def)", lock_names[id],
             lock_names[held]);
     abort();
 }

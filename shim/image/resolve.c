@@ -11,7 +11,7 @@
 #include <dlfcn.h>
 #include <string.h>
 
-#include "internal.h"
+#include "image/image.h"
 
 static void *(*glibc_dlsym)(void *, const char *);
 

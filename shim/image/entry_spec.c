@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "image/image.h"
 
 static const struct {
     const char *name;

@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base/base.h"
 
 #define DS_NAMES_MAX 256
 

@@ -1,0 +1,219 @@
+/*
+ * ledger.h — the ledger layer: what was shared, by whom, and what broke.
+ * Tensors and their records (tensor.c, registry.c, dlpack.c), the device
+ * APIs and their allocations (devices.c, allocs.c, external.c), the
+ * happens-before model over streams (sync.c), copy accounting (copies.c),
+ * the counters (stats.c), violations (violation.c) and the exit summary
+ * (summary.c).
+ * What hook families use of it is in shim.h; here is what only the core
+ * shares.  Below it: output, image and base.
+ */
+#ifndef DS_LEDGER_H
+#define DS_LEDGER_H
+
+#include "image/image.h"
+#include "output/output.h"
+
+/* ---- DLPack view (dlpack.c) --------------------------------------------- */
+#define DS_DETAIL_MAX 256   /* a violation's one-sentence detail */
+
+/* A safe copy of a managed tensor, read without trusting its pointers. */
+typedef struct ds_tensor_view {
+    bool versioned;
+    bool readable;          /* the managed struct itself could be read */
+    bool tensor_valid;      /* dl_tensor passed every check below */
+    uint32_t major, minor;  /* versioned only */
+    uint64_t flags;         /* versioned only */
+    void *deleter;
+    DLTensor t;             /* shape/strides point into the arrays below */
+    bool has_strides;
+    uint64_t bytes;         /* logical size; 0 when unknown */
+    /* Written only as filled.  Every field above is set, one by one, by
+     * ds_dlpack_read_struct: a new field must be set there too. */
+    int64_t shape[DS_MAX_NDIM];
+    int64_t strides[DS_MAX_NDIM];
+} ds_tensor_view;
+
+/* ---- registry (registry.c) ---------------------------------------------- */
+enum ds_state { DS_EXPORTED = 1, DS_IMPORTED, DS_RELEASED };
+
+/* One managed tensor, keyed by its address.  Released records are kept (so a
+ * second deleter call or a late import is recognised) until evicted. */
+typedef struct ds_record {
+    uintptr_t key;          /* tensor address; 0 marks an empty slot */
+    void *orig_deleter;     /* the producer's deleter; NULL when it had none */
+    void *chained_deleter;  /* the deleter before a re-export replaced our
+                               trampoline; the new one may chain to it */
+    uintptr_t data;         /* data pointer + byte_offset */
+    uint64_t bytes;
+    uint64_t t_export;      /* ns since load */
+    uint64_t t_release;
+    uint16_t producer;      /* name ids (names.c) */
+    uint16_t consumer;
+    uint8_t state;          /* enum ds_state */
+    uint8_t versioned : 1;
+    uint8_t wrapped : 1;    /* our trampoline sits in the tensor's deleter */
+    uint8_t copied : 1;     /* the producer flagged the data as a copy */
+    uint8_t inherited : 1;  /* made before fork(): the child keeps it (it may
+                               release it) but does not count it as its own */
+    uint8_t malformed : 1;  /* reported as malformed: a second layer's view
+                               of the same struct is not reported again */
+    int32_t device_type;    /* DLDeviceType of the data */
+    uintptr_t alloc_base;   /* the tracked allocation the data lies in; 0: none */
+    uint32_t alloc_generation;
+} ds_record;
+
+#define DS_BACKTRACE_CAPTURE 64 /* frames a violation captures before cutting its own */
+
+/* ---- dlpack.c: reading, checking and naming DLPack structures ----------- */
+/* Reading the managed tensor at `p` takes two steps, so that a caller may
+ * stop after the first: the struct itself (v->readable, the deleter and the
+ * DLTensor's fields as they are), then the DLTensor checked and its shape
+ * copied, and its strides too when `keep_strides` (else they may only be
+ * proven readable: v->has_strides says which).  Each returns true when all
+ * is well; otherwise `why` holds one sentence naming the first problem. */
+bool ds_dlpack_read_struct(const void *p, bool versioned, ds_tensor_view *v, char *why,
+                           size_t why_cap);
+bool ds_dlpack_check(ds_tensor_view *v, bool keep_strides, char *why, size_t why_cap);
+void ds_dtype_name(char *out, size_t cap, DLDataType d);
+void ds_device_name(char *out, size_t cap, DLDevice d);
+/* Flag names, e.g. {"read_only","is_copied"}; returns how many. */
+int ds_flag_names(uint64_t flags, const char **out, int max);
+
+/* ---- registry.c: tensor records keyed by address ------------------------ */
+void ds_reg_init(size_t max_records);
+static inline void ds_reg_lock(void)
+{
+    ds_lock_take(DS_LOCK_REGISTRY);
+}
+static inline void ds_reg_unlock(void)
+{
+    ds_lock_give(DS_LOCK_REGISTRY);
+}
+void ds_reg_after_fork(void);
+/* Lock held.  Pointers stay valid until the next ds_reg_insert. */
+ds_record *ds_reg_find(uintptr_t key);
+/* Lock held.  A cleared record with `key` (replacing any record with that
+ * key), or NULL when the table is full of live records. */
+ds_record *ds_reg_insert(uintptr_t key);
+/* Lock held: `r`, found by ds_reg_find, cleared for a new record with its
+ * key (what ds_reg_insert would return, without probing again). */
+ds_record *ds_reg_renew(ds_record *r);
+/* Lock held: a number above every earlier answer (release order where no
+ * clock is read, tensor.c). */
+uint64_t ds_reg_next_stamp(void);
+/* Lock held. */
+void ds_reg_foreach(void (*fn)(const ds_record *r, void *arg), void *arg);
+uint64_t ds_reg_evicted(void);
+
+/* ---- stats.c: the counters behind the summary --------------------------- */
+void ds_stats_share(uint16_t producer, uint16_t consumer, uint64_t bytes, bool zero_copy); /* lock held */
+/* Lock held: a share counted as zero-copy turned out a copy (the consumer
+ * copied its bytes on import, ds_release_context.copy_on_import). */
+void ds_stats_copied(uint16_t producer, uint16_t consumer, uint64_t bytes);
+void ds_stats_violation(int kind);
+/* Keeps `kind` and this thread's source line as the latest violation. */
+void ds_stats_last_violation(int kind);
+void ds_stats_untracked(void);
+void ds_stats_after_fork(void);
+void ds_stats_roundtrip(uint16_t from_owner, uint16_t to_owner);
+/* One producer→consumer pair's shares; the totals are the sums, and the
+ * zero-copy shares are those that were not copies. */
+typedef struct {
+    uint16_t producer, consumer;
+    uint64_t shares, copies, bytes, bytes_copied, roundtrips;
+} ds_pair;
+#define DS_PAIRS_MAX 256
+typedef struct {
+    ds_pair pairs[DS_PAIRS_MAX];
+    int npairs;
+    ds_pair overflow; /* the shares whose pair did not fit the table */
+} ds_stats_snap;
+/* Registry lock held: the pair table as it is. */
+void ds_stats_snapshot(ds_stats_snap *out);
+void ds_stats_violation_counts(uint64_t counts[DS_VIO_COUNT]);
+uint64_t ds_stats_untracked_count(void);
+/* True once per process (and once more in each forked child): the caller
+ * writes the summary. */
+bool ds_stats_claim_summary(void);
+/* Something a summary counts happened in this process (since fork, in a
+ * child): an export, import, release, allocation, free, copy, violation.
+ * Cheap enough for every handoff: a load, and a store the first time. */
+extern atomic_bool ds_worked;
+static inline void ds_note_work(void)
+{
+    if (!atomic_load_explicit(&ds_worked, memory_order_relaxed))
+        atomic_store_explicit(&ds_worked, true, memory_order_relaxed);
+}
+
+/* ---- violation.c: reporting a violation --------------------------------- */
+int ds_backtrace_capture(void **frames, int max);
+/* A "backtrace" array field: the frames outside the shim, at most
+ * DLSHIM_BACKTRACE of them, rendered as "symbol+0xoff (module)". */
+void ds_backtrace_field(ds_ev *e, void *const *frames, int n);
+/* Counts and logs a violation about the object at `addr` (`subject` is the
+ * field name: "tensor" or "data"), then applies DLSHIM_ON_ERROR: returns true
+ * when the caller must prevent the harmful action (protect); aborts the
+ * process with `abort`. */
+bool ds_violation(int kind, const char *subject, uintptr_t addr, const char *detail);
+/* The same, with more fields written by fields(e, arg) after `detail`. */
+bool ds_violation_with(int kind, const char *subject, uintptr_t addr, const char *detail,
+                       void (*fields)(ds_ev *e, void *arg), void *arg);
+/* What DLSHIM_ON_ERROR=abort writes before abort() (the summary: start-up
+ * hands it down, since the summary reads the parts that report). */
+void ds_violation_set_last_words(void (*fn)(void));
+
+/* ---- summary.c: the exit summary ---------------------------------------- */
+void ds_summary_write(void);
+
+/* ---- devices.c: the device APIs hook families describe ------------------ */
+/* The descriptor of an index (one named "?" for an unknown index). */
+const ds_device_api *ds_device_api_at(int index);
+/* The API whose stream and event handles this one's are: the first
+ * registered that drives the same devices (itself if none). */
+int ds_device_api_family(int api);
+/* The API whose tensors of this DLPack device type carry its handles, or -1. */
+int ds_device_api_for_tensors(int32_t device_type);
+/* An allocation's DLPack device name: "cuda:0", "cuda_managed:1", … */
+void ds_alloc_device_name(char *out, size_t cap, const ds_alloc_info *a);
+
+/* ---- allocs.c: device allocations and the policy for frees -------------- */
+/* The allocation holding address p. */
+bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out);
+/* A count bumped whenever what ds_alloc_lookup answers may change (an
+ * allocation recorded or forgotten): an answer holds while the count read
+ * before it was asked for is still the count. */
+uint64_t ds_alloc_changes(void);
+/* The allocation a tensor's data lies in: at `address` (data + byte_offset),
+ * or, where `api` (ds_device_api_for_tensors of the tensor's device type,
+ * -1: none) says the tensor carries one of its handles in `data`, the
+ * allocation of that handle. */
+bool ds_alloc_lookup_tensor(int api, uintptr_t data, uintptr_t address, ds_alloc_info *out);
+void ds_alloc_share(uintptr_t base, uint32_t generation, int delta);
+/* False (zeros) when leaving and the allocations' lock is held elsewhere. */
+bool ds_alloc_totals(uint64_t *live, uint64_t *bytes, uint64_t *untracked_frees);
+void ds_alloc_report_leaks(void);
+void ds_alloc_after_fork(void);
+const char *ds_alloc_kind_name(int kind);
+
+/* ---- external.c --------------------------------------------------------- */
+void ds_extmem_after_fork(void);
+
+/* ---- sync.c ------------------------------------------------------------- */
+/* A device tensor was imported: the last write to its bytes must be covered
+ * by the consumer's first use. */
+void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t producer,
+                    uint16_t consumer);
+uint64_t ds_sync_barriers(void);
+
+/* ---- copies.c: copy accounting ------------------------------------------ */
+void ds_copies_share_added(uintptr_t tensor, uintptr_t data, uint64_t bytes);
+void ds_copies_share_removed(uintptr_t tensor);
+/* True when the newest copy into these bytes came from another tracked
+ * buffer, was no host-to-device copy and covers them; *source: where the
+ * bytes came from. */
+bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source);
+void ds_copies_totals(uint64_t *count, uint64_t *bytes, uint64_t *roundtrips);
+void ds_copies_after_fork(void);
+
+#endif /* DS_LEDGER_H */

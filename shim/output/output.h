@@ -1,0 +1,149 @@
+/*
+ * output.h — the output layer: where events go and what every event says
+ * of where it happened.  The event builder itself is output/ev.h (hook
+ * families use it too, through shim.h); here are the generated writers of
+ * the handoff events (flat.c, fields.def), the context every event starts
+ * with (context.c), the log (log.c), its text rendering (text.c) and the
+ * Chrome trace (trace.c).
+ *
+ * Below it lies only base: the source line and the test name reach the
+ * writer as data, through the locator a hook family registers at start-up
+ * (ds_context_set_locator), never as a call up.
+ */
+#ifndef DS_OUTPUT_H
+#define DS_OUTPUT_H
+
+#include "shim.h"
+
+/* ---- context.c: rank, test, source line --------------------------------- */
+#define DS_TEST_MAX 256   /* a test's id, NUL included */
+#define DS_PYSTACK_MAX 16 /* most frames of DLSHIM_PYSTACK (they fit one event line) */
+_Static_assert(DS_TEST_MAX <= DS_SEQ_TEXT_MAX && DS_WHERE_MAX <= DS_SEQ_TEXT_MAX,
+               "the test and a source line fit a ds_seq_text");
+void ds_context_init(char *const *envp); /* reads the rank */
+int ds_rank(void);          /* -1: none known */
+/* The source location of the calling thread (ds_locator.here); 0: none. */
+size_t ds_context_where(char *out, size_t cap);
+/* The calling thread's source locations (ds_locator.stack), up to max
+ * (at most DS_PYSTACK_MAX), innermost first; how many (0: none). */
+int ds_context_stack(char (*frames)[DS_WHERE_MAX], int max);
+/* `py_stack`: up to max frames of ds_context_stack, when there are any. */
+void ds_ev_py_stack(ds_ev *e, int max);
+/* `py`, `rank`, `test`: the first fields of every event, gathered before
+ * its line is written (the line may be written under the log's lock). */
+typedef struct {
+    bool any; /* any of these */
+    bool has_where, has_test;
+    int rank; /* -1: none */
+    ds_where where;
+    char scratch[DS_WHERE_MAX]; /* the location's text, where its family keeps none */
+    char test[DS_TEST_MAX];
+} ds_context;
+/* Most programs have none of them (no interpreter, no rank, no test
+ * runner): their events skip the gathering on one flag, set when any could
+ * be there. */
+extern atomic_bool ds_context_any;
+static inline bool ds_context_wanted(void)
+{
+    return atomic_load_explicit(&ds_context_any, memory_order_relaxed);
+}
+void ds_context_capture(ds_context *c, int event_id);
+/* c's fields at p, each with its separator; NULL if they do not end
+ * before `limit`. */
+char *ds_put_context(char *p, const char *limit, const ds_context *c, bool text);
+
+/* ---- log.c: the event sink ---------------------------------------------- */
+/* Opens DLSHIM_LOG (stderr/off/path with %p); falls back to stderr. */
+void ds_log_open(const char *spec);
+void ds_log_after_fork(void);
+bool ds_log_enabled(void);
+/* Writes one complete line, or buffers it (see log.c); a failed or short
+ * write drops what it carried and counts it.  false: this line or lines
+ * flushed with it were lost. */
+bool ds_log_write(const char *line, size_t len);
+/* The same for a line of an event at `now` (ds_now_ns), which ages the
+ * buffer without reading the clock again. */
+bool ds_log_write_at(const char *line, size_t len, uint64_t now);
+/* A line written in the buffer itself: where it goes, with DS_LINE_MAX +
+ * DS_EV_SLACK bytes of room, the buffer's lock taken (what it held was
+ * written first if it had not that room or had waited too long); NULL,
+ * nothing taken, where the log has no such buffer or this thread may not
+ * take its lock now.  Then ds_log_commit with the line's end (its newline
+ * included), or ds_log_cancel to write nothing. */
+char *ds_log_reserve(uint64_t now);
+void ds_log_commit(const char *end, uint64_t now);
+void ds_log_cancel(void);
+/* Writes what the buffer holds (violations, exit, _exit). */
+bool ds_log_flush(void);
+void ds_log_before_fork(void); /* every lock held */
+void ds_log_write_stderr(const char *line, size_t len);
+void ds_log_count_drop(void);
+uint64_t ds_log_dropped(void);
+/* Opens an output file (`%p` expanded; 0600, O_NOFOLLOW, O_APPEND, refused
+ * if another user's; emptied first when `truncate`).  -1 after one
+ * diagnostic naming `option`. */
+int ds_output_open(const char *spec, const char *option, bool truncate);
+/* Whether the path names one file per process (%p, or %r without a rank):
+ * a forked child then opens its own. */
+bool ds_output_per_pid(const char *spec);
+
+/* ---- text.c: an event's JSON as its text line (a text log beside a trace) - */
+/* Rewrites an event's JSON (len bytes, no newline, room for one more byte)
+ * in place as its text line, newline included.  Returns the new length, or
+ * 0 if the line is not the writer's JSON. */
+size_t ds_text_from_json(char *line, size_t len);
+
+/* ---- trace.c: DLSHIM_TRACE, the Chrome trace ---------------------------- */
+void ds_trace_open(const char *spec); /* "" leaves tracing off */
+bool ds_trace_enabled(void);
+/* One event's JSON object (no newline) as trace records. */
+void ds_trace_event(int id, const char *json, size_t len);
+void ds_trace_after_fork(void);
+void ds_trace_close(void); /* writes the closing "]" */
+
+/* ---- flat.c: the generated writers of fields.def ---------------------------
+ * Each flat event's fields as a struct, ds_<event>_fields, and its writer
+ * ds_ev_<event>(e, fields), from the event's row list in fields.def; and
+ * ds_emit_<event>(fields, ns), the whole event at `ns` (ds_now_ns: a caller
+ * that read the clock for its record passes that time, as a clock read is
+ * a tenth of an event): head, context and fields written in the log's
+ * buffer itself where that is open, else built and written as any event.  A
+ * field's kind gives its member's C type: */
+typedef struct { /* a name, or the text the program gave where the table is full */
+    uint16_t id;
+    const char *text; /* NULL: the name; else at most DS_NAME_MAX - 1 bytes */
+} ds_label;
+typedef struct { /* a word in its slot; len 0: null */
+    char slot[DS_WORD_SLOT];
+    uint8_t len;
+} ds_word;
+typedef struct { /* NULL: null */
+    const int64_t *v;
+    int n;
+} ds_ints;
+typedef struct {
+    const char *const *v;
+    int n;
+} ds_words;
+#define DS_FLAT_TYPE_HEX uintptr_t
+#define DS_FLAT_TYPE_UINT uint64_t
+#define DS_FLAT_TYPE_BOOL bool
+#define DS_FLAT_TYPE_NAME uint16_t
+#define DS_FLAT_TYPE_NAME_OR_NULL int32_t /* -1: null */
+#define DS_FLAT_TYPE_LABEL ds_label
+#define DS_FLAT_TYPE_WORD ds_word
+#define DS_FLAT_TYPE_INTS ds_ints
+#define DS_FLAT_TYPE_WORDS ds_words
+#include "fields.def"
+#define DS_FLAT_MEMBER(kind, name, present) DS_FLAT_TYPE_##kind name;
+#define DS_FLAT_DECLARE(event, ID)                                             \
+    typedef struct {                                                           \
+        DS_FIELDS_##ID(DS_FLAT_MEMBER)                                         \
+    } ds_##event##_fields;                                                     \
+    void ds_ev_##event(ds_ev *e, const ds_##event##_fields *f);             \
+    void ds_emit_##event(const ds_##event##_fields *f, uint64_t ns);
+DS_FLAT_EVENTS(DS_FLAT_DECLARE)
+#undef DS_FLAT_DECLARE
+#undef DS_FLAT_MEMBER
+
+#endif /* DS_OUTPUT_H */
