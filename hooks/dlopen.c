@@ -7,6 +7,11 @@
  * Leaves out: dlmopen (modules in other namespaces are not patched) and
  * modules loaded by libc itself (__libc_dlopen: NSS, libgcc_s).
  *
+ * A dlclose that unloads a library holding the deleter of a live share
+ * (shim/ledger/unloads.c) is reported once the library is gone (one that
+ * stays loaded through another handle is not); under protect the library
+ * is kept, and its handle closed once the last such share is released.
+ *
  * glibc's dlopen searches for a bare file name with the *caller's*
  * DT_RPATH / DT_RUNPATH ($ORIGIN the caller's folder); behind this wrapper
  * the caller is the shim, which has neither.  So the wrapper searches as
@@ -105,20 +110,71 @@ DS_PUBLIC void *dlopen(const char *file, int mode)
     if (h && ds_active()) {
         ds_entry_resolve(); /* specs whose module just arrived */
         ds_modules_refresh();
+        ds_py_settle(); /* an extension module being imported: the GIL is held */
     }
     errno = saved;
     return h;
 }
 
+/* The loaded range and file name of the library behind a handle. */
+static bool library_of(void *handle, uintptr_t *lo, uintptr_t *hi, char *name, size_t cap)
+{
+    struct link_map *lm = NULL;
+    if (!handle || dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_ld ||
+        !ds_module_range(lm->l_ld, lo, hi))
+        return false;
+    const char *path = lm->l_name ? lm->l_name : "", *slash = strrchr(path, '/');
+    ds_printable(name, cap, slash ? slash + 1 : path, SIZE_MAX);
+    return true;
+}
+
+static int real_close(void *handle)
+{
+    int (*close_fn)(void *) = DS_LAZY(real_dlclose, ds_resolve_real("dlclose", (void *)dlclose));
+    return close_fn(handle);
+}
+
+/* A dlclose the shim deferred (protect), made now: the last share whose
+ * deleter the library holds was released. */
+static void close_deferred(void *handle)
+{
+    int saved = errno;
+    if (real_close(handle) == 0)
+        ds_modules_refresh();
+    errno = saved;
+}
+
+/* A library that holds the deleter of a live share must not go: under
+ * protect it stays (its dlclose waits for the last release); otherwise,
+ * once it is gone, the shares that will jump into it are reported. */
 DS_PUBLIC int dlclose(void *handle)
 {
     int saved = errno;
-    int (*close_fn)(void *) = DS_LAZY(real_dlclose, ds_resolve_real("dlclose", (void *)dlclose));
+    uintptr_t lo = 0, hi = 0;
+    char name[DS_NAME_MAX] = "";
+    bool known = ds_active() && library_of(handle, &lo, &hi, name, sizeof(name));
+    if (known && ds_cfg.on_error == DS_ON_ERROR_PROTECT && ds_unload_holds(lo, hi) &&
+        ds_unload_check(lo, hi, name, handle) == DS_FREE_DEFER) {
+        errno = saved;
+        return 0;
+    }
     errno = saved;
-    int r = close_fn(handle);
+    int r = real_close(handle);
     saved = errno;
-    if (r == 0 && ds_active())
+    if (r == 0 && ds_active()) {
         ds_modules_refresh();
+        uintptr_t still_lo, still_hi;
+        if (known && !ds_module_range((const void *)lo, &still_lo, &still_hi))
+            ds_unload_check(lo, hi, name, NULL); /* unloaded */
+    }
     errno = saved;
     return r;
 }
+
+static void install(void)
+{
+    ds_unloads_set_release(close_deferred);
+}
+
+/* dlopen and dlclose are the shim's own exports (above): always on. */
+DS_FAMILY(dlopen, .order = DS_ORDER_OTHER, .install = install);

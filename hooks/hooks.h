@@ -47,6 +47,15 @@ static inline void ds_py_bind(const void *python_function)
     if (__builtin_expect(!atomic_load_explicit(&ds_py_bind_tried, memory_order_relaxed), 0))
         ds_py_bind_first(python_function);
 }
+/* Binds to the Python in the global scope (the executable's, or a shared
+ * libpython it links), where there is one: at start-up, so that events a
+ * program causes before its first capsule (the annotation API through
+ * ctypes, a device call) name their line too. */
+void ds_py_bind_global(void);
+/* Binds and checks the frame layout now, where this thread holds the GIL
+ * (Python's import machinery calls dlopen with it held): from then on any
+ * thread's own frames can be read without it. */
+void ds_py_settle(void);
 /* Where this thread's Python code is: its innermost frame and instruction.
  * Called from inside a Python C API call (a capsule function), so with the
  * GIL held; false where that cannot be read (no Python, no frame, a CPython

@@ -192,6 +192,8 @@ typedef struct {
     int kind;
     const void *opener; /* the call site that opened it, if any: named only when needed */
     bool released;
+    bool marked;        /* `mark`: where the Python code was when it was opened */
+    ds_py_mark mark;
 } fresh_capsule;
 static DS_TLS fresh_capsule fresh;
 
@@ -203,6 +205,7 @@ static void remember_fresh(PyObject *capsule, void *tensor, int kind, const void
     fresh.kind = kind;
     fresh.opener = opener;
     fresh.released = false;
+    fresh.marked = opener && ds_py_mark_here(&fresh.mark);
     atomic_signal_fence(memory_order_seq_cst);
     fresh.capsule = capsule;
 }
@@ -225,8 +228,11 @@ static inline __attribute__((always_inline)) bool take_fresh(PyObject *capsule,
 }
 
 /* The capsule whose destructor this thread is running (nested ones saved on
- * the stack): what that destructor does to its own capsule is no import. */
+ * the stack), and the unconsumed tensor in it: what that destructor does
+ * to its own capsule is no import, and its release of that tensor is the
+ * producer's. */
 static DS_TLS PyObject *destroying;
+static DS_TLS void *destroying_tensor;
 
 /* This thread's last import through a capsule, with where the Python code
  * was: a release at the same frame and instruction comes from inside the
@@ -305,11 +311,16 @@ static inline __attribute__((always_inline)) void import_by(void *tensor, int ki
 /* The ledger asks before each release (ds_release_context). */
 static void observe_release(uintptr_t tensor, ds_release_context *ctx)
 {
+    ctx->by_producer = destroying && (uintptr_t)destroying_tensor == tensor;
     if (fresh.capsule && fresh.opener && (uintptr_t)fresh.tensor == tensor) {
         fresh.released = true;
         if (fresh.capsule != destroying) { /* the opener, not the destructor, lets it go */
             ctx->taker = caller_id(fresh.opener);
             ctx->taker_api = capsule_api();
+            /* Inside the Python instruction that opened it (a consumer's
+             * own call: JAX copies, then renames), or in a later one (a
+             * helper that read it in place and let it go). */
+            ctx->taken_in_call = fresh.marked && ds_py_at_mark(&fresh.mark);
         }
     }
     if (last_import.tensor == tensor) {
@@ -322,10 +333,12 @@ static void observe_release(uintptr_t tensor, ds_release_context *ctx)
 
 /* Each DLPack capsule gets a destructor of ours in place of the producer's
  * (one per distinct producer destructor: C has no closures, so each slot has
- * its own function).  It runs the producer's, with `destroying` set; then,
- * if the capsule died unconsumed and its tensor's release was not seen, the
- * producer freed the tensor without its deleter (JAX's destructor calls its
- * deleter function directly), and that is the release.  Slots fill once
+ * its own function).  It runs the producer's, with `destroying` set and the
+ * host frees watched; then, if the capsule died unconsumed, the ledger
+ * decides what that was (ds_tensor_dropped): a release through the deleter,
+ * a release without it (JAX's destructor frees the tensor itself), or
+ * neither, a leak (an empty destructor, one that returns early on the wrong
+ * name, one that cannot run with an exception pending).  Slots fill once
  * and never change; when they are full, destructors stay as they are. */
 #define DS_DTOR_SLOTS 16
 static _Atomic(capsule_destructor) dtor_orig[DS_DTOR_SLOTS];
@@ -370,19 +383,25 @@ static inline __attribute__((always_inline)) void capsule_destroyed(int i, PyObj
     }
     int saved = errno;
     void *tensor = ds_active() ? dying_tensor(capsule) : NULL;
+    ds_drop_watch watch;
+    if (tensor) {
+        pending_export(tensor);
+        ds_tensor_drop_watch(tensor, &watch); /* what the destructor frees, watched */
+    }
     PyObject *outer = destroying;
+    void *outer_tensor = destroying_tensor;
     destroying = capsule;
+    destroying_tensor = tensor;
     ds_py_in_capsule_call++; /* a capsule's destructor runs with the GIL held */
     errno = saved;
     orig(capsule);
     saved = errno;
     destroying = outer;
+    destroying_tensor = outer_tensor;
     if (fresh.capsule == capsule)
         fresh.capsule = NULL; /* it dies untaken */
-    if (tensor && ds_active()) {
-        pending_export(tensor);
-        ds_tensor_dropped_unseen(tensor);
-    }
+    if (tensor)
+        ds_tensor_dropped(tensor, &watch);
     ds_py_in_capsule_call--;
     errno = saved;
 }
@@ -473,8 +492,11 @@ static inline __attribute__((always_inline)) void *imported_tensor(PyObject *cap
         return NULL;
     fresh_capsule o;
     if (take_fresh(capsule, &o)) {
-        if (o.released)
+        if (o.released) { /* its taker let it go first: a copy it kept */
+            if (o.opener)
+                ds_tensor_taken_after_release(o.tensor, caller_id(caller), capsule_api());
             return NULL;
+        }
         if (*kind == NOT_DLPACK || o.kind == *kind) {
             *kind = o.kind;
             return o.tensor;
@@ -594,6 +616,7 @@ static void *wrap_GetPointer(PyObject *capsule, const char *name)
         !atomic_load_explicit(&pending_count, memory_order_relaxed)) {
         fresh.opener = __builtin_return_address(0);
         fresh.released = false; /* as at every open: a release before it is no taker's */
+        fresh.marked = ds_py_mark_here(&fresh.mark);
         return real(capsule, name);
     }
     if (real) /* a 'd' name, and the one real function known */
@@ -764,4 +787,5 @@ static void install(void)
     ds_got_hooks_add(capsule_hooks, DS_ARRAY_LEN(capsule_hooks));
 }
 
-DS_FAMILY(python, .option = "python", .order = DS_ORDER_CAPSULES, .install = install);
+DS_FAMILY(python, .option = "python", .order = DS_ORDER_CAPSULES, .install = install,
+          .started = ds_py_bind_global);

@@ -1,37 +1,49 @@
 /*
- * python_frames.c — the Python code behind a call.
+ * python_frames.c — the Python code behind a call, on any thread, with or
+ * without the GIL.
  *
- * Used by the capsule hooks, which run inside a Python C API call and so on
- * a thread that holds the GIL; asked again (a release) only after
- * PyGILState_Check says this thread holds it.  Never runs Python code,
- * never allocates a Python object after the first call, never leaves an
- * exception behind, and does nothing while one is pending.
+ * Asked by the capsule hooks (inside a Python C API call, the GIL held) and
+ * by the core for every event and violation, wherever it happens: in a
+ * deleter PyTorch runs after releasing the GIL, in a CUDA call a framework
+ * makes without it, in a function ctypes called (ctypes lets the GIL go
+ * around a foreign call).  Never runs Python code, never allocates a Python
+ * object after the first call, never leaves an exception behind.
  *
- * Two ways to find the innermost frame:
- *   - CPython's C API (PyEval_GetFrame, PyFrame_GetLasti; 3.11 and later).
- *     PyEval_GetFrame makes a frame object for the frame when it has none
- *     (an allocation, for every new Python call that hands a tensor over).
+ * Two ways to find the frames:
  *   - Reading the interpreter's own frame list, as debuggers and profilers
- *     do (py-spy, austin): thread state → C frame → interpreter frame, whose
- *     code and instruction pointer are plain loads.  The layout differs
- *     between CPython versions, so it is only used for the versions below
- *     (3.11, 3.12), and only after it has been checked once against the C
- *     API in this very process (the frame the API returns must be the one
- *     the layout leads to, with the same code object, and its instruction
- *     must fall inside that code).  Any mismatch, and the API stays.
+ *     do (py-spy, austin): thread state → (C frame →) interpreter frame,
+ *     whose code, instruction and caller are loads.  The layout differs
+ *     between CPython versions (the table below: 3.11 to 3.14), so it is
+ *     used only after it has been checked once against the C API in this
+ *     very process (the frame the API returns must be the one the layout
+ *     leads to, with the same code object, and its instruction inside that
+ *     code).  Any mismatch, and the API stays.
+ *   - CPython's C API (PyEval_GetFrame, PyFrame_GetLasti, ...): where the
+ *     layout is not known or did not check out, and only by a thread that
+ *     holds the GIL (it makes frame objects).
+ *
+ * Why this thread's frames may be read without the GIL (docs/design.md,
+ * "Python lines without the GIL"): a thread's frame list is written only by
+ * that thread, as it calls and returns.  While the thread runs the shim, it
+ * is inside a C call made from its innermost frame, so no frame of its list
+ * is pushed, popped or moved until the shim returns, and each frame keeps
+ * its code object alive (and the code its file and function names, which
+ * never change).  Other threads, with or without the GIL, may write fields
+ * the walk does not read (a frame object made for the frame by
+ * sys._current_frames), nothing it reads.  The thread's state comes from
+ * PyGILState_GetThisThreadState, a thread-local read that needs no GIL.  A
+ * signal handler may interrupt the thread halfway through a call, so reads
+ * that do not hold the GIL go through the no-fault reader and each code
+ * object must prove itself one (its type is PyCode_Type).  The line comes
+ * from PyCode_Addr2Line, which only reads the code object's line table; the
+ * names are read out of the string objects where they are compact ASCII
+ * (where they are not, Python is asked only by a thread holding the GIL).
+ * Nothing here depends on the GIL for its own data either: the table of
+ * locations is read and written by any thread at once (a sequence count per
+ * slot), and everything else is per thread or written once at start-up.
+ *
  * No Python header: the few prototypes and offsets are declared below, so
  * the shim builds and loads without Python.
- *
- * Source locations (`py` in events, `py_stack`): the frame list is walked
- * from the innermost frame out, and each (code object, instruction) pair is
- * turned into "file.py:LINE in function" once: the code object's file name
- * and qualified name are read at offsets found by the same check (the code
- * object's own attributes, looked for in its first bytes), the line by
- * PyCode_Addr2Line, which allocates nothing; the text is kept in a table
- * that only a thread holding the GIL touches (the layout path serves only
- * CPython 3.11 and 3.12, which always have one).  Without a checked layout
- * the C API gives the same answer, making frame objects on the way, so only
- * while no shim lock is held.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -54,7 +66,9 @@ static struct {
     const char *(*as_utf8)(PyObject *);
     void (*decref)(PyObject *);           /* Py_DecRef */
     void *(*thread_state)(void);          /* _PyThreadState_UncheckedGet */
+    void *(*this_thread_state)(void);     /* PyGILState_GetThisThreadState */
     const unsigned long *version;         /* Py_Version */
+    const void *code_type;                /* PyCode_Type */
     int (*addr2line)(PyObject *, int);    /* PyCode_Addr2Line: bytes into the code */
     PyObject *(*get_back)(PyObject *);    /* PyFrame_GetBack: a new reference */
     int (*get_lineno)(PyObject *);        /* PyFrame_GetLineNumber */
@@ -62,39 +76,47 @@ static struct {
 
 /* Where the current interpreter frame and its fields are (offsets in
  * bytes), per CPython version: Include/cpython/pystate.h (PyThreadState,
- * _PyCFrame) and Include/internal/pycore_frame.h (_PyInterpreterFrame,
- * PyFrameObject) of each release. */
+ * _PyCFrame) and Include/internal/pycore_frame.h (_PyInterpreterFrame) of
+ * each release, and the same measured on each (tests/python). */
 typedef struct {
     unsigned long version; /* PY_VERSION_HEX, major and minor */
-    int tstate_cframe;     /* PyThreadState.cframe */
-    int cframe_frame;      /* _PyCFrame.current_frame */
-    int frame_code;        /* _PyInterpreterFrame.f_code */
+    int tstate_cframe;     /* PyThreadState.cframe; 3.13+: .current_frame itself */
+    int cframe_frame;      /* _PyCFrame.current_frame; -1: no C frame (3.13+) */
+    int frame_code;        /* _PyInterpreterFrame.f_code / f_executable */
     int frame_obj;         /* _PyInterpreterFrame.frame_obj */
-    int frame_instr;       /* _PyInterpreterFrame.prev_instr */
+    int frame_instr;       /* .prev_instr (3.11, 3.12), .instr_ptr (3.13+) */
     int frame_previous;    /* _PyInterpreterFrame.previous */
     int frame_owner;       /* _PyInterpreterFrame.owner (a char) */
     int owner_cstack;      /* FRAME_OWNED_BY_CSTACK (a shim frame, no code); -1: none */
+    uintptr_t code_tag;    /* bits of f_executable that tag the reference (3.14) */
 } frame_layout;
 static const frame_layout layouts[] = {
-    {0x030b0000, 56, 8, 32, 40, 56, 48, 69, -1}, /* 3.11 */
-    {0x030c0000, 56, 0, 0, 48, 56, 8, 70, 3},    /* 3.12 */
+    {0x030b0000, 56, 8, 32, 40, 56, 48, 69, -1, 0}, /* 3.11 */
+    {0x030c0000, 56, 0, 0, 48, 56, 8, 70, 3, 0},    /* 3.12 */
+    {0x030d0000, 72, -1, 0, 48, 56, 8, 70, 3, 0},   /* 3.13 */
+    {0x030e0000, 72, -1, 0, 48, 56, 8, 74, 4, 7},   /* 3.14 */
 };
-/* Where a code object keeps co_filename, co_qualname and its instructions:
- * found by check_layout in this process. */
+#define PYFRAMEOBJECT_F_FRAME 24 /* PyFrameObject.f_frame, 3.11 to 3.14 */
+#define PYOBJECT_TYPE 8          /* PyObject.ob_type (not the free-threaded build's) */
+/* Where a code object keeps co_filename, co_qualname and its instructions,
+ * and where a compact ASCII string keeps its length, its state bits and its
+ * characters: found by check_layout in this process. */
 static struct {
     int filename, qualname, units;
 } code_at;
-#define PYFRAMEOBJECT_F_FRAME 24 /* PyFrameObject.f_frame, 3.11 and 3.12 */
+static struct {
+    int length, state, data;
+} str_at;
 static const frame_layout *layout; /* set once checked */
 /* Where a thread state keeps its thread's id (PyThreadState.thread_id:
  * PyThread_get_thread_ident(), which is pthread_self()), found by the same
  * check; 0: not found. */
-static int tstate_thread_id;
+static atomic_int tstate_thread_id;
 
 enum { UNBOUND, BINDING, BOUND, ABSENT };
 static atomic_int state = UNBOUND;
 /* BOUND: whether the layout was checked yet (once, by the first thread that
- * reads a frame; another thread reading meanwhile uses the API). */
+ * reads a frame holding the GIL; another thread meanwhile finds none). */
 enum { UNCHECKED, CHECKING, CHECKED };
 static atomic_int layout_state = UNCHECKED;
 
@@ -117,22 +139,27 @@ void ds_py_bind_first(const void *python_function)
     atomic_store_explicit(&ds_py_bind_tried, true, memory_order_relaxed);
     if (!atomic_compare_exchange_strong(&state, &expected, BINDING))
         return; /* bound, absent, or another thread binds it */
-    py.is_initialized = (int (*)(void))find("Py_IsInitialized", python_function);
-    py.gil_check = (int (*)(void))find("PyGILState_Check", python_function);
-    py.err_occurred = (PyObject * (*)(void)) find("PyErr_Occurred", python_function);
-    py.err_clear = (void (*)(void))find("PyErr_Clear", python_function);
-    py.get_frame = (PyObject * (*)(void)) find("PyEval_GetFrame", python_function);
-    py.get_lasti = (int (*)(PyObject *))find("PyFrame_GetLasti", python_function);
-    py.get_code = (PyObject * (*)(PyObject *)) find("PyFrame_GetCode", python_function);
-    py.getattr = (PyObject * (*)(PyObject *, const char *)) find("PyObject_GetAttrString",
-                                                                  python_function);
-    py.as_utf8 = (const char *(*)(PyObject *))find("PyUnicode_AsUTF8", python_function);
-    py.decref = (void (*)(PyObject *))find("Py_DecRef", python_function);
-    py.thread_state = (void *(*)(void))find("_PyThreadState_UncheckedGet", python_function);
-    py.version = (const unsigned long *)find("Py_Version", python_function);
-    py.addr2line = (int (*)(PyObject *, int))find("PyCode_Addr2Line", python_function);
-    py.get_back = (PyObject * (*)(PyObject *)) find("PyFrame_GetBack", python_function);
-    py.get_lineno = (int (*)(PyObject *))find("PyFrame_GetLineNumber", python_function);
+#define FIND(field, name) *(void **)&py.field = find(name, python_function)
+    FIND(is_initialized, "Py_IsInitialized");
+    FIND(gil_check, "PyGILState_Check");
+    FIND(err_occurred, "PyErr_Occurred");
+    FIND(err_clear, "PyErr_Clear");
+    FIND(get_frame, "PyEval_GetFrame");
+    FIND(get_lasti, "PyFrame_GetLasti");
+    FIND(get_code, "PyFrame_GetCode");
+    FIND(getattr, "PyObject_GetAttrString");
+    FIND(as_utf8, "PyUnicode_AsUTF8");
+    FIND(decref, "Py_DecRef");
+    FIND(thread_state, "_PyThreadState_UncheckedGet");
+    if (!py.thread_state) /* its public name from 3.13 */
+        FIND(thread_state, "PyThreadState_GetUnchecked");
+    FIND(this_thread_state, "PyGILState_GetThisThreadState");
+    FIND(version, "Py_Version");
+    FIND(code_type, "PyCode_Type");
+    FIND(addr2line, "PyCode_Addr2Line");
+    FIND(get_back, "PyFrame_GetBack");
+    FIND(get_lineno, "PyFrame_GetLineNumber");
+#undef FIND
     bool all = py.is_initialized && py.gil_check && py.err_occurred && py.err_clear &&
                py.get_frame && py.get_lasti && py.get_code && py.getattr && py.as_utf8 &&
                py.decref && py.addr2line && py.get_back && py.get_lineno;
@@ -143,22 +170,49 @@ void ds_py_bind_first(const void *python_function)
         ds_context_set_locator(&locator);
 }
 
+void ds_py_bind_global(void)
+{
+    void *is_initialized = ds_resolve_real("Py_IsInitialized", NULL);
+    if (is_initialized)
+        ds_py_bind(is_initialized);
+}
+
+static bool read_ptr(uintptr_t at, uintptr_t *out)
+{
+    return ds_safe_read(out, (const void *)at, sizeof(*out)) == sizeof(*out);
+}
+
+/* A word of the interpreter's: a plain load where this thread holds the GIL
+ * (its frames and their code cannot change under it), else the no-fault
+ * reader (a signal may have stopped the thread halfway through a call). */
+static inline __attribute__((always_inline)) bool load(uintptr_t at, uintptr_t *out, bool checked)
+{
+    if (!checked) {
+        *out = *(const uintptr_t *)at;
+        return true;
+    }
+    return at > 4096 && read_ptr(at, out);
+}
+
+/* ---- this thread and its GIL ----------------------------------------------- */
+
 /* This thread's thread state, as read inside a Python C API call (with the
  * GIL held): what tells, later and without asking Python, whether this
- * thread holds the GIL again (gil_held_here). */
+ * thread holds the GIL again (own_tstate_current). */
 static DS_TLS uintptr_t own_tstate;
 
-/* The current thread state (on 3.11 the GIL holder's, on 3.12 this
+/* The current thread state (on 3.11 the GIL holder's, from 3.12 this
  * thread's while it holds the GIL) if it is this thread's own and names
  * this thread: then this thread holds the GIL with it.  0 otherwise, or
  * where the layout's check did not find the thread id in a thread state. */
 static inline __attribute__((always_inline)) uintptr_t own_tstate_current(void)
 {
-    if (tstate_thread_id <= 0)
+    int id_at = atomic_load_explicit(&tstate_thread_id, memory_order_relaxed);
+    if (id_at <= 0)
         return 0;
     uintptr_t t = (uintptr_t)py.thread_state();
     bool own = t && t == own_tstate &&
-               *(const uintptr_t *)(t + (uintptr_t)tstate_thread_id) == (uintptr_t)pthread_self();
+               *(const uintptr_t *)(t + (uintptr_t)id_at) == (uintptr_t)pthread_self();
     return own ? t : 0;
 }
 
@@ -172,40 +226,92 @@ static bool gil_held_here(void)
 
 /* Whether Python may be asked about this thread's frames now: bound, and
  * the thread holds the GIL. */
-static bool readable(void)
+static bool api_readable(void)
 {
     return atomic_load_explicit(&state, memory_order_acquire) == BOUND && py.is_initialized() &&
            gil_held_here();
 }
 
-static bool read_ptr(uintptr_t at, uintptr_t *out)
+/* This thread's own thread state, whether it holds the GIL or not (0: it
+ * has none, or Python is not running); *held: it holds the GIL. */
+typedef struct {
+    uintptr_t tstate;
+    bool held; /* plain loads may be used */
+} thread_view;
+
+static inline __attribute__((always_inline)) thread_view this_thread(void)
 {
-    return ds_safe_read(out, (const void *)at, sizeof(*out)) == sizeof(*out);
+    if (ds_py_in_capsule_call) /* inside a Python C API call: the GIL is held */
+        return (thread_view){own_tstate = (uintptr_t)py.thread_state(), true};
+    if (!py.is_initialized())
+        return (thread_view){0, false};
+    uintptr_t own = own_tstate_current();
+    if (own)
+        return (thread_view){own, true};
+    int id_at = atomic_load_explicit(&tstate_thread_id, memory_order_relaxed);
+    if (!py.this_thread_state || id_at <= 0)
+        return (thread_view){0, false};
+    uintptr_t t = (uintptr_t)py.this_thread_state(), id;
+    /* Its own, naming this thread (a thread state of a thread gone is no
+     * longer this thread's). */
+    if (!t || !read_ptr(t + (uintptr_t)id_at, &id) || id != (uintptr_t)pthread_self())
+        return (thread_view){0, false};
+    return (thread_view){t, false};
 }
 
-/* The current interpreter frame through `l`, read without checks (the layout
- * was checked, and the thread holds the GIL: its frames stay put): 0 when
- * there is none. */
-static uintptr_t layout_frame_of(uintptr_t tstate, const frame_layout *l)
+/* ---- frames by layout ------------------------------------------------------- */
+
+/* The current interpreter frame of `tstate` through `l`: 0 when there is
+ * none. */
+static inline __attribute__((always_inline)) uintptr_t
+frame_of(uintptr_t tstate, const frame_layout *l, bool checked)
 {
-    if (!tstate)
+    uintptr_t at, frame;
+    if (!tstate || !load(tstate + (uintptr_t)l->tstate_cframe, &at, checked) || !at)
         return 0;
-    uintptr_t cframe = *(const uintptr_t *)(tstate + (uintptr_t)l->tstate_cframe);
-    return cframe ? *(const uintptr_t *)(cframe + (uintptr_t)l->cframe_frame) : 0;
+    if (l->cframe_frame < 0)
+        return at;
+    return load(at + (uintptr_t)l->cframe_frame, &frame, checked) ? frame : 0;
 }
 
-/* The same through checked reads, for the check below. */
-static uintptr_t layout_frame_checked(const frame_layout *l)
+/* A frame the interpreter keeps for a C call of its own (3.12's shim
+ * frames): no code of the program's. */
+static inline __attribute__((always_inline)) bool shim_frame(const frame_layout *lay,
+                                                             uintptr_t frame, bool checked)
 {
-    uintptr_t tstate = (uintptr_t)py.thread_state(), cframe, frame;
-    if (!tstate || !read_ptr(tstate + (uintptr_t)l->tstate_cframe, &cframe) || !cframe ||
-        !read_ptr(cframe + (uintptr_t)l->cframe_frame, &frame))
-        return 0;
-    return frame;
+    if (lay->owner_cstack < 0)
+        return false;
+    char owner;
+    if (checked)
+        return ds_safe_read(&owner, (const void *)(frame + (uintptr_t)lay->frame_owner), 1) == 1 &&
+               owner == (char)lay->owner_cstack;
+    return *(const char *)(frame + (uintptr_t)lay->frame_owner) == (char)lay->owner_cstack;
+}
+
+/* A frame's code object and instruction; false where they cannot be read
+ * or the code is not one (checked reads only). */
+static inline __attribute__((always_inline)) bool
+code_of(const frame_layout *lay, uintptr_t frame, bool checked, uintptr_t *code, uintptr_t *instr)
+{
+    uintptr_t type;
+    if (!load(frame + (uintptr_t)lay->frame_code, code, checked) ||
+        !load(frame + (uintptr_t)lay->frame_instr, instr, checked))
+        return false;
+    *code &= ~lay->code_tag;
+    return !checked || (load(*code + PYOBJECT_TYPE, &type, true) && type == (uintptr_t)py.code_type);
+}
+
+static inline __attribute__((always_inline)) uintptr_t
+previous_frame(const frame_layout *lay, uintptr_t frame, bool checked)
+{
+    uintptr_t back;
+    return load(frame + (uintptr_t)lay->frame_previous, &back, checked) ? back : 0;
 }
 
 /* The offset in `code` (below its instructions) of the pointer to its
- * attribute `name`, or -1 (an error of ours is cleared: none was pending). */
+ * attribute `name`, or -1 (an error of ours is cleared: none was pending).
+ * The last that holds it: a module's code has one string for co_name and
+ * co_qualname, and co_qualname comes after co_name (3.11 to 3.14). */
 static int field_holding(PyObject *code, const char *name)
 {
     PyObject *value = py.getattr(code, name);
@@ -214,17 +320,53 @@ static int field_holding(PyObject *code, const char *name)
         return -1;
     }
     int at = -1;
-    for (int off = 16; off + 8 <= code_at.units && at < 0; off += 8)
+    for (int off = 16; off + 8 <= code_at.units; off += 8)
         if (*(PyObject *const *)((uintptr_t)code + (uintptr_t)off) == value)
             at = off;
     py.decref(value); /* the code object keeps it alive */
     return at;
 }
 
+/* Where a compact ASCII string keeps its length, state and characters,
+ * found in `s` (a file name: ASCII on every system this runs on) from its
+ * UTF-8 bytes, which are its characters; false where they are not found
+ * or the state does not say compact ASCII (then only the API names files). */
+#define STATE_COMPACT_ASCII 0x60u /* PyASCIIObject.state: compact (bit 5), ascii (bit 6) */
+#define STATE_KIND 0x1cu          /* and the kind, 1 for one byte a character */
+static bool find_string_layout(uintptr_t s)
+{
+    const char *utf8 = py.as_utf8((PyObject *)s);
+    if (!utf8) {
+        py.err_clear();
+        return false;
+    }
+    size_t n = strlen(utf8);
+    uintptr_t word;
+    for (int off = 16; off <= 48 && !str_at.length; off += 8)
+        if (read_ptr(s + (uintptr_t)off, &word) && word == n)
+            str_at.length = off;
+    /* After the length: the hash, then the state (a 32-bit word). */
+    str_at.state = str_at.length + 16;
+    uint32_t st = 0;
+    if (!str_at.length || ds_safe_read(&st, (const void *)(s + (uintptr_t)str_at.state), 4) != 4 ||
+        (st & STATE_COMPACT_ASCII) != STATE_COMPACT_ASCII || (st & STATE_KIND) != 4u)
+        return false;
+    char buf[64];
+    size_t cmp = n < sizeof(buf) ? n : sizeof(buf);
+    for (int off = str_at.state + 8; off <= str_at.state + 24; off += 8)
+        if (ds_safe_read(buf, (const void *)(s + (uintptr_t)off), cmp) == cmp &&
+            !memcmp(buf, utf8, cmp)) {
+            str_at.data = off;
+            return true;
+        }
+    return false;
+}
+
 /* Checks the layout of this Python against the C API, once (GIL held, no
  * exception pending): the frame object PyEval_GetFrame returns must point at
  * the interpreter frame the layout leads to, which must point back at it and
- * at the same code object, with its instruction inside that code. */
+ * at the same code object, with its instruction inside that code, and the
+ * code must say it is one. */
 static void check_layout(void)
 {
     int expected = UNCHECKED;
@@ -237,13 +379,16 @@ static void check_layout(void)
             found = &layouts[i];
     PyObject *f = found ? py.get_frame() : NULL;
     PyObject *code = f ? py.get_code(f) : NULL;
-    uintptr_t frame = 0, frame_of_f = 0, back = 0, code_of_frame = 0, instr = 0;
+    uintptr_t frame = 0, frame_of_f = 0, back = 0, code_of_frame = 0, instr = 0, type = 0;
     bool same = code && read_ptr((uintptr_t)f + PYFRAMEOBJECT_F_FRAME, &frame_of_f) &&
-                (frame = layout_frame_checked(found)) != 0 && frame == frame_of_f &&
+                (frame = frame_of((uintptr_t)py.thread_state(), found, true)) != 0 &&
+                frame == frame_of_f &&
                 read_ptr(frame + (uintptr_t)found->frame_obj, &back) && back == (uintptr_t)f &&
                 read_ptr(frame + (uintptr_t)found->frame_code, &code_of_frame) &&
-                code_of_frame == (uintptr_t)code &&
-                read_ptr(frame + (uintptr_t)found->frame_instr, &instr);
+                (code_of_frame & ~found->code_tag) == (uintptr_t)code &&
+                read_ptr(frame + (uintptr_t)found->frame_instr, &instr) &&
+                read_ptr((uintptr_t)code + PYOBJECT_TYPE, &type) &&
+                py.code_type && type == (uintptr_t)py.code_type;
     if (same) { /* the instruction: bytes (PyFrame_GetLasti counts them) after the header */
         int lasti = py.get_lasti(f);
         uintptr_t start = instr - (uintptr_t)(lasti > 0 ? lasti : 0);
@@ -253,30 +398,59 @@ static void check_layout(void)
     if (same) /* the names, where the code object's own attributes are */
         same = (code_at.filename = field_holding(code, "co_filename")) > 0 &&
                (code_at.qualname = field_holding(code, "co_qualname")) > 0;
-    if (code)
-        py.decref(code);
     if (same) { /* this thread holds the GIL: the current thread state is its own */
-        uintptr_t tstate = (uintptr_t)py.thread_state(), word;
-        for (int off = 8; off < 512 && !tstate_thread_id; off += 8)
-            if (read_ptr(tstate + (uintptr_t)off, &word) && word == (uintptr_t)pthread_self())
-                tstate_thread_id = off;
+        uintptr_t tstate = (uintptr_t)py.thread_state(), word, file;
+        for (int off = 8; off < 512; off += 8)
+            if (read_ptr(tstate + (uintptr_t)off, &word) && word == (uintptr_t)pthread_self()) {
+                atomic_store_explicit(&tstate_thread_id, off, memory_order_relaxed);
+                break;
+            }
+        if (read_ptr((uintptr_t)code + (uintptr_t)code_at.filename, &file) &&
+            !find_string_layout(file))
+            str_at.data = 0; /* names through the API only, with the GIL */
         layout = found;
     }
+    if (code)
+        py.decref(code);
     atomic_store_explicit(&layout_state, CHECKED, memory_order_release);
 }
+
+static bool layout_checked(void)
+{
+    return atomic_load_explicit(&layout_state, memory_order_acquire) == CHECKED && layout;
+}
+
+/* Checks the layout where it is unchecked and may be now (GIL held, no
+ * exception pending, no shim lock held: the check makes a frame object). */
+static bool ensure_checked(void)
+{
+    if (atomic_load_explicit(&layout_state, memory_order_acquire) == UNCHECKED &&
+        !ds_holds_lock() && api_readable() && !py.err_occurred())
+        check_layout();
+    return layout_checked();
+}
+
+void ds_py_settle(void)
+{
+    if (__builtin_expect(atomic_load_explicit(&layout_state, memory_order_relaxed) != UNCHECKED, 1))
+        return;
+    if (atomic_load_explicit(&state, memory_order_acquire) == UNBOUND)
+        ds_py_bind_global();
+    if (atomic_load_explicit(&state, memory_order_acquire) == BOUND)
+        ensure_checked();
+}
+
+/* ---- marks: where a thread is, to ask later whether it is still there -------- */
 
 /* A mark through the C API, where the layout is not checked (yet, or
  * ever), after asking Python whether it may. */
 __attribute__((noinline)) static bool mark_through_api(ds_py_mark *out)
 {
-    if (!readable() || py.err_occurred())
+    if (!api_readable() || py.err_occurred())
         return false;
-    if (atomic_load_explicit(&layout_state, memory_order_acquire) == UNCHECKED) {
-        check_layout();
-        if (layout)
-            return ds_py_mark_here(out);
-    }
-    if (atomic_load_explicit(&layout_state, memory_order_acquire) != CHECKED || layout)
+    if (ensure_checked())
+        return ds_py_mark_here(out);
+    if (atomic_load_explicit(&layout_state, memory_order_acquire) != CHECKED)
         return false; /* another thread checks it: marks of one kind only */
     PyObject *frame = py.get_frame(); /* clears only an error of its own making */
     if (!frame)
@@ -286,19 +460,14 @@ __attribute__((noinline)) static bool mark_through_api(ds_py_mark *out)
     return true;
 }
 
-static bool layout_checked(void)
+/* The mark at the innermost frame of this thread (layout checked). */
+static inline __attribute__((always_inline)) bool mark_at(thread_view t, ds_py_mark *out)
 {
-    return atomic_load_explicit(&layout_state, memory_order_acquire) == CHECKED && layout;
-}
-
-/* The mark at `tstate`'s innermost frame (layout checked, GIL held). */
-static bool mark_at(uintptr_t tstate, ds_py_mark *out)
-{
-    uintptr_t frame = layout_frame_of(tstate, layout);
-    if (!frame)
+    uintptr_t frame = frame_of(t.tstate, layout, !t.held), instr;
+    if (!frame || !load(frame + (uintptr_t)layout->frame_instr, &instr, !t.held))
         return false;
     out->frame = (const void *)frame;
-    out->at = *(const uintptr_t *)(frame + (uintptr_t)layout->frame_instr);
+    out->at = instr;
     return true;
 }
 
@@ -310,7 +479,7 @@ inline __attribute__((always_inline)) bool ds_py_mark_here(ds_py_mark *out)
     if (!layout_checked())
         return mark_through_api(out);
     own_tstate = (uintptr_t)py.thread_state(); /* inside a C API call: GIL held */
-    return mark_at(own_tstate, out);
+    return mark_at((thread_view){own_tstate, true}, out);
 }
 
 inline __attribute__((always_inline)) bool ds_py_at_mark(const ds_py_mark *m)
@@ -318,44 +487,14 @@ inline __attribute__((always_inline)) bool ds_py_at_mark(const ds_py_mark *m)
     if (atomic_load_explicit(&state, memory_order_acquire) != BOUND)
         return false;
     ds_py_mark now;
-    if (layout_checked() && tstate_thread_id > 0) {
-        /* Where this thread's own thread state (the one the mark was read
-         * through, unless the thread changed states since: then the frame
-         * differs) is not current, this thread does not hold the GIL with
-         * it and cannot be at the mark: no need to ask Python. */
-        uintptr_t t = own_tstate_current();
-        return t && mark_at(t, &now) && now.frame == m->frame && now.at == m->at;
+    if (layout_checked()) {
+        thread_view t = this_thread(); /* a release may come with or without the GIL */
+        return t.tstate && mark_at(t, &now) && now.frame == m->frame && now.at == m->at;
     }
-    if (!readable()) /* a release may come on any thread, with or without the GIL */
-        return false;
-    if (layout_checked())
-        return mark_at((uintptr_t)py.thread_state(), &now) && now.frame == m->frame &&
-               now.at == m->at;
-    return mark_through_api(&now) && now.frame == m->frame && now.at == m->at;
+    return api_readable() && mark_through_api(&now) && now.frame == m->frame && now.at == m->at;
 }
 
-bool ds_py_package_here(char *out, size_t cap)
-{
-    if (!readable() || py.err_occurred())
-        return false;
-    PyObject *frame = py.get_frame();
-    if (!frame)
-        return false;
-    PyObject *code = py.get_code(frame);
-    PyObject *file = code ? py.getattr(code, "co_filename") : NULL;
-    const char *path = file ? py.as_utf8(file) : NULL;
-    if (path)
-        ds_python_package_name(path, out, cap);
-    else
-        py.err_clear(); /* ours: none was pending */
-    if (file)
-        py.decref(file);
-    if (code)
-        py.decref(code);
-    return path != NULL;
-}
-
-/* ---- source locations --------------------------------------------------- */
+/* ---- source locations ---------------------------------------------------------- */
 
 /* One frame's location, as the events show it. */
 typedef struct {
@@ -363,19 +502,100 @@ typedef struct {
     bool framework;                            /* in a framework's own package */
     bool plain, spaced;                        /* ds_where's, found once */
     uint8_t len;
+    uint16_t site;                             /* the text interned (base/sites.c) */
     char text[DS_WHERE_MAX];
 } location;
 
-/* Touched only by a thread that holds the GIL (see the top).  Four ways
- * per set: an event walks two or three frames, so a loop's handful of call
- * sites keeps ten or more locations hot, and in one slot per key two of
- * them met on some address layouts (one in four, by a birthday estimate),
- * each then made again at every event (the line number computed anew from
- * the code object's table). */
+/* The table of locations made, read and written by any thread at once:
+ * each slot has a sequence count, odd while a thread writes the slot (the
+ * others then pass it by), so a reader that copied a slot while its count
+ * stayed even and the same has a whole one.  Words rather than fences:
+ * ThreadSanitizer does not model fences.  Four ways per set: an event walks
+ * two or three frames, so a loop's handful of call sites keeps ten or more
+ * locations hot, and in one way per key two of them met on some address
+ * layouts, each then made again at every event (the line number computed
+ * anew from the code object's table). */
 #define LOCATION_WAYS 4
 #define LOCATION_SETS 64 /* a power of two */
-static location locations[LOCATION_SETS][LOCATION_WAYS];
-static uint8_t next_victim[LOCATION_SETS];
+#define TEXT_WORDS (DS_WHERE_MAX / 8)
+typedef struct {
+    atomic_uint seq;
+    _Atomic uintptr_t code, instr, filename, qualname;
+    _Atomic uint64_t meta; /* len, plain, spaced, framework, site */
+    _Atomic uint64_t text[TEXT_WORDS];
+} slot;
+static slot locations[LOCATION_SETS][LOCATION_WAYS];
+static atomic_uchar next_victim[LOCATION_SETS];
+
+static uint64_t meta_of(const location *l)
+{
+    return l->len | (uint64_t)l->plain << 8 | (uint64_t)l->spaced << 9 |
+           (uint64_t)l->framework << 10 | (uint64_t)l->site << 16;
+}
+
+static void unpack_meta(uint64_t meta, location *l)
+{
+    l->len = (uint8_t)meta;
+    l->plain = (meta >> 8) & 1;
+    l->spaced = (meta >> 9) & 1;
+    l->framework = (meta >> 10) & 1;
+    l->site = (uint16_t)(meta >> 16);
+}
+
+static size_t set_of(uintptr_t code, uintptr_t instr)
+{
+    /* The key's two words mixed by multiplication, its top bits. */
+    uint64_t h = ((uint64_t)code ^ (uint64_t)instr * 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+    return (size_t)(h >> 58) & (LOCATION_SETS - 1);
+}
+
+/* The slot's location if it holds `key`, read whole; false otherwise, or
+ * where a writer was at it. */
+static inline __attribute__((always_inline)) bool read_slot(slot *s, const location *key,
+                                                            location *out)
+{
+    unsigned seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+    if ((seq & 1) || atomic_load_explicit(&s->code, memory_order_acquire) != key->code ||
+        atomic_load_explicit(&s->instr, memory_order_acquire) != key->instr ||
+        atomic_load_explicit(&s->filename, memory_order_acquire) != key->filename ||
+        atomic_load_explicit(&s->qualname, memory_order_acquire) != key->qualname)
+        return false;
+    unpack_meta(atomic_load_explicit(&s->meta, memory_order_acquire), out);
+    for (size_t w = 0; w * 8 < (size_t)out->len + 1 && w < TEXT_WORDS; w++) {
+        uint64_t word = atomic_load_explicit(&s->text[w], memory_order_acquire);
+        memcpy(out->text + w * 8, &word, 8);
+    }
+    if (atomic_load_explicit(&s->seq, memory_order_relaxed) != seq)
+        return false;
+    out->code = key->code, out->instr = key->instr;
+    out->filename = key->filename, out->qualname = key->qualname;
+    return true;
+}
+
+/* `l` into a way of its set, unless a writer is at that way. */
+static void write_slot(const location *l)
+{
+    size_t set = set_of(l->code, l->instr);
+    unsigned way = atomic_fetch_add_explicit(&next_victim[set], 1, memory_order_relaxed) %
+                   LOCATION_WAYS;
+    slot *s = &locations[set][way];
+    unsigned seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+    if ((seq & 1) || !atomic_compare_exchange_strong_explicit(&s->seq, &seq, seq + 1,
+                                                              memory_order_acquire,
+                                                              memory_order_relaxed))
+        return;
+    atomic_store_explicit(&s->code, l->code, memory_order_release);
+    atomic_store_explicit(&s->instr, l->instr, memory_order_release);
+    atomic_store_explicit(&s->filename, l->filename, memory_order_release);
+    atomic_store_explicit(&s->qualname, l->qualname, memory_order_release);
+    atomic_store_explicit(&s->meta, meta_of(l), memory_order_release);
+    for (size_t w = 0; w * 8 < (size_t)l->len + 1 && w < TEXT_WORDS; w++) {
+        uint64_t word;
+        memcpy(&word, l->text + w * 8, 8);
+        atomic_store_explicit(&s->text[w], word, memory_order_release);
+    }
+    atomic_store_explicit(&s->seq, seq + 2, memory_order_release);
+}
 
 /* "file:LINE in function", the file's tail when it is long (its name is
  * what a reader looks for). */
@@ -401,91 +621,93 @@ static void set_text(location *l, const char *file, int line, const char *functi
         l->plain &= c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
         l->spaced |= c == ' ';
     }
+    l->site = ds_site_intern(l->text, l->len);
 }
 
-static const char *utf8_of(uintptr_t str)
+/* A string's text into out (cap bytes): read out of a compact ASCII string
+ * object, or, by a thread holding the GIL with no exception pending, asked
+ * of Python; NULL otherwise. */
+static const char *text_of(uintptr_t str, char *out, size_t cap, bool held)
 {
-    const char *s = py.as_utf8((PyObject *)str); /* an ASCII name: its own bytes, no copy */
+    uint32_t st;
+    uintptr_t len;
+    if (str_at.data && ds_safe_read(&st, (const void *)(str + (uintptr_t)str_at.state), 4) == 4 &&
+        (st & STATE_COMPACT_ASCII) == STATE_COMPACT_ASCII && (st & STATE_KIND) == 4u &&
+        read_ptr(str + (uintptr_t)str_at.length, &len) && len < cap &&
+        ds_safe_read(out, (const void *)(str + (uintptr_t)str_at.data), len) == len) {
+        out[len] = '\0';
+        return out;
+    }
+    if (!held || py.err_occurred())
+        return NULL;
+    const char *s = py.as_utf8((PyObject *)str);
     if (!s)
-        py.err_clear(); /* ours: the caller checked that none was pending */
+        py.err_clear(); /* ours: none was pending */
     return s;
 }
 
-/* The location of one interpreter frame (layout path), from the table or
- * made once; NULL when it cannot be made now (an exception pending). */
-/* A location not in the table yet, made into slot `l`. */
-static __attribute__((noinline)) const location *
-make_location(location *l, uintptr_t code, uintptr_t instr, uintptr_t filename, uintptr_t qualname)
+/* A location not in the table yet, made (and then kept). */
+static __attribute__((noinline)) bool make_location(location *l, bool held)
 {
-    if (py.err_occurred())
-        return NULL;
-    const char *file = utf8_of(filename), *function = utf8_of(qualname);
+    uintptr_t filename, qualname;
+    if (!read_ptr(l->code + (uintptr_t)code_at.filename, &filename) ||
+        !read_ptr(l->code + (uintptr_t)code_at.qualname, &qualname))
+        return false;
+    char file_buf[DS_WHERE_MAX], name_buf[DS_WHERE_MAX];
+    const char *file = text_of(filename, file_buf, sizeof(file_buf), held);
+    const char *function = text_of(qualname, name_buf, sizeof(name_buf), held);
     if (!file)
-        return NULL;
-    /* Bytes into the instructions: the one before the next to run. */
-    long offset = (long)instr - (long)(code + (uintptr_t)code_at.units);
-    int line = py.addr2line((PyObject *)code, offset >= 0 && offset < (1L << 30) ? (int)offset : -1);
+        return false;
+    /* Bytes into the instructions: the one before the next to run.  The
+     * line table is read alone, with or without the GIL. */
+    long offset = (long)l->instr - (long)(l->code + (uintptr_t)code_at.units);
+    int line = py.addr2line((PyObject *)l->code,
+                            offset >= 0 && offset < (1L << 30) ? (int)offset : -1);
     set_text(l, file, line, function);
-    l->code = code, l->instr = instr, l->filename = filename, l->qualname = qualname;
-    return l;
+    l->filename = filename, l->qualname = qualname;
+    write_slot(l);
+    return true;
 }
 
-/* Inline: an event's line is a lookup or two of a slot already made. */
-static inline __attribute__((always_inline)) const location *
-locate_frame(const frame_layout *lay, uintptr_t frame)
+/* The location of one interpreter frame: from the table, or made once;
+ * false when it cannot be made now. */
+static inline __attribute__((always_inline)) bool locate_frame(uintptr_t frame, thread_view t,
+                                                               location *out)
 {
-    uintptr_t code = *(const uintptr_t *)(frame + (uintptr_t)lay->frame_code);
-    uintptr_t instr = *(const uintptr_t *)(frame + (uintptr_t)lay->frame_instr);
-    uintptr_t filename = *(const uintptr_t *)(code + (uintptr_t)code_at.filename);
-    uintptr_t qualname = *(const uintptr_t *)(code + (uintptr_t)code_at.qualname);
-    /* The set: the key's two words mixed by multiplication, its top bits. */
-    uint64_t h = ((uint64_t)code ^ (uint64_t)instr * 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
-    size_t set = (size_t)(h >> 58) & (LOCATION_SETS - 1);
-    for (int w = 0; w < LOCATION_WAYS; w++) {
-        location *l = &locations[set][w];
-        if (l->code == code && l->instr == instr && l->filename == filename &&
-            l->qualname == qualname)
-            return l;
-    }
-    /* Not there: made into the set's ways in turn. */
-    unsigned w = next_victim[set]++ % LOCATION_WAYS;
-    return make_location(&locations[set][w], code, instr, filename, qualname);
+    uintptr_t code, instr;
+    if (!code_of(layout, frame, !t.held, &code, &instr))
+        return false;
+    location key = {.code = code, .instr = instr};
+    if (!load(code + (uintptr_t)code_at.filename, &key.filename, !t.held) ||
+        !load(code + (uintptr_t)code_at.qualname, &key.qualname, !t.held))
+        return false;
+    slot *set = locations[set_of(code, instr)];
+    for (int w = 0; w < LOCATION_WAYS; w++)
+        if (read_slot(&set[w], &key, out))
+            return true;
+    *out = key;
+    return make_location(out, t.held);
 }
 
 #define FRAMES_WALKED 64 /* deeper than that, the user's line is lost in recursion */
 
-/* A frame the interpreter keeps for a C call of its own (3.12's shim
- * frames): no code of the program's. */
-static inline bool shim_frame(const frame_layout *lay, uintptr_t frame)
+/* The frames of this thread, innermost first, through the checked layout:
+ * `each` is told each location until it returns false. */
+static void walk_layout(thread_view t, bool (*each)(const location *, void *), void *arg)
 {
-    return lay->owner_cstack >= 0 &&
-           *(const char *)(frame + (uintptr_t)lay->frame_owner) == (char)lay->owner_cstack;
-}
-
-static inline __attribute__((always_inline)) uintptr_t previous_frame(const frame_layout *lay,
-                                                                      uintptr_t frame)
-{
-    return *(const uintptr_t *)(frame + (uintptr_t)lay->frame_previous);
-}
-
-/* The frames of `tstate` (this thread's), innermost first, through the
- * checked layout: `each` is told each location until it returns false. */
-static inline __attribute__((always_inline)) void
-walk_layout(uintptr_t tstate, bool (*each)(const location *, void *), void *arg)
-{
-    uintptr_t frame = layout_frame_of(tstate, layout);
+    uintptr_t frame = frame_of(t.tstate, layout, !t.held);
     for (int depth = 0; frame && depth < FRAMES_WALKED; depth++) {
-        if (!shim_frame(layout, frame)) {
-            const location *l = locate_frame(layout, frame);
-            if (!l || !each(l, arg))
+        if (!shim_frame(layout, frame, !t.held)) {
+            location l;
+            if (!locate_frame(frame, t, &l) || !each(&l, arg))
                 return;
         }
-        frame = previous_frame(layout, frame);
+        frame = previous_frame(layout, frame, !t.held);
     }
 }
 
-/* The same through the C API: each frame object (made if needed), its code,
- * its file, name and line. */
+/* The same through the C API (GIL held): each frame object (made if
+ * needed), its code, its file, name and line. */
 static void walk_api(bool (*each)(const location *, void *), void *arg)
 {
     PyObject *frame = py.get_frame(); /* borrowed */
@@ -516,54 +738,30 @@ static void walk_api(bool (*each)(const location *, void *), void *arg)
 
 DS_TLS unsigned ds_py_in_capsule_call;
 
-/* With the layout checked: this thread's thread state where it holds the
- * GIL, 0 where its frames may not be read now.  Inside a capsule function
- * nothing needs asking (the GIL is held); elsewhere as readable() asks, the
- * thread state found on the way kept (one call to Python fewer). */
-static inline __attribute__((always_inline)) uintptr_t tstate_holding_gil(void)
-{
-    if (ds_py_in_capsule_call)
-        return own_tstate = (uintptr_t)py.thread_state();
-    if (!py.is_initialized())
-        return 0;
-    uintptr_t own = own_tstate_current();
-    if (own)
-        return own;
-    return py.gil_check() ? (uintptr_t)py.thread_state() : 0;
-}
-
-/* Walks this thread's frames where that is allowed now: false if not.
- * With the layout checked, the frames are plain loads: a pending exception
- * matters only where a location is made (locate_frame asks then). */
+/* Walks this thread's frames where that is possible now: false if not.
+ * Through the layout, any time; through the API only with the GIL held,
+ * no exception pending and no shim lock held (it makes frame objects). */
 static bool walk(bool (*each)(const location *, void *), void *arg)
 {
     if (atomic_load_explicit(&state, memory_order_acquire) != BOUND)
         return false;
-    if (layout_checked()) {
-        uintptr_t tstate = tstate_holding_gil();
-        if (tstate)
-            walk_layout(tstate, each, arg);
-        return tstate != 0;
+    if (layout_checked() || ensure_checked()) {
+        thread_view t = this_thread();
+        if (t.tstate)
+            walk_layout(t, each, arg);
+        return t.tstate != 0;
     }
-    if (!readable() || py.err_occurred())
+    if (atomic_load_explicit(&layout_state, memory_order_acquire) != CHECKED || ds_holds_lock() ||
+        !api_readable() || py.err_occurred())
         return false;
-    if (atomic_load_explicit(&layout_state, memory_order_acquire) == UNCHECKED &&
-        !ds_holds_lock()) /* the check asks for a frame object: no shim lock held */
-        check_layout();
-    if (atomic_load_explicit(&layout_state, memory_order_acquire) != CHECKED)
-        return false;
-    if (layout)
-        walk_layout((uintptr_t)py.thread_state(), each, arg);
-    else if (!ds_holds_lock()) /* frame objects may be made: no shim lock may be held */
-        walk_api(each, arg);
-    else
-        return false;
+    walk_api(each, arg);
     return true;
 }
 
+/* The innermost location outside the frameworks' packages (the innermost
+ * of all when every one is theirs), its text in *out. */
 typedef struct {
-    ds_where *out;
-    char *scratch; /* for a location the C API path made: it lives on that walk's stack */
+    location *out;
     bool found;
 } here_search;
 
@@ -571,51 +769,91 @@ static bool take_user_frame(const location *l, void *arg)
 {
     here_search *h = arg;
     if (!h->found || !l->framework) { /* the innermost, until a user's frame */
-        *h->out = (ds_where){l->text, l->len, l->plain, l->spaced};
-        if (l->code == 0) { /* the C API's */
-            memcpy(h->scratch, l->text, l->len);
-            h->out->text = h->scratch;
-        }
+        *h->out = *l;
         h->found = true;
     }
     return l->framework; /* a user's frame ends the search */
 }
 
 /* take_user_frame's answer through the checked layout, without walk()'s
- * callback: the location itself, from the table, so that nothing is
- * written while the frames are walked.  Every event asks for it, so it
- * makes no call to Python. */
-static inline __attribute__((always_inline)) const location *user_location(uintptr_t tstate)
+ * callback.  Every event asks for it, so it makes no call to Python where
+ * the location is known. */
+static inline __attribute__((always_inline)) bool user_location(thread_view t, location *out)
 {
-    const frame_layout *lay = layout;
-    const location *innermost = NULL;
-    uintptr_t frame = layout_frame_of(tstate, lay);
+    uintptr_t frame = frame_of(t.tstate, layout, !t.held);
+    location later, *at = out; /* the innermost into *out, kept if no user's frame comes */
     for (int depth = 0; frame && depth < FRAMES_WALKED; depth++) {
-        if (!shim_frame(lay, frame)) {
-            const location *l = locate_frame(lay, frame);
-            if (!l)
+        if (!shim_frame(layout, frame, !t.held)) {
+            if (!locate_frame(frame, t, at))
                 break;
-            if (!l->framework)
-                return l;
-            if (!innermost)
-                innermost = l;
+            if (!at->framework) {
+                if (at != out)
+                    *out = *at;
+                return true;
+            }
+            at = &later;
         }
-        frame = previous_frame(lay, frame);
+        frame = previous_frame(layout, frame, !t.held);
     }
-    return innermost;
+    return at != out;
 }
 
 static bool python_here(ds_where *out, char scratch[DS_WHERE_MAX])
 {
+    location l;
+    bool found;
     if (atomic_load_explicit(&state, memory_order_acquire) == BOUND && layout_checked()) {
-        uintptr_t tstate = tstate_holding_gil(); /* as walk() asks */
-        const location *l = tstate ? user_location(tstate) : NULL;
-        if (l)
-            *out = (ds_where){l->text, l->len, l->plain, l->spaced};
-        return l != NULL;
+        thread_view t = this_thread();
+        found = t.tstate && user_location(t, &l);
+    } else {
+        here_search h = {&l, false};
+        found = walk(take_user_frame, &h) && h.found;
     }
-    here_search h = {out, scratch, false};
-    return walk(take_user_frame, &h) && h.found;
+    if (!found)
+        return false;
+    memcpy(scratch, l.text, l.len);
+    *out = (ds_where){scratch, l.len, l.plain, l.spaced, l.site};
+    return true;
+}
+
+/* The innermost frame's file, as the API gives it (GIL held). */
+static bool package_through_api(char *out, size_t cap)
+{
+    if (!api_readable() || py.err_occurred())
+        return false;
+    PyObject *frame = py.get_frame();
+    PyObject *code = frame ? py.get_code(frame) : NULL;
+    PyObject *file = code ? py.getattr(code, "co_filename") : NULL;
+    const char *path = file ? py.as_utf8(file) : NULL;
+    if (path)
+        ds_python_package_name(path, out, cap);
+    else
+        py.err_clear(); /* ours: none was pending */
+    if (file)
+        py.decref(file);
+    if (code)
+        py.decref(code);
+    return path != NULL;
+}
+
+bool ds_py_package_here(char *out, size_t cap)
+{
+    if (atomic_load_explicit(&state, memory_order_acquire) != BOUND)
+        return false;
+    if (!layout_checked() && !ensure_checked())
+        return package_through_api(out, cap);
+    thread_view t = this_thread();
+    uintptr_t frame = frame_of(t.tstate, layout, !t.held), code, instr, filename;
+    while (frame && shim_frame(layout, frame, !t.held))
+        frame = previous_frame(layout, frame, !t.held);
+    char path[DS_WHERE_MAX];
+    const char *file = frame && code_of(layout, frame, !t.held, &code, &instr) &&
+                               read_ptr(code + (uintptr_t)code_at.filename, &filename)
+                           ? text_of(filename, path, sizeof(path), t.held)
+                           : NULL;
+    if (file)
+        ds_python_package_name(file, out, cap);
+    return file != NULL;
 }
 
 typedef struct {

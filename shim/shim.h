@@ -122,6 +122,8 @@ void ds_modules_refresh(void);
  * name id (memoized per thread: the cheap one on hot paths). */
 void ds_module_name_at(const void *addr, char *out, size_t cap);
 uint16_t ds_module_id_at(const void *addr);
+/* The loaded range of the module holding addr; false if none does. */
+bool ds_module_range(const void *addr, uintptr_t *lo, uintptr_t *hi);
 
 /* ---- resolve.c: finding the real function behind a hook ----------------- */
 /* The next definition of `name` after the shim, else the first that is not
@@ -136,16 +138,16 @@ bool ds_defines(const void *fn, const char *name);
 void *ds_real_dlsym(void *handle, const char *name);
 
 /* ==== output: what every event says of where it happened ================== */
-#define DS_WHERE_MAX 192  /* a source location, "file.py:LINE in function", NUL included */
+#define DS_WHERE_MAX DS_SITE_MAX /* a source location, "file.py:LINE in function", NUL included */
 
-/* A source location as the interpreter's hook family keeps it: valid
- * while the calling thread goes on (copied at once), never NUL-terminated
- * for sure. */
+/* A source location as the interpreter's hook family gives it: its text in
+ * the caller's scratch buffer, never NUL-terminated for sure. */
 typedef struct {
     const char *text;
     size_t len;   /* < DS_WHERE_MAX */
     bool plain;   /* printable ASCII without '"' or '\\': nothing to escape */
     bool spaced;  /* holds a space: quoted in text too */
+    uint16_t site; /* the text interned (ds_site_intern); 0: none */
 } ds_where;
 
 /* What a hook family that knows an interpreter tells the core: where the
@@ -298,6 +300,39 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
 bool ds_copy_is_repeat(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction);
 void ds_copy_repeat(uint64_t bytes);
 
+/* ---- host_frees.c: host memory freed under a live share ------------------ */
+/* How many reasons there are now to look at a host free: the live shares
+ * the index holds (shares.c), and capsules dying under watch.  0, the
+ * common case, lets a free through at one load. */
+extern atomic_uint ds_frees_watched;
+enum ds_host_free { DS_HOST_FREE, DS_HOST_REALLOC, DS_HOST_MUNMAP };
+/* Before the program frees [p, p + bytes) (`how`: enum ds_host_free;
+ * `caller`: a return address in the freeing module): DS_FREE_FORWARD, or,
+ * where a live share lies in it and DLSHIM_ON_ERROR=protect, DS_FREE_DEFER
+ * (the shim frees it, through `release`, once the last share in it ends).
+ * Reports the violation. */
+int ds_host_free_check(uintptr_t p, uint64_t bytes, int how, const void *caller);
+/* The host free family watches frees from now on (its hooks are in place):
+ * the live shares are indexed by their bytes. */
+void ds_host_frees_arm(void);
+/* Whether a live share lies in [p, p + bytes) (nothing reported). */
+bool ds_host_shared(uintptr_t p, uint64_t bytes);
+/* The host free family's own free, for what the shim deferred. */
+void ds_host_frees_set_release(void (*release)(uintptr_t p, uint64_t bytes, int how));
+/* Called once, at the first export of the process (outside every lock):
+ * what only a program that shares tensors needs (the host free hooks). */
+void ds_tensor_on_first_export(void (*fn)(void));
+
+/* ---- unloads.c: a library unloaded under a live share --------------------- */
+/* Whether a live share's deleter lies in [lo, hi) (a library's code). */
+bool ds_unload_holds(uintptr_t lo, uintptr_t hi);
+/* The library at [lo, hi) was unloaded, or (handle given) is about to be:
+ * reports the live shares whose deleter it holds.  DS_FREE_DEFER (protect,
+ * handle given): it stays loaded, and its handle is closed through the
+ * family's `release` once the last of them is released. */
+int ds_unload_check(uintptr_t lo, uintptr_t hi, const char *library, void *handle);
+void ds_unloads_set_release(void (*release)(void *handle));
+
 /* ---- tensor.c: the DLPack ownership ledger ------------------------------ */
 /* `api`: the interned name of the route the handoff took ("capsule",
  * "exchange_api", ...), which its event shows; DS_NAME_UNKNOWN shows none. */
@@ -310,9 +345,20 @@ void ds_tensor_export_by(void *managed, bool versioned, uint16_t producer, uint1
  * its capsule; the caller exports it when it is handed over). */
 bool ds_tensor_export_when_filled(void *managed, bool versioned, uint16_t producer, uint16_t api);
 void ds_tensor_import_by(void *managed, bool versioned, uint16_t consumer, uint16_t api);
-/* The producer's holder of an unconsumed tensor died and freed it without
- * calling its deleter (JAX's capsules do): its release, unless one was seen. */
-void ds_tensor_dropped_unseen(void *managed);
+/* The producer's holder of an unconsumed tensor (a capsule) is about to be
+ * destroyed: host frees are watched for the tensor's struct and data until
+ * ds_tensor_dropped, which decides what its death was.  A release through
+ * the deleter is one; without it, the tensor's memory freed is one too
+ * (JAX's destructor frees it without calling the deleter); neither, where
+ * host frees are watched, is a leak (violation `leak`: the holder died and
+ * the tensor stays outstanding); where they are not, nothing is said. */
+typedef struct ds_drop_watch { /* on the caller's stack, from one to the other */
+    struct ds_drop_watch *outer;
+    uintptr_t tensor, data, end;
+    bool freed;
+} ds_drop_watch;
+void ds_tensor_drop_watch(void *managed, ds_drop_watch *w);
+void ds_tensor_dropped(void *managed, ds_drop_watch *w);
 /* A hook family that knows more about a release than the deleter call shows
  * registers an observer, asked (outside every lock) before each release. */
 typedef struct ds_release_context {
@@ -323,7 +369,15 @@ typedef struct ds_release_context {
     /* The tensor's consumer lets it go inside the very call that imported
      * it: it kept a copy (counted as one). */
     bool copy_on_import;
+    /* The taker lets it go inside the call that took it (a copy, once it
+     * marks the capsule taken), not in a later one (no import at all). */
+    bool taken_in_call;
+    /* The producer's own holder (a capsule's destructor) lets it go. */
+    bool by_producer;
 } ds_release_context;
+/* The taker that released a tensor (ds_release_context.taker) has now
+ * marked its capsule taken: the import of a copy, counted now. */
+void ds_tensor_taken_after_release(void *managed, uint16_t taker, uint16_t api);
 typedef void (*ds_release_observer)(uintptr_t tensor, ds_release_context *ctx);
 void ds_tensor_set_release_observer(ds_release_observer fn);
 

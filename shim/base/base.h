@@ -332,6 +332,14 @@ const ds_rendered *ds_name_rendered(uint16_t id, bool text);
         id_;                                                                     \
     })
 
+/* ---- sites.c: places in the program's source, interned ------------------- */
+#define DS_SITE_MAX 192 /* a site's text, "file.py:LINE in function", NUL included */
+/* The id of a site's text (len bytes, cut to DS_SITE_MAX - 1); 0 when the
+ * text is empty or the table is full (the site then has no id). */
+uint16_t ds_site_intern(const char *text, size_t len);
+/* A site's text; "" for 0 or an id never given. */
+const char *ds_site_text(uint16_t id);
+
 /* ---- seq_text.c: a text many threads read while one thread now and then
  * rewrites it (the running test's name, the latest violation's line), no
  * side waiting.  The sizes passed are multiples of 8 bytes, at most

@@ -27,6 +27,13 @@
  *     writable for the one store and read-only again.
  * Every pointer and size read from the image is checked against the load
  * range first, so a malformed image is refused, never followed.
+ *
+ * One more x86-64 detail: a non-PIE executable that takes a function's
+ * address has a canonical PLT entry for it, and every module's reference
+ * then binds to that entry, which jumps through the executable's own GOT
+ * slot.  Once that slot holds a wrapper, the entry leads to the wrapper:
+ * ds_elf_plt_slot names the slot an entry jumps through, so that the real
+ * function is found behind it (modules.c).
  */
 #include <elf.h>
 #include <string.h>
@@ -170,6 +177,25 @@ void ds_elf_each_import(const ds_elf_module *m, void (*fn)(void **slot, const ch
 {
     walk(m, m->jmprel, m->njmprel, fn, arg);
     walk(m, m->rela, m->nrela, fn, arg);
+}
+
+void **ds_elf_plt_slot(const void *f)
+{
+    /* jmp *disp32(%rip): ff 25; after endbr64 (f3 0f 1e fa) and a bnd
+     * prefix (f2) where the entry is an IBT one (.plt.sec). */
+    unsigned char code[10];
+    if (!f || ds_safe_read(code, f, sizeof(code)) != sizeof(code))
+        return NULL;
+    size_t at = 0;
+    if (code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa)
+        at = 4;
+    if (code[at] == 0xf2)
+        at++;
+    if (code[at] != 0xff || code[at + 1] != 0x25 || at + 6 > sizeof(code))
+        return NULL;
+    int32_t disp;
+    memcpy(&disp, &code[at + 2], sizeof(disp));
+    return (void **)((uintptr_t)f + at + 6 + (intptr_t)disp);
 }
 
 bool ds_elf_write_slot(const ds_elf_module *m, void **slot, void *value)

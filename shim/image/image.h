@@ -16,6 +16,9 @@
 void ds_elf_each_import(const ds_elf_module *m, void (*fn)(void **slot, const char *name, void *arg),
                         void *arg);
 bool ds_elf_write_slot(const ds_elf_module *m, void **slot, void *value);
+/* The GOT slot a PLT entry at f jumps through (a canonical PLT entry of a
+ * non-PIE executable), or NULL where f is no such entry. */
+void **ds_elf_plt_slot(const void *f);
 
 /* ---- entry_spec.c: DLSHIM_ENTRY specs ------------------------------------ */
 /* One spec; false with why = "column N: ..." when it does not parse. */

@@ -54,6 +54,11 @@ static int16_t by_wrapper[DS_HOOK_BUCKETS]; /* by wrapper address, likewise; rea
 /* A module's original for the hook differs from the global definition (or a
  * definition was forgotten): its callers need their own.  Sticky. */
 static atomic_bool diverged[DS_HOOKS_MAX];
+/* Each hook's next definition after the shim (RTLD_NEXT), looked up outside
+ * every lock before the modules are walked: dlsym takes the loader's lock,
+ * which a thread inside dlopen holds while it waits for the one
+ * dl_iterate_phdr holds (and perhaps for ours). */
+static void *_Atomic fallback[DS_HOOKS_MAX];
 atomic_bool ds_any_diverged; /* while false, no hook needs its index looked up */
 static module *mods;                    /* mmap'd, DS_MODULES_MAX */
 static int nmods;
@@ -182,6 +187,29 @@ static void mark_diverged(int h)
     atomic_store(&ds_any_diverged, true);
 }
 
+/* Lock held (read or write): the function f stands for.  A canonical PLT entry of a
+ * non-PIE executable (elf.c) jumps through that executable's GOT slot:
+ * behind it is what the slot holds, or, once the slot holds the wrapper,
+ * what it held before (the executable's original).  Calling the entry
+ * itself would come back to the wrapper, for ever. */
+static int module_at(uintptr_t a);
+static void *behind_stub(int h, void *f)
+{
+    void **slot = ds_elf_plt_slot(f);
+    void *held = NULL;
+    if (!slot || ds_safe_read(&held, slot, sizeof(held)) != sizeof(held) || !held)
+        return f;
+    if (held != hooks[h].wrapper)
+        return held;
+    int m = mods ? module_at((uintptr_t)slot) : -1;
+    if (m >= 0 && mods[m].original[h])
+        return mods[m].original[h];
+    /* Not known yet: the next definition after the shim, which is not the
+     * executable's canonical entry (the executable comes before the shim). */
+    void *next = atomic_load_explicit(&fallback[h], memory_order_acquire);
+    return next ? next : f;
+}
+
 /* Write lock held: a module's own definition for hook h is f. */
 static void note_original(int h, void *f)
 {
@@ -274,6 +302,8 @@ __attribute__((noinline)) static void *original_from_table(int h, const void *wr
         int m = mods && h >= 0 ? module_at((uintptr_t)caller) : -1;
         if (m >= 0)
             f = mods[m].original[h];
+        if (f && h >= 0)
+            f = behind_stub(h, f);
         ds_lock_give(DS_LOCK_MODULES);
     }
     if (f)
@@ -313,6 +343,16 @@ void *ds_got_original_slow(const void *wrapper, void **global_real, const char *
     return f;
 }
 
+bool ds_module_range(const void *addr, uintptr_t *lo, uintptr_t *hi)
+{
+    ds_lock_read(DS_LOCK_MODULES);
+    int m = mods ? module_at((uintptr_t)addr) : -1;
+    if (m >= 0)
+        *lo = mods[m].lo, *hi = mods[m].hi;
+    ds_lock_give(DS_LOCK_MODULES);
+    return m >= 0;
+}
+
 bool ds_hook_named(const char *name)
 {
     if (!name)
@@ -332,6 +372,7 @@ void *ds_hook_for_lookup(const char *name, void *real, const void *caller)
     int h = hook_index(name);
     if (h >= 0 && real != hooks[h].wrapper && (!hooks[h].only || real == hooks[h].only)) {
         wrapper = hooks[h].wrapper;
+        real = behind_stub(h, real);
         int m = mods ? module_at((uintptr_t)caller) : -1;
         if (m >= 0)
             mods[m].original[h] = real;
@@ -364,7 +405,7 @@ static void patch_slot(void **slot, const char *name, void *arg)
     uintptr_t bound = (uintptr_t)current;
     bool is_bound = current && (bound < c->elf.lo || bound >= c->elf.hi);
     if (hooks[h].only && current != hooks[h].only &&
-        (is_bound || ds_resolve_real(name, hooks[h].wrapper) != hooks[h].only))
+        (is_bound || atomic_load_explicit(&fallback[h], memory_order_acquire) != hooks[h].only))
         return; /* bound to another definition of the same name */
     /* A bound slot holds this module's definition.  A lazy one holds the
      * module's own PLT stub, no use: the global definition stands in (found
@@ -372,9 +413,10 @@ static void patch_slot(void **slot, const char *name, void *arg)
     uintptr_t cur = (uintptr_t)current;
     void *original = current && (cur < c->elf.lo || cur >= c->elf.hi)
                          ? current
-                         : ds_resolve_real(name, hooks[h].wrapper);
+                         : atomic_load_explicit(&fallback[h], memory_order_acquire);
     if (!original)
         return; /* nothing to forward to: leave the slot alone */
+    original = behind_stub(h, original);
     c->mod->original[h] = original;
     note_original(h, original);
     ds_elf_write_slot(&c->elf, slot, hooks[h].wrapper);
@@ -435,8 +477,22 @@ static void forget_definitions_in(const module *gone)
     }
 }
 
+/* Every hook's fallback, looked up where still unknown: the names taken
+ * under the lock, the lookups made outside it (the table only grows). */
+static void resolve_fallbacks(void)
+{
+    ds_lock_read(DS_LOCK_MODULES);
+    int n = nhooks;
+    ds_lock_give(DS_LOCK_MODULES);
+    for (int h = 0; h < n; h++)
+        if (!atomic_load_explicit(&fallback[h], memory_order_acquire))
+            atomic_store_explicit(&fallback[h], ds_resolve_real(hooks[h].name, hooks[h].wrapper),
+                                  memory_order_release);
+}
+
 void ds_modules_refresh(void)
 {
+    resolve_fallbacks();
     ds_lock_take(DS_LOCK_MODULES);
     if (!mods)
         mods = ds_map(DS_MODULES_MAX * sizeof(module), true);

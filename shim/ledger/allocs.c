@@ -66,6 +66,16 @@ static uint64_t changes;
 /* Bases freed through a hook, direct-mapped: a collision forgets one (a
  * double free then goes unnamed), never invents one. */
 static uintptr_t recent[DS_RECENT_FREES];
+/* The last allocations freed, whole (what they were, when, from where): a
+ * tensor exported over memory freed just before is named by them. */
+#define DS_FREED_KEPT 64u /* a power of two */
+typedef struct {
+    ds_alloc_info info;
+    uint64_t t_free;
+    uint16_t site;
+} freed;
+static freed freed_ring[DS_FREED_KEPT];
+static uint64_t nfreed;
 static atomic_uint_fast64_t untracked_frees;
 
 static const char *const kind_names[] = {"device", "host_pinned", "managed", "async_pool",
@@ -684,12 +694,16 @@ void ds_alloc_forget(uintptr_t base, int api, const char *caller)
     node gone;
     ds_alloc_info info, mapped = {0};
     bool release_mapped = false;
+    /* Where the program frees it, asked before the lock (the locator may
+     * ask Python): a later export over these bytes names it. */
+    uint16_t site = ds_context_wanted() ? ds_context_site() : 0;
     ds_lock_take(DS_LOCK_ALLOCS);
     bool found = index_remove(base, ds_device_api_at(api)->handles, &gone);
     if (found) {
         fill_info(&gone, &info);
         release_mapped = unmap_alias(&gone, &mapped);
         *recent_slot(base) = base;
+        freed_ring[nfreed++ % DS_FREED_KEPT] = (freed){info, ds_now_ns(), site};
         __atomic_store_n(&changes, changes + 1, __ATOMIC_RELEASE);
     }
     ds_lock_give(DS_LOCK_ALLOCS);
@@ -699,6 +713,34 @@ void ds_alloc_forget(uintptr_t base, int api, const char *caller)
     }
     if (release_mapped)
         release_deferred(mapped.base, mapped.api, mapped.kind);
+}
+
+bool ds_alloc_live(uintptr_t base, uint32_t generation)
+{
+    ds_lock_take(DS_LOCK_ALLOCS);
+    bool live = exact(base, generation) != DS_NO_SLOT;
+    ds_lock_give(DS_LOCK_ALLOCS);
+    return live;
+}
+
+bool ds_alloc_freed_at(uintptr_t p, ds_alloc_info *out, uint64_t *t_free, uint16_t *site)
+{
+    if (__atomic_load_n(&nfreed, __ATOMIC_RELAXED) == 0)
+        return false;
+    bool found = false;
+    ds_lock_take(DS_LOCK_ALLOCS);
+    uint64_t oldest = nfreed > DS_FREED_KEPT ? nfreed - DS_FREED_KEPT : 0;
+    for (uint64_t n = nfreed; n > oldest && !found; n--) {
+        const freed *f = &freed_ring[(n - 1) % DS_FREED_KEPT];
+        if (f->info.base <= p && p - f->info.base < f->info.size) {
+            *out = f->info;
+            *t_free = f->t_free;
+            *site = f->site;
+            found = true;
+        }
+    }
+    ds_lock_give(DS_LOCK_ALLOCS);
+    return found;
 }
 
 void ds_alloc_share(uintptr_t base, uint32_t generation, int delta)

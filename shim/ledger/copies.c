@@ -6,11 +6,9 @@
  * same host bytes into another owner is a `roundtrip` that a DLPack handoff
  * would have avoided.
  *
- * Live shares (exported tensors not yet released) are indexed by their data
- * range here, so a copy can name the tensor it reads or writes; finding
- * that a copy touches none costs the same with one share or thousands.
- * Bounded tables, one spin lock (every copy takes it), nothing called out
- * while it is held.
+ * A copy names the share it reads or writes through the index of live
+ * shares (shares.c).  Bounded tables, one spin lock (every copy takes it),
+ * nothing called out while it is held.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,22 +16,8 @@
 
 #include "ledger/ledger.h"
 
-#define DS_SHARES_INDEXED 8192
-#define DS_SHARE_BUCKET_BITS 14 /* two tables of 1 << 14 chain heads */
-#define DS_SHARE_LEVELS 13      /* 4 KiB << 3k: 2^48 bytes at the last */
 #define DS_RECENT_COPIES 256   /* for exports filled by a copy (a power of two) */
 #define DS_PENDING_TRIPS 256   /* device→host copies waiting for their way back */
-
-typedef struct {
-    uintptr_t tensor, start, end;
-    uint16_t next_of; /* the chain by tensor (share indices; 0 ends), or the free list */
-    uint8_t level;    /* LEVEL_FREE: not in use */
-} share;
-
-/* A share listed in the chain of one granule it covers. */
-typedef struct {
-    uint16_t share, next; /* 0 ends the chain, or the free list */
-} placement;
 
 typedef struct {
     uintptr_t dst, dst_end, src;
@@ -46,13 +30,6 @@ typedef struct {
     ds_alloc_info from; /* the device allocation the bytes came out of */
 } trip;
 
-static share shares[DS_SHARES_INDEXED + 1]; /* [0]: none */
-static placement placements[2 * DS_SHARES_INDEXED + 1];
-static uint16_t at_heads[1u << DS_SHARE_BUCKET_BITS], of_heads[1u << DS_SHARE_BUCKET_BITS];
-static uint16_t free_shares, next_share = 1, free_placements, next_placement = 1;
-static uint32_t per_level[DS_SHARE_LEVELS];
-static uint32_t levels_used; /* bit k: level k holds shares (lookups skip the others) */
-static uint64_t share_changes; /* bumped as a share is added or removed */
 static recent_copy recent[DS_RECENT_COPIES];
 static uint64_t nrecent;
 static trip trips[DS_PENDING_TRIPS];
@@ -60,193 +37,6 @@ static uint64_t ntrips;
 static atomic_uint_fast64_t transfers, bytes_transferred, roundtrips;
 
 static const char *const direction_names[] = {"h2d", "d2h", "d2d", "h2h", "peer"};
-
-/* ---- the share index ------------------------------------------------------------ */
-
-/* Kept only from the first copy on: a program that never copies (any
- * CPU-only one without the opt-in host-copy hooks) pays no lock per handoff
- * for it.  The first copy builds it from the registry's live records. */
-static atomic_bool indexing;
-
-/* Size classes, as allocs.c indexes allocations: level k holds the shares of
- * at most 4 KiB << 3k bytes, each listed in a hash table under the granules
- * of that size it covers (one or two).  A range is looked up under the
- * granules it covers, per level in use: one or two chains, however many
- * shares live, where shares are no smaller than a tenth of the range.  A
- * range over more granules (a copy far bigger than a level's shares) walks
- * that level's shares instead: such a copy costs far more itself.  A second
- * table finds a share by its tensor. */
-#define LEVEL_FREE 0xffu
-#define GRANULES_PROBED 2u
-
-static unsigned shift_of(unsigned k)
-{
-    return 12u + 3u * k;
-}
-
-static unsigned level_of(uint64_t bytes)
-{
-    unsigned k = 0;
-    while (k + 1 < DS_SHARE_LEVELS && bytes > (uint64_t)1 << shift_of(k))
-        k++;
-    return k;
-}
-
-static uint16_t *bucket(uint16_t *heads, uint64_t key)
-{
-    return &heads[(key * 0x9e3779b97f4a7c15ull) >> (64u - DS_SHARE_BUCKET_BITS)];
-}
-
-static uint16_t *at_bucket(unsigned k, uintptr_t granule)
-{
-    return bucket(at_heads, (uint64_t)granule ^ (uint64_t)k << 58);
-}
-
-/* Lock held: share n listed under the granules it covers (or removed from
- * them), at its level. */
-static void place(uint16_t n)
-{
-    unsigned k = shares[n].level, sh = shift_of(k);
-    for (uintptr_t g = shares[n].start >> sh; g <= (shares[n].end - 1) >> sh; g++) {
-        uint16_t p = free_placements ? free_placements : next_placement++;
-        if (p == free_placements)
-            free_placements = placements[p].next;
-        uint16_t *head = at_bucket(k, g);
-        placements[p] = (placement){n, *head};
-        *head = p;
-    }
-    per_level[k]++;
-    levels_used |= 1u << k;
-}
-
-static void unplace(uint16_t n)
-{
-    unsigned k = shares[n].level, sh = shift_of(k);
-    for (uintptr_t g = shares[n].start >> sh; g <= (shares[n].end - 1) >> sh; g++) {
-        uint16_t *l = at_bucket(k, g);
-        while (*l && placements[*l].share != n)
-            l = &placements[*l].next;
-        uint16_t p = *l;
-        if (p) {
-            *l = placements[p].next;
-            placements[p].next = free_placements;
-            free_placements = p;
-        }
-    }
-    if (--per_level[k] == 0)
-        levels_used &= ~(1u << k);
-}
-
-/* Lock held. */
-static void add_share(uintptr_t tensor, uintptr_t data, uint64_t bytes)
-{
-    uint16_t *head = bucket(of_heads, tensor), n = *head;
-    while (n && shares[n].tensor != tensor)
-        n = shares[n].next_of;
-    if (n) {
-        unplace(n); /* exported again: updated */
-    } else {
-        n = free_shares ? free_shares : next_share <= DS_SHARES_INDEXED ? next_share++ : 0;
-        if (!n)
-            return;
-        if (n == free_shares)
-            free_shares = shares[n].next_of;
-        shares[n].tensor = tensor;
-        shares[n].next_of = *head;
-        *head = n;
-    }
-    shares[n].start = data;
-    shares[n].end = data + bytes;
-    shares[n].level = (uint8_t)level_of(bytes);
-    place(n);
-    __atomic_store_n(&share_changes, share_changes + 1, __ATOMIC_RELAXED);
-}
-
-/* Lock held. */
-static void remove_share(uintptr_t tensor)
-{
-    uint16_t *l = bucket(of_heads, tensor);
-    while (*l && shares[*l].tensor != tensor)
-        l = &shares[*l].next_of;
-    uint16_t n = *l;
-    if (!n)
-        return;
-    *l = shares[n].next_of;
-    unplace(n);
-    shares[n].level = LEVEL_FREE;
-    shares[n].next_of = free_shares;
-    free_shares = n;
-    __atomic_store_n(&share_changes, share_changes + 1, __ATOMIC_RELAXED);
-}
-
-static void index_record(const ds_record *r, void *arg)
-{
-    (void)arg;
-    if (r->state != DS_RELEASED && r->data && r->bytes)
-        add_share(r->key, r->data, r->bytes);
-}
-
-/* The registry's lock, then ours: the only place the two are held together.
- * Under both, no export or release can slip between the scan and the switch
- * (each checks `indexing` after its registry update). */
-static void start_indexing(void)
-{
-    ds_reg_lock();
-    ds_lock_take(DS_LOCK_COPIES);
-    if (!atomic_load(&indexing)) {
-        ds_reg_foreach(index_record, NULL);
-        atomic_store(&indexing, true);
-    }
-    ds_lock_give(DS_LOCK_COPIES);
-    ds_reg_unlock();
-}
-
-/* Both inline into the ledger (link-time optimisation): on every export and
- * release, and mostly a load. */
-inline __attribute__((always_inline)) void ds_copies_share_added(uintptr_t tensor, uintptr_t data,
-                                                                 uint64_t bytes)
-{
-    if (!bytes || !data || !atomic_load(&indexing))
-        return;
-    ds_lock_take(DS_LOCK_COPIES);
-    add_share(tensor, data, bytes);
-    ds_lock_give(DS_LOCK_COPIES);
-}
-
-inline __attribute__((always_inline)) void ds_copies_share_removed(uintptr_t tensor)
-{
-    if (!atomic_load(&indexing))
-        return;
-    ds_lock_take(DS_LOCK_COPIES);
-    remove_share(tensor);
-    ds_lock_give(DS_LOCK_COPIES);
-}
-
-static bool overlaps(uint16_t n, unsigned k, uintptr_t a, uintptr_t b)
-{
-    return shares[n].level == k && shares[n].start < b && a < shares[n].end;
-}
-
-/* Lock held: a share overlapping [a, a + bytes) (when several do, one). */
-static uintptr_t share_at(uintptr_t a, uint64_t bytes)
-{
-    uintptr_t b = bytes > UINTPTR_MAX - a ? UINTPTR_MAX : a + bytes;
-    for (uint32_t used = levels_used; used; used &= used - 1) {
-        unsigned k = (unsigned)__builtin_ctz(used), sh = shift_of(k);
-        uintptr_t first = a >> sh, last = (b - 1) >> sh;
-        if (last - first < GRANULES_PROBED) {
-            for (uintptr_t g = first; g <= last; g++)
-                for (uint16_t p = *at_bucket(k, g); p; p = placements[p].next)
-                    if (overlaps(placements[p].share, k, a, b))
-                        return shares[placements[p].share].tensor;
-        } else {
-            for (uint16_t n = 1; n < next_share; n++)
-                if (overlaps(n, k, a, b))
-                    return shares[n].tensor;
-        }
-    }
-    return 0;
-}
 
 /* ---- one side of a copy ---------------------------------------------------------- */
 
@@ -341,7 +131,7 @@ static DS_TLS copy_memo last_copy;
 
 static uint64_t changes_now(void)
 {
-    return ds_alloc_changes() + __atomic_load_n(&share_changes, __ATOMIC_RELAXED);
+    return ds_alloc_changes() + ds_shares_changes();
 }
 
 /* Always inline: it is all a repeated copy does (ds_copy_repeat). */
@@ -367,17 +157,16 @@ __attribute__((noinline)) static void record_general(uintptr_t dst, uintptr_t sr
                                                      uint64_t bytes, int direction,
                                                      bool needs_share, const void *caller_addr)
 {
-    if (!atomic_load(&indexing))
-        start_indexing();
+    ds_shares_index();
     copy_memo memo = {dst, src, bytes, changes_now(), 0, (int8_t)direction, false};
     side s, d;
     describe(&s, src);
     describe(&d, dst);
     trip matched = {0};
     bool roundtrip = false;
+    s.share = ds_shares_at(src, bytes);
+    d.share = ds_shares_at(dst, bytes);
     ds_lock_take(DS_LOCK_COPIES);
-    s.share = share_at(src, bytes);
-    d.share = share_at(dst, bytes);
     bool relevant = needs_share ? (s.share || d.share)
                                 : (s.tracked || d.tracked || s.share || d.share);
     if (relevant) {

@@ -58,10 +58,25 @@ typedef struct ds_record {
                                release it) but does not count it as its own */
     uint8_t malformed : 1;  /* reported as malformed: a second layer's view
                                of the same struct is not reported again */
+    uint8_t provisional : 1; /* imported at its release by a consumer that
+                               has yet to mark its capsule taken (a copy,
+                               counted once it does) */
+    uint8_t released_by;    /* enum ds_releaser */
+    uint16_t releaser;      /* with DS_BY_CONSUMER and DS_BY_TAKER: the name */
+    uint16_t export_site, release_site; /* where in the program (sites.c); 0: unknown */
     int32_t device_type;    /* DLDeviceType of the data */
-    uintptr_t alloc_base;   /* the tracked allocation the data lies in; 0: none */
     uint32_t alloc_generation;
+    uintptr_t alloc_base;   /* the tracked allocation the data lies in; 0: none */
+    uint64_t fingerprint;   /* the DLTensor as exported (tensor.c): changed at import? */
 } ds_record;
+
+/* Who ran a tensor's deleter (a double release names the first). */
+enum ds_releaser {
+    DS_BY_UNKNOWN,  /* never imported, released by whoever held it */
+    DS_BY_CONSUMER, /* the consumer that imported it */
+    DS_BY_PRODUCER, /* the producer's own holder (its capsule's destructor) */
+    DS_BY_TAKER,    /* a consumer that took it without marking it taken */
+};
 
 #define DS_BACKTRACE_CAPTURE 64 /* frames a violation captures before cutting its own */
 
@@ -190,6 +205,11 @@ uint64_t ds_alloc_changes(void);
  * allocation of that handle. */
 bool ds_alloc_lookup_tensor(int api, uintptr_t data, uintptr_t address, ds_alloc_info *out);
 void ds_alloc_share(uintptr_t base, uint32_t generation, int delta);
+/* Whether that allocation (that generation of it) is still live. */
+bool ds_alloc_live(uintptr_t base, uint32_t generation);
+/* Among the last allocations freed, the newest that held p: what it was,
+ * when and where it was freed (site 0: not known). */
+bool ds_alloc_freed_at(uintptr_t p, ds_alloc_info *out, uint64_t *t_free, uint16_t *site);
 /* False (zeros) when leaving and the allocations' lock is held elsewhere. */
 bool ds_alloc_totals(uint64_t *live, uint64_t *bytes, uint64_t *untracked_frees);
 void ds_alloc_report_leaks(void);
@@ -206,9 +226,33 @@ void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t p
                     uint16_t consumer);
 uint64_t ds_sync_barriers(void);
 
+/* ---- shares.c: the live shares by the bytes they cover ------------------- */
+/* Indexes the shares from now on (built from the registry the first time). */
+void ds_shares_index(void);
+/* Every export and release (a load while nothing asked for the index). */
+void ds_shares_added(uintptr_t tensor, uintptr_t data, uint64_t bytes);
+void ds_shares_removed(uintptr_t tensor);
+/* The tensor of a live share overlapping [a, a + bytes) (when several do,
+ * one); 0: none (or the index is not kept). */
+uintptr_t ds_shares_at(uintptr_t a, uint64_t bytes);
+/* Bumped as a share is added or removed. */
+uint64_t ds_shares_changes(void);
+
+/* ---- host_frees.c ----------------------------------------------------------- */
+/* Host frees watched for a dying capsule's tensor (its struct and data),
+ * nested as destructors nest; unwatch: whether a free covered either. */
+void ds_host_frees_watch(ds_drop_watch *w);
+bool ds_host_frees_unwatch(ds_drop_watch *w);
+/* Whether the host free family watches frees (it armed at the first export). */
+bool ds_host_frees_armed(void);
+/* A share ended: a free deferred under protect may now be made. */
+void ds_host_frees_share_ended(void);
+
+/* ---- unloads.c ---------------------------------------------------------------- */
+/* A share ended (its deleter has run): a dlclose deferred may be made now. */
+void ds_unloads_share_ended(void);
+
 /* ---- copies.c: copy accounting ------------------------------------------ */
-void ds_copies_share_added(uintptr_t tensor, uintptr_t data, uint64_t bytes);
-void ds_copies_share_removed(uintptr_t tensor);
 /* True when the newest copy into these bytes came from another tracked
  * buffer, was no host-to-device copy and covers them; *source: where the
  * bytes came from. */

@@ -83,10 +83,11 @@ static void name_the_kind(const DLTensor *t, ds_word *device, ds_word *dtype)
     *dtype = last_kind.dtype_name;
 }
 
-/* Called when the event is wanted; `now`: the export's time. */
+/* Called when the event is wanted; `now`: the export's time, `context`
+ * what it says of where (gathered by the caller, which keeps its site). */
 static void emit_export(void *m, const ds_tensor_view *v, const char *name, uint16_t id,
                         uint16_t api, const ds_alloc_info *alloc, uintptr_t copied_from,
-                        uint64_t now)
+                        uint64_t now, const ds_context *context)
 {
     /* Member by member: an initializer cleared the two words' slots first
      * (a tenth of the event), which name_the_kind then overwrites. */
@@ -111,11 +112,11 @@ static void emit_export(void *m, const ds_tensor_view *v, const char *name, uint
     else
         f.device.len = f.dtype.len = 0; /* null */
     if (!ds_cfg.pystack_exports) {
-        ds_emit_export(&f, now);
+        ds_emit_export_with(&f, now, context);
         return;
     }
     ds_ev e; /* a Python stack after the fields: built field by field */
-    ds_ev_begin_at(&e, DS_EV_EXPORT, now);
+    ds_ev_begin_with(&e, DS_EV_EXPORT, e.line, sizeof(e.line), now, context);
     ds_ev_export(&e, &f);
     ds_ev_py_stack(&e, (int)ds_cfg.pystack);
     ds_ev_end(&e);
@@ -131,14 +132,63 @@ typedef struct {
     uint32_t alloc_generation;
     uintptr_t data;
     int32_t device_type;
+    uint8_t released_by;
+    uint16_t releaser, export_site, release_site;
+    bool provisional;
 } record_copy;
 
 static record_copy copy_of(const ds_record *r)
 {
-    return (record_copy){r->key,        r->producer,    r->consumer,
-                         r->bytes,      r->copied,      r->t_export,
-                         r->t_release,  r->alloc_base,  r->alloc_generation,
-                         r->data,       r->device_type};
+    return (record_copy){r->key,         r->producer,     r->consumer,     r->bytes,
+                         r->copied,      r->t_export,     r->t_release,    r->alloc_base,
+                         r->alloc_generation, r->data,    r->device_type,  r->released_by,
+                         r->releaser,    r->export_site,  r->release_site, r->provisional};
+}
+
+/* What a consumer must find as the producer left it: the tensor the
+ * DLTensor describes (where its bytes start, device, type, dimensions,
+ * shape and strides), mixed into one word (a multiply and a shift per
+ * word).  The same tensor told another way is the same: compact strides
+ * given or left NULL (nanobind fills them in before it takes the tensor),
+ * the offset in `byte_offset` or in `data`.  0 is kept for "not known". */
+static uint64_t fingerprint_of(const ds_tensor_view *v)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+#define MIX(x) (h = (h ^ (uint64_t)(x)) * 0xbf58476d1ce4e5b9ull, h ^= h >> 31)
+    MIX((uintptr_t)v->t.data + v->t.byte_offset);
+    MIX((uint64_t)(uint32_t)v->t.device.device_type << 32 | (uint32_t)v->t.device.device_id);
+    MIX((uint64_t)(uint32_t)v->t.ndim << 32 | (uint64_t)v->t.dtype.code << 24 |
+        (uint64_t)v->t.dtype.bits << 16 | v->t.dtype.lanes);
+    /* The arrays only where the checks read them (a malformed tensor's are
+     * not read; the checks stop at its first fault). */
+    if (v->tensor_valid) {
+        int n = v->t.ndim > 0 && v->t.ndim <= DS_MAX_NDIM ? v->t.ndim : 0;
+        for (int i = 0; i < n; i++)
+            MIX(v->shape[i]);
+        int64_t compact = 1; /* row-major, innermost first */
+        for (int i = n - 1; i >= 0; i--) {
+            MIX(v->has_strides ? v->strides[i] : compact);
+            compact *= v->shape[i];
+        }
+    }
+#undef MIX
+    return h | !h;
+}
+
+/* The site a gathered context names (0: none). */
+static uint16_t site_of(const ds_context *c)
+{
+    return c && c->has_where ? c->where.site : 0;
+}
+
+/* The context of an event, gathered where one will be written and has any
+ * field (*c then holds it): NULL otherwise. */
+static const ds_context *gather(ds_context *c, int event_id, bool show)
+{
+    if (!show || !ds_context_wanted())
+        return NULL;
+    ds_context_capture(c, event_id);
+    return c->any ? c : NULL;
 }
 
 /* Memory that device streams write: its handoffs are checked (sync.c). */
@@ -174,6 +224,27 @@ static ds_release_fields release_fields(const ds_record *r, bool consumed, bool 
 
 /* ---- export ------------------------------------------------------------- */
 
+static atomic_bool exported_once;
+static void first_export(void);
+
+/* " (exported at file.py:3 in f)", or "" where the line is not known. */
+static const char *at_site(char *out, size_t cap, const char *what, uint16_t site)
+{
+    out[0] = '\0';
+    if (site)
+        ds_fmt(out, cap, " (%s at %s)", what, ds_site_text(site));
+    return out;
+}
+
+/* A violation's "freed_py": where the memory was freed. */
+static void freed_fields(ds_ev *e, void *arg)
+{
+    uint16_t site = *(const uint16_t *)arg;
+    if (site)
+        ds_ev_str(e, "freed_py", ds_site_text(site));
+}
+
+
 /* Called outside the registry lock: a violation may log, stop or abort. */
 static void report_malformed(void *m, bool versioned, uint16_t id, const char *name,
                              const char *why)
@@ -182,6 +253,25 @@ static void report_malformed(void *m, bool versioned, uint16_t id, const char *n
     ds_fmt(detail, sizeof(detail), "%s exported a malformed %s tensor: %s", shown_name(name, id),
            versioned ? "versioned" : "legacy", why);
     ds_violation(DS_VIO_MALFORMED_TENSOR, "tensor", (uintptr_t)m, detail);
+}
+
+/* A device tensor exported over memory no tracked allocation holds now,
+ * but one freed a moment ago did: the consumer will read freed memory. */
+static void report_freed_export(void *m, uintptr_t data, uint16_t id, const char *name)
+{
+    ds_alloc_info was;
+    uint64_t t_free;
+    uint16_t site;
+    if (!ds_alloc_freed_at(data, &was, &t_free, &site))
+        return;
+    char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX + DS_SITE_MAX], at[DS_SITE_MAX + 16];
+    ds_fmt(detail, sizeof(detail),
+           "%s exported tensor %p over the %llu-byte allocation %p of %s, which was freed %llu "
+           "us before%s; the consumer will read freed memory",
+           shown_name(name, id), m, (unsigned long long)was.size, (void *)was.base,
+           ds_name(was.owner), (unsigned long long)((ds_now_ns() - t_free) / 1000),
+           at_site(at, sizeof(at), "freed", site));
+    ds_violation_with(DS_VIO_USE_AFTER_FREE, "tensor", (uintptr_t)m, detail, freed_fields, &site);
 }
 
 /* id: the interned name (which may be "other" when the table is full);
@@ -194,7 +284,7 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
     bool show = ds_event_wanted(DS_EV_EXPORT); /* asked once: it decides three things */
     bool well_formed =
         ds_dlpack_read_struct(m, versioned, &v, why, sizeof(why)) &&
-        ds_dlpack_check(&v, show, why, sizeof(why));
+        ds_dlpack_check(&v, true, why, sizeof(why));
     if (!well_formed && may_wait)
         return false; /* perhaps not filled in yet: the caller asks again later */
     ds_note_work();
@@ -217,6 +307,12 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
      * on a device tensor).  (Not where data is a handle: no bytes there.) */
     if (v.tensor_valid && v.t.data && v.bytes && handles < 0)
         ds_copies_filled_by_copy(data, v.bytes, &copied_from);
+    /* Device memory that is no tracked allocation's may be one just freed. */
+    if (v.tensor_valid && v.t.data && !linked && handles < 0 &&
+        on_a_device((int32_t)v.t.device.device_type))
+        report_freed_export(m, data, id, name);
+    ds_context context;
+    const ds_context *where = gather(&context, DS_EV_EXPORT, show);
 
     void *tramp = trampoline(versioned);
     void *orig = v.deleter, *chained = NULL;
@@ -242,14 +338,15 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
          * one broken from the start only the first time. */
         bool report = !well_formed && !r->malformed;
         r->malformed |= !well_formed;
+        r->fingerprint = fingerprint_of(&v); /* what the outer layer hands over */
         ds_reg_unlock();
         if (report)
             report_malformed(m, versioned, id, name, why);
         return true;
     }
-    /* Handed on while imported (a consumer passing the tensor to another):
-     * the share in the old allocation ends here. */
-    uintptr_t ended_base = live && r->state == DS_IMPORTED ? r->alloc_base : 0;
+    /* Handed on while live (a consumer passing the tensor to another): the
+     * share in the old allocation ends here, and a new one begins. */
+    uintptr_t ended_base = live ? r->alloc_base : 0;
     uint32_t ended_generation = ended_base ? r->alloc_generation : 0;
     if (!live) /* a released record at the address is replaced */
         r = r ? ds_reg_renew(r) : ds_reg_insert((uintptr_t)m);
@@ -267,6 +364,12 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
         r->wrapped = orig != NULL;
         r->device_type = (int32_t)v.t.device.device_type;
         r->malformed = !well_formed;
+        r->provisional = 0;
+        r->released_by = DS_BY_UNKNOWN;
+        r->releaser = DS_NAME_UNKNOWN;
+        r->export_site = site_of(where);
+        r->release_site = 0;
+        r->fingerprint = fingerprint_of(&v);
         r->alloc_base = linked ? alloc.base : 0;
         r->alloc_generation = linked ? alloc.generation : 0;
         if (orig && v.deleter != tramp &&
@@ -279,14 +382,20 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
     ds_reg_unlock();
     if (ended_base)
         ds_alloc_share(ended_base, ended_generation, -1);
+    /* The share in its allocation counts from the export: a free before
+     * the consumer imports it is as harmful as one after. */
+    if (r && linked)
+        ds_alloc_share(alloc.base, alloc.generation, +1);
     if (!well_formed)
         report_malformed(m, versioned, id, name, why);
     if (r)
-        ds_copies_share_added((uintptr_t)m, data, v.bytes);
+        ds_shares_added((uintptr_t)m, data, v.bytes);
     else
         ds_stats_untracked();
     if (show)
-        emit_export(m, &v, name, id, api, linked ? &alloc : NULL, copied_from, now);
+        emit_export(m, &v, name, id, api, linked ? &alloc : NULL, copied_from, now, where);
+    if (__builtin_expect(!atomic_load_explicit(&exported_once, memory_order_relaxed), 0))
+        first_export();
     return true;
 }
 
@@ -317,11 +426,78 @@ bool ds_tensor_export_when_filled(void *m, bool versioned, uint16_t producer, ui
 /* ---- import ------------------------------------------------------------- */
 
 /* As export_tensor. */
+/* Extra fields of a violation about a share: where it was exported and,
+ * once released, who released it first and where. */
+typedef struct {
+    record_copy r;
+    bool released;
+} share_fields;
+
+static const char *const releasers[] = {"unknown", "consumer", "producer", "consumer"};
+
+static void write_share_fields(ds_ev *e, void *arg)
+{
+    const share_fields *f = arg;
+    if (f->r.export_site)
+        ds_ev_str(e, "export_py", ds_site_text(f->r.export_site));
+    if (!f->released)
+        return;
+    ds_ev_word(e, "first_released_by", releasers[f->r.released_by & 3]);
+    if (f->r.released_by == DS_BY_CONSUMER || f->r.released_by == DS_BY_TAKER)
+        ds_ev_name(e, "first_releaser", f->r.releaser);
+    if (f->r.release_site)
+        ds_ev_str(e, "first_release_py", ds_site_text(f->r.release_site));
+}
+
+/* The struct the consumer finds is not the one exported (its data, shape,
+ * strides, type or device changed since, or it no longer reads as a tensor):
+ * the consumer reads something the producer never shared. */
+static void report_changed(void *m, const record_copy *c, const ds_tensor_view *v,
+                           bool well_formed, const char *why, uint16_t id, const char *name)
+{
+    char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX + DS_SITE_MAX], site[DS_SITE_MAX + 16];
+    uintptr_t data = (uintptr_t)v->t.data + (uintptr_t)v->t.byte_offset;
+    if (!well_formed)
+        ds_fmt(detail, sizeof(detail),
+               "%s imported tensor %p from %s, which changed after its export%s: %s",
+               shown_name(name, id), m, ds_name(c->producer),
+               at_site(site, sizeof(site), "exported", c->export_site), why);
+    else
+        ds_fmt(detail, sizeof(detail),
+               "%s imported tensor %p from %s, which changed after its export%s: its %s is "
+               "not what was exported", shown_name(name, id), m, ds_name(c->producer),
+               at_site(site, sizeof(site), "exported", c->export_site),
+               data != c->data ? "data pointer" : v->bytes != c->bytes ? "size"
+                                                                    : "shape, strides or type");
+    share_fields f = {*c, false};
+    ds_violation_with(DS_VIO_TENSOR_CHANGED, "tensor", (uintptr_t)m, detail, write_share_fields, &f);
+}
+
+/* A share whose device memory was freed before the consumer took it. */
+static void report_import_of_freed(void *m, const record_copy *c, uint16_t id, const char *name)
+{
+    char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX + DS_SITE_MAX], site[DS_SITE_MAX + 16];
+    ds_fmt(detail, sizeof(detail),
+           "%s imported tensor %p from %s, whose memory (the allocation %p) was freed after "
+           "its export%s and before this import; the consumer reads freed memory",
+           shown_name(name, id), m, ds_name(c->producer), (void *)c->alloc_base,
+           at_site(site, sizeof(site), "exported", c->export_site));
+    share_fields f = {*c, false};
+    ds_violation_with(DS_VIO_USE_AFTER_FREE, "tensor", (uintptr_t)m, detail, write_share_fields, &f);
+}
+
+/* As export_tensor. */
 static inline __attribute__((always_inline)) void
 import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t api)
 {
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
     ds_note_work();
+    /* The struct as the consumer finds it, to hold to the export's. */
+    ds_tensor_view v;
+    char why[DS_DETAIL_MAX];
+    bool readable = ds_dlpack_read_struct(m, versioned, &v, why, sizeof(why));
+    bool well_formed = readable && ds_dlpack_check(&v, true, why, sizeof(why));
+    uint64_t found = readable ? fingerprint_of(&v) : 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         ds_reg_lock();
         ds_record *r = ds_reg_find((uintptr_t)m);
@@ -330,20 +506,22 @@ import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t a
             r->state = DS_IMPORTED;
             r->consumer = id;
             ds_stats_share(r->producer, r->consumer, r->bytes, !r->copied);
-            /* The whole record only where something reads it: an event, or
-             * the sync model for device memory. */
-            uintptr_t base = r->alloc_base;
-            uint32_t generation = r->alloc_generation;
+            bool changed = r->fingerprint && r->fingerprint != found;
+            /* The whole record only where something reads it: an event, a
+             * violation, or the sync model for device memory. */
             bool show = ds_event_wanted(DS_EV_IMPORT), device = on_a_device(r->device_type);
             ds_import_fields shown;
             record_copy c;
             if (show)
                 shown = import_fields(r, api);
-            if (device)
+            if (device || changed || r->alloc_base)
                 c = copy_of(r);
+            bool has_alloc = r->alloc_base != 0;
             ds_reg_unlock();
-            if (base)
-                ds_alloc_share(base, generation, +1);
+            if (changed)
+                report_changed(m, &c, &v, well_formed, why, id, name);
+            if (has_alloc && !ds_alloc_live(c.alloc_base, c.alloc_generation))
+                report_import_of_freed(m, &c, id, name);
             if (device)
                 ds_sync_import(c.tensor, c.data, c.bytes, c.producer, c.consumer);
             if (show)
@@ -359,7 +537,9 @@ import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t a
                    "%s imported tensor %p from %s, which %s had already imported",
                    shown_name(name, id), m,
                    ds_name(c.producer), ds_name(c.consumer));
-            ds_violation(DS_VIO_DOUBLE_IMPORT, "tensor", (uintptr_t)m, detail);
+            share_fields f = {c, false};
+            ds_violation_with(DS_VIO_DOUBLE_IMPORT, "tensor", (uintptr_t)m, detail,
+                              write_share_fields, &f);
             return;
         }
         if (state == DS_RELEASED) {
@@ -374,7 +554,9 @@ import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t a
                        "its memory may already be reused",
                        shown_name(name, id), m, ds_name(c.producer),
                        (unsigned long long)((ds_now_ns() - c.t_release) / 1000));
-                ds_violation(DS_VIO_IMPORT_AFTER_RELEASE, "tensor", (uintptr_t)m, detail);
+                share_fields f = {c, true};
+                ds_violation_with(DS_VIO_IMPORT_AFTER_RELEASE, "tensor", (uintptr_t)m, detail,
+                                  write_share_fields, &f);
                 return;
             }
         }
@@ -422,14 +604,51 @@ void ds_tensor_set_release_observer(ds_release_observer fn)
     atomic_store_explicit(&observer, fn, memory_order_release);
 }
 
-/* Lock held: a consumer took the tensor and lets it go before its import
- * could be seen (ds_release_context.taker): the import, made now, of a copy. */
+/* Lock held: a consumer took the tensor and lets it go inside the call that
+ * took it, before its import could be seen (ds_release_context.taker): the
+ * import, made now, of a copy.  Provisional: counted once the consumer marks
+ * the capsule taken (ds_tensor_taken_after_release), since a consumer that
+ * fails in the middle of its import lets the tensor go the same way. */
 static void import_at_release(ds_record *r, uint16_t taker)
 {
     r->state = DS_IMPORTED;
     r->consumer = taker;
     r->copied = true;
-    ds_stats_share(r->producer, taker, r->bytes, false);
+    r->provisional = 1;
+}
+
+/* A second call of a released tensor's deleter: who released it first
+ * (and where), and who releases it now. */
+static bool report_double_release(void *m, const record_copy *c, const ds_release_context *now)
+{
+    char detail[DS_DETAIL_MAX + 3 * DS_NAME_MAX + DS_SITE_MAX], first[DS_NAME_MAX + 64];
+    char site[DS_SITE_MAX + 16];
+    unsigned long long ago = (ds_now_ns() - c->t_release) / 1000;
+    switch (c->released_by) {
+    case DS_BY_CONSUMER:
+        ds_fmt(first, sizeof(first), "its consumer %s released it", ds_name(c->releaser));
+        break;
+    case DS_BY_TAKER:
+        ds_fmt(first, sizeof(first),
+               c->provisional ? "%s released it inside an import it never completed (the "
+                                "capsule was not marked taken)"
+                              : "%s released it after taking it from its capsule without "
+                                "marking the capsule taken",
+               ds_name(c->releaser));
+        break;
+    case DS_BY_PRODUCER:
+        ds_fmt(first, sizeof(first), "the producer's own holder (its capsule) released it");
+        break;
+    default:
+        ds_fmt(first, sizeof(first), "it was released");
+    }
+    ds_fmt(detail, sizeof(detail), "the deleter of tensor %p from %s was called again%s, %llu us "
+           "after %s%s", m, ds_name(c->producer),
+           now->by_producer ? " by the producer's capsule destructor" : "", ago, first,
+           at_site(site, sizeof(site), "first released", c->release_site));
+    share_fields f = {*c, true};
+    return ds_violation_with(DS_VIO_DOUBLE_RELEASE, "tensor", (uintptr_t)m, detail,
+                             write_share_fields, &f);
 }
 
 static void release(void *m, bool versioned)
@@ -454,6 +673,10 @@ static void release(void *m, bool versioned)
     ds_release_observer observe = atomic_load_explicit(&observer, memory_order_acquire);
     if (observe) /* before the lock: it may read the program's state */
         observe((uintptr_t)m, &ctx);
+    /* Where the release happens, gathered where its event will be written
+     * (the record keeps the site, for a second release to name). */
+    ds_context context;
+    const ds_context *where = gather(&context, DS_EV_RELEASE, ds_event_wanted(DS_EV_RELEASE));
     ds_reg_lock();
     ds_record *r = ds_reg_find((uintptr_t)m);
     if (!r) {
@@ -473,23 +696,14 @@ static void release(void *m, bool versioned)
     if (r->state == DS_RELEASED) {
         record_copy c = copy_of(r);
         ds_reg_unlock();
-        char detail[DS_DETAIL_MAX];
-        unsigned long long ago = (ds_now_ns() - c.t_release) / 1000;
-        if (c.consumer != DS_NAME_UNKNOWN)
-            ds_fmt(detail, sizeof(detail),
-                   "the deleter of tensor %p from %s was called again, %llu us after its "
-                   "consumer %s released it", m, ds_name(c.producer), ago, ds_name(c.consumer));
-        else
-            ds_fmt(detail, sizeof(detail),
-                   "the deleter of tensor %p from %s was called again, %llu us after it ran", m,
-                   ds_name(c.producer), ago);
-        bool prevent = ds_violation(DS_VIO_DOUBLE_RELEASE, "tensor", (uintptr_t)m, detail);
+        bool prevent = report_double_release(m, &c, &ctx);
         errno = saved;
         if (!prevent && orig)
             orig(m);
         return;
     }
-    bool taken_now = r->state == DS_EXPORTED && ctx.taker && ctx.taker != r->producer;
+    bool taken = r->state == DS_EXPORTED && ctx.taker && ctx.taker != r->producer;
+    bool taken_now = taken && ctx.taken_in_call;
     if (taken_now)
         import_at_release(r, ctx.taker);
     /* Let go inside the call that imported it: the consumer kept a copy. */
@@ -497,51 +711,141 @@ static void release(void *m, bool versioned)
     if (copied_out && !taken_now)
         ds_stats_copied(r->producer, r->consumer, r->bytes);
     bool consumed = r->state == DS_IMPORTED;
+    r->released_by = ctx.by_producer ? DS_BY_PRODUCER
+                     : taken         ? DS_BY_TAKER
+                     : consumed      ? DS_BY_CONSUMER
+                                     : DS_BY_UNKNOWN;
+    r->releaser = taken ? ctx.taker : consumed ? r->consumer : DS_NAME_UNKNOWN;
+    r->release_site = site_of(where);
     deleter_fn chained = (deleter_fn)r->chained_deleter;
     r->state = DS_RELEASED;
     uint64_t at = r->t_release = release_stamp(); /* a time wherever an event is wanted */
-    uintptr_t base = taken_now ? 0 : r->alloc_base; /* a share never counted in its allocation */
+    uintptr_t base = r->alloc_base;
     uint32_t generation = r->alloc_generation;
     bool show = ds_event_wanted(DS_EV_RELEASE), show_import = taken_now && ds_event_wanted(DS_EV_IMPORT);
-    ds_import_fields taken;
+    ds_import_fields took;
     ds_release_fields shown;
     if (show_import)
-        taken = import_fields(r, ctx.taker_api);
+        took = import_fields(r, ctx.taker_api);
     if (show)
         shown = release_fields(r, consumed, copied_out);
     ds_reg_unlock();
-    ds_copies_share_removed((uintptr_t)m);
+    ds_shares_removed((uintptr_t)m);
+    ds_host_frees_share_ended();
     if (show_import)
-        ds_emit_import(&taken, at);
+        ds_emit_import(&took, at);
     if (show)
-        ds_emit_release(&shown, at);
+        ds_emit_release_with(&shown, at, where);
     /* The share ends before the producer's deleter runs: that deleter may
      * well free the buffer itself. */
-    if (consumed && base)
+    if (base)
         ds_alloc_share(base, generation, -1);
     errno = saved;
     if (orig)
         forward(m, orig, chained);
+    ds_unloads_share_ended(); /* its deleter has run: the library may go */
 }
 
-/* The producer's holder of an unconsumed tensor (a capsule) died and freed
- * it without calling its deleter: the release, unless one was seen. */
-void ds_tensor_dropped_unseen(void *m)
+void ds_tensor_taken_after_release(void *m, uint16_t taker, uint16_t api)
 {
     ds_reg_lock();
     ds_record *r = ds_reg_find((uintptr_t)m);
-    if (!r || r->state != DS_EXPORTED) {
+    if (!r || r->state != DS_RELEASED || r->released_by != DS_BY_TAKER || r->releaser != taker) {
         ds_reg_unlock();
         return;
     }
+    /* Taken in the call that let it go: its import was shown then, and is
+     * counted now.  Let go in an earlier call: the import of a copy, shown
+     * and counted now. */
+    bool shown_before = r->provisional;
+    r->provisional = 0;
+    r->consumer = taker;
+    r->copied = true;
+    ds_stats_share(r->producer, taker, r->bytes, false);
+    bool show = !shown_before && ds_event_wanted(DS_EV_IMPORT);
+    ds_import_fields took;
+    if (show)
+        took = import_fields(r, api);
+    ds_reg_unlock();
+    if (show)
+        ds_emit_import(&took, ds_now_ns());
+}
+
+/* ---- a holder that dies with its tensor unconsumed ------------------------ */
+
+void ds_tensor_drop_watch(void *m, ds_drop_watch *w)
+{
+    *w = (ds_drop_watch){.tensor = (uintptr_t)m};
+    ds_reg_lock();
+    const ds_record *r = ds_reg_find((uintptr_t)m);
+    if (r && r->state == DS_EXPORTED)
+        w->data = r->data, w->end = r->data + r->bytes;
+    ds_reg_unlock();
+    ds_host_frees_watch(w);
+}
+
+/* The holder died and the tensor was neither released nor freed: it leaks,
+ * and stays outstanding (the summary names it). */
+static void report_leak(void *m, const record_copy *c)
+{
+    char detail[DS_DETAIL_MAX + DS_NAME_MAX + DS_SITE_MAX], site[DS_SITE_MAX + 16];
+    ds_fmt(detail, sizeof(detail),
+           "the capsule holding tensor %p from %s died unconsumed and the tensor's deleter "
+           "never ran%s: the tensor and the memory it holds leak",
+           m, ds_name(c->producer), at_site(site, sizeof(site), "exported", c->export_site));
+    share_fields f = {*c, false};
+    ds_violation_with(DS_VIO_LEAK, "tensor", (uintptr_t)m, detail, write_share_fields, &f);
+}
+
+void ds_tensor_dropped(void *m, ds_drop_watch *w)
+{
+    bool freed = ds_host_frees_unwatch(w);
+    ds_reg_lock();
+    ds_record *r = ds_reg_find((uintptr_t)m);
+    if (!r || r->state != DS_EXPORTED) { /* released through its deleter, or consumed */
+        ds_reg_unlock();
+        return;
+    }
+    if (!freed) {
+        /* Where frees are watched, none took the tensor: a leak.  Where
+         * they are not, nothing is known: said nothing of. */
+        record_copy c = copy_of(r);
+        ds_reg_unlock();
+        if (ds_host_frees_armed())
+            report_leak(m, &c);
+        return;
+    }
+    /* Freed by its producer's own holder, without the deleter: released. */
     r->state = DS_RELEASED;
+    r->released_by = DS_BY_PRODUCER;
     uint64_t at = r->t_release = release_stamp();
+    uintptr_t base = r->alloc_base;
+    uint32_t generation = r->alloc_generation;
     bool show = ds_event_wanted(DS_EV_RELEASE);
     ds_release_fields shown;
     if (show)
         shown = release_fields(r, false, false);
     ds_reg_unlock();
-    ds_copies_share_removed((uintptr_t)m);
+    ds_shares_removed((uintptr_t)m);
+    ds_host_frees_share_ended();
+    if (base)
+        ds_alloc_share(base, generation, -1);
     if (show)
         ds_emit_release(&shown, at);
+}
+
+/* ---- the first export --------------------------------------------------------- */
+
+static void (*_Atomic first_export_fn)(void);
+
+void ds_tensor_on_first_export(void (*fn)(void))
+{
+    atomic_store_explicit(&first_export_fn, fn, memory_order_release);
+}
+
+static void first_export(void)
+{
+    void (*fn)(void) = atomic_load_explicit(&first_export_fn, memory_order_acquire);
+    if (fn && !atomic_exchange(&exported_once, true))
+        fn();
 }

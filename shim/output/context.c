@@ -93,6 +93,13 @@ size_t ds_context_where(char *out, size_t cap)
     return n;
 }
 
+uint16_t ds_context_site(void)
+{
+    ds_where w;
+    char scratch[DS_WHERE_MAX];
+    return where_now(&w, scratch) ? w.site : 0;
+}
+
 int ds_context_stack(char (*frames)[DS_WHERE_MAX], int max)
 {
     if (!ds_cfg.py || !locator || max <= 0)

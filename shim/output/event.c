@@ -332,6 +332,11 @@ __attribute__((always_inline)) inline char *ds_put_head(char *p, int id, uint64_
 
 void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap, uint64_t ns)
 {
+    ds_ev_begin_with(e, id, buf, cap, ns, NULL);
+}
+
+void ds_ev_begin_with(ds_ev *e, int id, char *buf, size_t cap, uint64_t ns, const ds_context *given)
+{
     e->buf = e->p = buf;
     e->overflow = false;
     e->id = id;
@@ -347,10 +352,12 @@ void ds_ev_begin_buf(ds_ev *e, int id, char *buf, size_t cap, uint64_t ns)
     e->limit = buf + cap - DS_EV_RESERVE - DS_EV_SLACK;
     e->ns = ns;
     e->p = e->fields = ds_put_head(buf, id, e->ns, e->text);
-    if (ds_context_wanted()) {
+    if (given || ds_context_wanted()) {
         ds_context c;
-        ds_context_capture(&c, id);
-        char *p = c.any ? ds_put_context(e->p, e->limit, &c, e->text) : e->p;
+        if (!given)
+            ds_context_capture(&c, id);
+        const ds_context *ctx = given ? given : &c;
+        char *p = ctx->any ? ds_put_context(e->p, e->limit, ctx, e->text) : e->p;
         if (p)
             e->p = p;
         else

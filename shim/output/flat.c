@@ -199,12 +199,19 @@ static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit,
     }                                                                          \
     void ds_emit_##event(const ds_##event##_fields *f, uint64_t ns)            \
     {                                                                          \
+        ds_emit_##event##_with(f, ns, NULL);                                   \
+    }                                                                          \
+    void ds_emit_##event##_with(const ds_##event##_fields *f, uint64_t ns,    \
+                                const ds_context *given)                       \
+    {                                                                          \
         ds_context c;                                                          \
-        bool context = ds_context_wanted() && capture(&c, DS_EV_##ID);         \
+        const ds_context *ctx = given;                                         \
+        if (!ctx && ds_context_wanted() && capture(&c, DS_EV_##ID))            \
+            ctx = &c;                                                          \
         char *line = direct(ns);                                               \
         if (!line) {                                                           \
             ds_ev e;                                                           \
-            ds_ev_begin_at(&e, DS_EV_##ID, ns);                                \
+            ds_ev_begin_with(&e, DS_EV_##ID, e.line, sizeof(e.line), ns, ctx); \
             ds_ev_##event(&e, f);                                              \
             ds_ev_end(&e);                                                     \
             return;                                                            \
@@ -212,8 +219,8 @@ static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit,
         bool text = ds_cfg.format == DS_FORMAT_TEXT;                           \
         const char *limit = line + DS_LINE_MAX - DS_EV_RESERVE;                \
         char *p = ds_put_head(line, DS_EV_##ID, ns, text);                     \
-        if (context)                                                           \
-            p = ds_put_context(p, limit, &c, text);                            \
+        if (ctx && ctx->any)                                                   \
+            p = ds_put_context(p, limit, ctx, text);                           \
         if (p)                                                                 \
             p = text ? event##_text(p, limit, f, true)                         \
                      : event##_json(p, limit, f, true);                        \

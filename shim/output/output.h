@@ -24,6 +24,8 @@ void ds_context_init(char *const *envp); /* reads the rank */
 int ds_rank(void);          /* -1: none known */
 /* The source location of the calling thread (ds_locator.here); 0: none. */
 size_t ds_context_where(char *out, size_t cap);
+/* Its site (ds_site_intern); 0: none, or not interned. */
+uint16_t ds_context_site(void);
 /* The calling thread's source locations (ds_locator.stack), up to max
  * (at most DS_PYSTACK_MAX), innermost first; how many (0: none). */
 int ds_context_stack(char (*frames)[DS_WHERE_MAX], int max);
@@ -48,6 +50,11 @@ static inline bool ds_context_wanted(void)
     return atomic_load_explicit(&ds_context_any, memory_order_relaxed);
 }
 void ds_context_capture(ds_context *c, int event_id);
+/* An event begun (as ds_ev_begin_buf) with a context already gathered
+ * (NULL: gathered now): a caller that keeps something of it (the ledger
+ * keeps a handoff's source site) gathers it once. */
+void ds_ev_begin_with(ds_ev *e, int id, char *buf, size_t cap, uint64_t ns,
+                      const ds_context *context);
 /* c's fields at p, each with its separator; NULL if they do not end
  * before `limit`. */
 char *ds_put_context(char *p, const char *limit, const ds_context *c, bool text);
@@ -107,8 +114,10 @@ void ds_trace_close(void); /* writes the closing "]" */
  * ds_emit_<event>(fields, ns), the whole event at `ns` (ds_now_ns: a caller
  * that read the clock for its record passes that time, as a clock read is
  * a tenth of an event): head, context and fields written in the log's
- * buffer itself where that is open, else built and written as any event.  A
- * field's kind gives its member's C type: */
+ * buffer itself where that is open, else built and written as any event;
+ * ds_emit_<event>_with(fields, ns, context), the same with the context
+ * already gathered (NULL: gathered now).  A field's kind gives its
+ * member's C type: */
 typedef struct { /* a name, or the text the program gave where the table is full */
     uint16_t id;
     const char *text; /* NULL: the name; else at most DS_NAME_MAX - 1 bytes */
@@ -141,7 +150,9 @@ typedef struct {
         DS_FIELDS_##ID(DS_FLAT_MEMBER)                                         \
     } ds_##event##_fields;                                                     \
     void ds_ev_##event(ds_ev *e, const ds_##event##_fields *f);             \
-    void ds_emit_##event(const ds_##event##_fields *f, uint64_t ns);
+    void ds_emit_##event(const ds_##event##_fields *f, uint64_t ns);          \
+    void ds_emit_##event##_with(const ds_##event##_fields *f, uint64_t ns,    \
+                                const ds_context *context);
 DS_FLAT_EVENTS(DS_FLAT_DECLARE)
 #undef DS_FLAT_DECLARE
 #undef DS_FLAT_MEMBER

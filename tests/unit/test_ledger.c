@@ -407,23 +407,32 @@ static void observe(uintptr_t tensor, ds_release_context *ctx)
 }
 
 /* A consumer that lets go of the tensor before its import can be seen (JAX
- * copying): the import of a copy is recorded at the release, then the
- * release; the producer itself letting go is no import. */
+ * copying).  Inside the call that took it: the import of a copy shown at
+ * the release, then the release, counted once the consumer marks the
+ * capsule taken.  In a later call: the taker's release, no import, until it
+ * marks the capsule taken (then the import of a copy).  The producer itself
+ * letting go is no import. */
 static void test_taken_at_release(void **state)
 {
     (void)state;
-    DLManagedTensor t, own;
+    DLManagedTensor t, later, own;
     make(&t);
+    make(&later);
     make(&own);
+    ds_stats_after_fork(); /* a fresh account */
     ds_tensor_export(&t, false, "p", 0);
+    ds_tensor_export(&later, false, "p", 0);
     ds_tensor_export(&own, false, "p", 0);
     ds_tensor_set_release_observer(observe);
-    observed = (ds_release_context){.taker = ds_name_intern("c"), .taker_api = ds_name_intern("x")};
+    uint16_t c = ds_name_intern("c"), x = ds_name_intern("x");
+    observed = (ds_release_context){.taker = c, .taker_api = x, .taken_in_call = true};
     t.deleter(&t);
+    observed.taken_in_call = false;
+    later.deleter(&later);
     observed.taker = ds_name_intern("p");
     own.deleter(&own);
     ds_tensor_set_release_observer(NULL);
-    assert_int_equal(deleted, 2);
+    assert_int_equal(deleted, 3);
     char *log = harness_read_log();
     const char *i = strstr(log, "\"event\":\"import\"");
     assert_non_null(i);
@@ -433,7 +442,17 @@ static void test_taken_at_release(void **state)
     assert_non_null(strstr(r, "\"consumed\":true"));
     assert_non_null(strstr(r, "\"copy_on_import\":true,\"bytes_copied\":24"));
     assert_int_equal(events(log, "import"), 1);
-    assert_int_equal(harness_count(log, "\"consumed\":false"), 1); /* the producer's own */
+    assert_int_equal(harness_count(log, "\"consumed\":false"), 2); /* the later taker's, the producer's */
+    free(log);
+    ds_tensor_taken_after_release(&t, c, x);     /* counted now */
+    ds_tensor_taken_after_release(&later, c, x); /* shown and counted now */
+    ds_tensor_taken_after_release(&own, c, x);   /* not its taker: nothing */
+    ds_summary_write();
+    log = harness_read_log();
+    assert_int_equal(events(log, "import"), 2);
+    const char *summary = strstr(log, "\"event\":\"summary\"");
+    assert_non_null(summary);
+    assert_non_null(strstr(summary, "\"shares\":2,\"zero_copy\":0,\"copies\":2,"));
     free(log);
 }
 
@@ -460,31 +479,57 @@ static void test_copy_on_import(void **state)
     free(log);
 }
 
-/* A producer's holder that frees an unconsumed tensor its own way (JAX's
- * capsule destructor): the release, once; a deleter call after it is a
- * double release. */
-static void test_dropped_unseen(void **state)
+/* A producer's holder (a capsule) that dies with its tensor unconsumed.
+ * Freeing the tensor its own way, without the deleter (JAX's destructor),
+ * is its release, once; a deleter call after it is a double release.  Where
+ * the host frees are watched and nothing freed it, it leaks: a `leak`
+ * violation, and the tensor stays outstanding.  Where they are not, nothing
+ * is said.  A consumed tensor is its consumer's to release. */
+static void test_dropped_unconsumed(void **state)
 {
     (void)state;
-    DLManagedTensor t, imported;
-    make(&t);
+    static DLManagedTensor freed, leaked, unknown, imported;
+    uint64_t outstanding = ds_stats_outstanding();
+    make(&freed);
+    make(&leaked);
+    make(&unknown);
     make(&imported);
-    ds_tensor_export(&t, false, "p", 0);
-    ds_tensor_dropped_unseen(&t);
-    ds_tensor_dropped_unseen(&t); /* seen already: nothing more */
+    ds_tensor_export(&unknown, false, "p", 0);
+    ds_drop_watch w;
+    ds_tensor_drop_watch(&unknown, &w);
+    ds_tensor_dropped(&unknown, &w); /* host frees not watched: nothing known */
+    ds_host_frees_arm();
+    ds_tensor_export(&freed, false, "p", 0);
+    ds_tensor_drop_watch(&freed, &w);
+    /* the holder frees the struct (JAX: the object the tensor is part of) */
+    assert_int_equal(ds_host_free_check((uintptr_t)&freed, sizeof(freed), DS_HOST_FREE, NULL),
+                     DS_FREE_FORWARD);
+    ds_tensor_dropped(&freed, &w);
+    ds_tensor_drop_watch(&freed, &w);
+    ds_tensor_dropped(&freed, &w); /* seen already: nothing more */
+    ds_tensor_export(&leaked, false, "p", 0);
+    ds_tensor_drop_watch(&leaked, &w);
+    ds_tensor_dropped(&leaked, &w); /* freed by nobody: a leak */
     ds_tensor_export(&imported, false, "p", 0);
     ds_tensor_import(&imported, false, "c", 0);
-    ds_tensor_dropped_unseen(&imported); /* consumed: the consumer releases it */
+    ds_tensor_drop_watch(&imported, &w);
+    ds_tensor_dropped(&imported, &w); /* consumed: the consumer releases it */
     char *log = harness_read_log();
     assert_int_equal(events(log, "release"), 1);
     assert_non_null(strstr(log, "\"consumed\":false"));
+    assert_int_equal(violations(log, "leak"), 1);
+    assert_non_null(strstr(log, "died unconsumed and the tensor's deleter never ran"));
+    assert_int_equal(ds_stats_outstanding(), outstanding + 3); /* unknown, leaked, imported */
     free(log);
-    t.deleter(&t);
+    freed.deleter(&freed);
     assert_int_equal(deleted, 1); /* warn: forwarded */
     log = harness_read_log();
     assert_int_equal(violations(log, "double_release"), 1);
+    assert_non_null(strstr(log, "\"first_released_by\":\"producer\""));
     free(log);
     imported.deleter(&imported);
+    leaked.deleter(&leaked);
+    unknown.deleter(&unknown);
 }
 
 /* The summary names shares never released, with producer and consumer. */
@@ -538,7 +583,7 @@ int main(void)
         cmocka_unit_test_setup(test_summary_totals_include_shares_past_the_pair_table, setup),
         cmocka_unit_test_setup(test_taken_at_release, setup),
         cmocka_unit_test_setup(test_copy_on_import, setup),
-        cmocka_unit_test_setup(test_dropped_unseen, setup),
+        cmocka_unit_test_setup(test_dropped_unconsumed, setup),
         cmocka_unit_test_setup(test_summary_names_outstanding_shares, setup),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
