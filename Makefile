@@ -128,9 +128,9 @@ check-layers: $(LIB)
 # own DLPack suites under the shim; the pytest plugin and `pip install .` in
 # a clean venv (tests/package); then docs/frameworks.md must match the
 # matrix this run saw.
-check-frameworks: venv $(LIB)
+check-frameworks: venv $(LIB) $(REALWORLD_LIBS) $(SIMDEV_LIBS)
 	DLSHIM_TEST_BUILD=$(abspath $(BUILD)) $(VENV) -m pytest -q -p no:cacheprovider --rootdir=tests \
-	    tests/frameworks tests/package
+	    tests/frameworks tests/realworld tests/package
 	$(PYTHON) scripts/frameworks-md --check $(FRAMEWORK_MATRIX) docs/frameworks.md
 
 # ---- static analysis: cppcheck and clang-tidy (configuration: .clang-tidy) --

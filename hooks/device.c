@@ -17,7 +17,9 @@ void ds_device_allocated(int api, int kind, const void *out_ptr, size_t ptr_size
     if (ds_safe_read(&base, out_ptr, ptr_size) == ptr_size && base) {
         ds_alloc_info a = {.base = base, .size = bytes, .stream = (void *)stream,
                            .device = device, .kind = kind, .api = api};
-        ds_alloc_record(&a, ds_module_id_at(caller));
+        char owner[DS_NAME_MAX]; /* the module, or the Python package behind ctypes */
+        ds_module_name_at(caller, owner, sizeof(owner));
+        ds_alloc_record(&a, ds_name_intern(owner));
     }
 }
 

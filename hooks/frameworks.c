@@ -125,10 +125,21 @@ bool ds_python_framework_file(const char *file)
     return false;
 }
 
+/* A call through ctypes (a bridge): named after the Python package that
+ * made it, where Python says. */
+static bool name_behind_bridge(const char *module, char *out, size_t cap)
+{
+    for (int i = 0; ds_call_bridges[i]; i++)
+        if (!strcmp(module, ds_call_bridges[i]))
+            return ds_py_package_here(out, cap);
+    return false;
+}
+
 /* Before any family: producers, consumers and owners are named from here. */
 static void install(void)
 {
     ds_modules_set_namer(ds_framework_name);
+    ds_modules_set_caller_namer(name_behind_bridge);
 }
 
 DS_FAMILY(names, .order = DS_ORDER_NAMES, .install = install);

@@ -233,6 +233,8 @@ static inline __attribute__((always_inline)) bool take_fresh(PyObject *capsule,
  * producer's. */
 static DS_TLS PyObject *destroying;
 static DS_TLS void *destroying_tensor;
+/* Nonzero while this thread runs the destructor of a consumed capsule. */
+static DS_TLS unsigned char in_consumed_destructor;
 
 /* This thread's last import through a capsule, with where the Python code
  * was: a release at the same frame and instruction comes from inside the
@@ -311,7 +313,8 @@ static inline __attribute__((always_inline)) void import_by(void *tensor, int ki
 /* The ledger asks before each release (ds_release_context). */
 static void observe_release(uintptr_t tensor, ds_release_context *ctx)
 {
-    ctx->by_producer = destroying && (uintptr_t)destroying_tensor == tensor;
+    ctx->by_producer =
+        in_consumed_destructor || (destroying && (uintptr_t)destroying_tensor == tensor);
     if (fresh.capsule && fresh.opener && (uintptr_t)fresh.tensor == tensor) {
         fresh.released = true;
         if (fresh.capsule != destroying) { /* the opener, not the destructor, lets it go */
@@ -364,6 +367,19 @@ static void *dying_tensor(PyObject *capsule)
     return get ? get(capsule, name) : NULL;
 }
 
+/* Whether the interpreter is finalizing: what its modules still held dies
+ * then, without having leaked.  Py_IsFinalizing from 3.13, _Py_IsFinalizing
+ * before. */
+static int (*real_is_finalizing)(void); /* used, not wrapped */
+
+static bool python_finalizing(void)
+{
+    int (*fn)(void) = DS_LAZY(real_is_finalizing, ds_resolve_real("Py_IsFinalizing", NULL));
+    if (!fn)
+        fn = DS_LAZY(real_is_finalizing, ds_resolve_real("_Py_IsFinalizing", NULL));
+    return fn && fn();
+}
+
 static inline __attribute__((always_inline)) void capsule_destroyed(int i, PyObject *capsule)
 {
     capsule_destructor orig = atomic_load_explicit(&dtor_orig[i], memory_order_acquire);
@@ -377,7 +393,11 @@ static inline __attribute__((always_inline)) void capsule_destroyed(int i, PyObj
     if (get_name) {
         const char *name = get_name(capsule);
         if (name && name[0] != 'd') {
+            /* A deleter it calls all the same (CuPy 4's destructor did) is
+             * the producer's own release of a tensor its consumer holds. */
+            in_consumed_destructor++;
             orig(capsule);
+            in_consumed_destructor--;
             return;
         }
     }
@@ -401,7 +421,7 @@ static inline __attribute__((always_inline)) void capsule_destroyed(int i, PyObj
     if (fresh.capsule == capsule)
         fresh.capsule = NULL; /* it dies untaken */
     if (tensor)
-        ds_tensor_dropped(tensor, &watch);
+        ds_tensor_dropped(tensor, &watch, python_finalizing());
     ds_py_in_capsule_call--;
     errno = saved;
 }
@@ -416,14 +436,21 @@ static const capsule_destructor dtor_fns[DS_DTOR_SLOTS] = {
     dtor_8, dtor_9, dtor_10, dtor_11, dtor_12, dtor_13, dtor_14, dtor_15,
 };
 
-/* Ours for `d`, claiming a slot on first sight; `d` itself when it is NULL,
- * already ours, or the slots are full.  Two threads may claim a slot each
- * for one destructor: harmless. */
+/* A capsule made with no destructor (PyTorch 0.4's): one of ours all the
+ * same, so that dying unconsumed is seen (then a leak). */
+static void no_destructor(PyObject *capsule)
+{
+    (void)capsule;
+}
+
+/* Ours for `d`, claiming a slot on first sight (NULL: the slot of
+ * no_destructor); `d` itself when it is already ours or the slots are full.
+ * Two threads may claim a slot each for one destructor: harmless. */
 static inline __attribute__((always_inline)) capsule_destructor
 wrapped_destructor(capsule_destructor d)
 {
     if (!d)
-        return NULL;
+        d = no_destructor;
     for (int i = 0; i < DS_DTOR_SLOTS; i++) {
         capsule_destructor o = atomic_load_explicit(&dtor_orig[i], memory_order_acquire);
         if (o == d)

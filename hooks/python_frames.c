@@ -241,8 +241,16 @@ typedef struct {
 
 static inline __attribute__((always_inline)) thread_view this_thread(void)
 {
-    if (ds_py_in_capsule_call) /* inside a Python C API call: the GIL is held */
-        return (thread_view){own_tstate = (uintptr_t)py.thread_state(), true};
+    /* Inside a Python C API call the GIL is held with this thread's own
+     * thread state, as a rule; but Python code may run from there (a
+     * capsule destructor written in Python) and let the GIL go around a
+     * call of its own (ctypes does): then the current one is another's,
+     * or none, and the check below tells. */
+    if (ds_py_in_capsule_call) {
+        uintptr_t t = (uintptr_t)py.thread_state();
+        if (t && t == own_tstate)
+            return (thread_view){t, true};
+    }
     if (!py.is_initialized())
         return (thread_view){0, false};
     uintptr_t own = own_tstate_current();
@@ -256,7 +264,11 @@ static inline __attribute__((always_inline)) thread_view this_thread(void)
      * longer this thread's). */
     if (!t || !read_ptr(t + (uintptr_t)id_at, &id) || id != (uintptr_t)pthread_self())
         return (thread_view){0, false};
-    return (thread_view){t, false};
+    /* Current: this thread holds the GIL with it (plain loads will do). */
+    bool held = (uintptr_t)py.thread_state() == t;
+    if (held)
+        own_tstate = t;
+    return (thread_view){t, held};
 }
 
 /* ---- frames by layout ------------------------------------------------------- */

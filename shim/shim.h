@@ -118,8 +118,13 @@ void *ds_hook_for_lookup(const char *name, void *real, const void *caller);
 bool ds_hook_named(const char *name);
 /* Patches modules loaded since the last call; forgets unloaded ones. */
 void ds_modules_refresh(void);
-/* The module holding `addr` (a return address): its name, or its interned
- * name id (memoized per thread: the cheap one on hot paths). */
+/* Names the caller behind a module that only passes calls on (ctypes'
+ * libffi: the Python package that made the call), for ds_module_name_at;
+ * false: the module's own name stands. */
+void ds_modules_set_caller_namer(bool (*fn)(const char *module, char *out, size_t cap));
+/* The module holding `addr` (a return address): its name (or the caller
+ * behind it, above), or its interned name id (memoized per thread: the
+ * cheap one on hot paths, always the module's own). */
 void ds_module_name_at(const void *addr, char *out, size_t cap);
 uint16_t ds_module_id_at(const void *addr);
 /* The loaded range of the module holding addr; false if none does. */
@@ -351,14 +356,17 @@ void ds_tensor_import_by(void *managed, bool versioned, uint16_t consumer, uint1
  * the deleter is one; without it, the tensor's memory freed is one too
  * (JAX's destructor frees it without calling the deleter); neither, where
  * host frees are watched, is a leak (violation `leak`: the holder died and
- * the tensor stays outstanding); where they are not, nothing is said. */
+ * the tensor stays outstanding); where they are not, nothing is said.
+ * `leaving`: the holder died as its program ends (an interpreter finalizing
+ * frees what its modules held), and a tensor neither released nor freed
+ * then is outstanding at exit, as the summary says, not a leak. */
 typedef struct ds_drop_watch { /* on the caller's stack, from one to the other */
     struct ds_drop_watch *outer;
     uintptr_t tensor, data, end;
     bool freed;
 } ds_drop_watch;
 void ds_tensor_drop_watch(void *managed, ds_drop_watch *w);
-void ds_tensor_dropped(void *managed, ds_drop_watch *w);
+void ds_tensor_dropped(void *managed, ds_drop_watch *w, bool leaving);
 /* A hook family that knows more about a release than the deleter call shows
  * registers an observer, asked (outside every lock) before each release. */
 typedef struct ds_release_context {

@@ -297,5 +297,14 @@ $(TORCH_USER): tests/entry/torch_user.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O1 -w -o $@ $< -ltorch -ltorch_cpu -lc10
 
+# The real-world cases' kernel library (tests/realworld): loaded by ctypes.
+REALWORLD_LIBS := $(BUILD)/tests/realworld/libkernel.so
+$(BUILD)/tests/realworld/libkernel.so: tests/realworld/progs/libkernel.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -g -Wall -Wextra -Werror $(VARIANT_CFLAGS) -fPIC -shared -o $@ $< \
+	    $(VARIANT_LDFLAGS)
+
 test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(BUILD)/tests/local_scope $(SEARCH_PROGS) $(RUST_EXT) $(SIMDEV_LIBS) \
-               $(DEVICE_PROGS) $(STRESS_PROGS) $(ENTRY_PROGS) $(TORCH_USER) $(VULKAN_PROGS) $(VK_LAYER)
+               $(DEVICE_PROGS) $(STRESS_PROGS) $(ENTRY_PROGS) $(TORCH_USER) $(VULKAN_PROGS) $(VK_LAYER) \
+               $(REALWORLD_LIBS)
+

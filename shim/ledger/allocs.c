@@ -661,7 +661,7 @@ int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)
     }
     if (exact && shares) {
         ds_fmt(detail, sizeof(detail),
-               "%s freed the %llu-byte allocation %p of %s while %u imported tensor%s in it "
+               "%s freed the %llu-byte allocation %p of %s while %u shared tensor%s in it "
                "%s not released; the consumer may still read it",
                caller, (unsigned long long)info.size, (void *)p, ds_name(info.owner), shares,
                shares == 1 ? "" : "s", shares == 1 ? "is" : "are");
@@ -828,7 +828,7 @@ void ds_alloc_report_leaks(void)
     char detail[DS_DETAIL_MAX];
     for (uint64_t i = 0; i < s.count && i < DS_LEAKS_NAMED; i++) {
         ds_fmt(detail, sizeof(detail),
-               "the %llu-byte allocation %p of %s is still shared by %u unreleased import%s at exit",
+               "the %llu-byte allocation %p of %s is still shared by %u unreleased tensor%s at exit",
                (unsigned long long)s.named[i].size, (void *)s.named[i].base,
                ds_name(s.named[i].owner), s.shares[i], s.shares[i] == 1 ? "" : "s");
         ds_violation(DS_VIO_LEAK, "data", s.named[i].base, detail);

@@ -797,7 +797,7 @@ static void report_leak(void *m, const record_copy *c)
     ds_violation_with(DS_VIO_LEAK, "tensor", (uintptr_t)m, detail, write_share_fields, &f);
 }
 
-void ds_tensor_dropped(void *m, ds_drop_watch *w)
+void ds_tensor_dropped(void *m, ds_drop_watch *w, bool leaving)
 {
     bool freed = ds_host_frees_unwatch(w);
     ds_reg_lock();
@@ -807,11 +807,12 @@ void ds_tensor_dropped(void *m, ds_drop_watch *w)
         return;
     }
     if (!freed) {
-        /* Where frees are watched, none took the tensor: a leak.  Where
-         * they are not, nothing is known: said nothing of. */
+        /* Where frees are watched, none took the tensor: a leak, unless the
+         * program is ending.  Where they are not, nothing is known: said
+         * nothing of. */
         record_copy c = copy_of(r);
         ds_reg_unlock();
-        if (ds_host_frees_armed())
+        if (ds_host_frees_armed() && !leaving)
             report_leak(m, &c);
         return;
     }

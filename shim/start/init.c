@@ -56,6 +56,12 @@ static void atfork_child(void)
     ds_stats_after_fork();
 }
 
+/* Dying of a signal: the report written as at _exit. */
+static void finish_now(void)
+{
+    ds_finish(true);
+}
+
 static int setup(char *const *envp)
 {
     ds_clock_start();
@@ -78,8 +84,10 @@ static int setup(char *const *envp)
     }
     ds_families_install();
     static atomic_bool fork_handlers;
-    if (!atomic_exchange(&fork_handlers, true))
+    if (!atomic_exchange(&fork_handlers, true)) {
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+        ds_fatal_install(finish_now);
+    }
     if (ds_cfg.verbose)
         ds_config_dump(&ds_cfg);
     ds_families_started();

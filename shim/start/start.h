@@ -12,6 +12,12 @@
 /* Tests: (re)initialise from an explicit environment. */
 void ds_init_with_env(char *const *envp);
 
+/* ---- fatal.c ------------------------------------------------------------ */
+/* A handler for each fatal signal left at its default: `report` (the report
+ * and the buffered log, every lock only tried) runs before the signal ends
+ * the process. */
+void ds_fatal_install(void (*report)(void));
+
 /* ---- families.c: the hook families hooks/ declares ---------------------- */
 /* The families in the ds_families section (declared with DS_FAMILY), in
  * install order. */

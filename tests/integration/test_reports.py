@@ -2,13 +2,14 @@
 --trace, --complete-trace), checked on the structures they write."""
 import json
 import shutil
+import signal
 import struct
 import subprocess
 import zlib
 
 import pytest
 
-from conftest import DEVICE_BIN, REPORT, SIMDEV, SYSTEM_PYTHON
+from conftest import DEVICE_BIN, REPORT, SIMDEV, STRESS_BIN, SYSTEM_PYTHON
 
 
 def report(*args, check=True):
@@ -121,20 +122,38 @@ def test_a_forked_child_writes_its_own_trace(dlshim, tmp_path):
         assert meta["pid"] == int(t.stem[2:])
 
 
-def test_killed_process_leaves_a_completable_trace(dlshim, tmp_path):
+def test_process_dying_of_a_signal_closes_its_trace(dlshim, tmp_path):
     # Without protect the second deleter call is a real double free: glibc
-    # aborts the process after the violation was traced.
+    # aborts the process; the shim's handler for the fatal signal writes
+    # the report and closes the trace before the signal ends it.
     r = traced(dlshim, tmp_path, dlshim.consumer, "double_release")
-    assert r.rc != 0
-    with pytest.raises(ValueError):
-        json.loads(r.trace_text)
-    trace = json.loads(r.trace_text + "]")  # every record is whole
+    assert r.rc == -signal.SIGABRT
+    trace = json.loads(r.trace_text)  # closed: plain JSON
     assert any(x.get("cat") == "violation" for x in trace)
+    assert r.violations("double_release") and r.summary["violations"] == {"double_release": 1}
+
+
+def test_killed_process_leaves_a_completable_trace(dlshim, tmp_path):
+    # SIGKILL: nothing runs, the trace stops where it stops, perhaps inside
+    # the record being written.
     path = tmp_path / "trace.json"
+    r = dlshim.run([STRESS_BIN / "stress", "leave", "sigkill", "2", "200"],
+                   env={"LD_LIBRARY_PATH": str(SIMDEV), "DLSHIM_TRACE": str(path),
+                        "DLSHIM_LOG_BUFFER": "0"}, torn_tail=True)
+    assert r.rc == -signal.SIGKILL
+    text = path.read_text()
+    with pytest.raises(ValueError):
+        json.loads(text)
+    try:
+        trace = json.loads(text + "]")
+    except ValueError:
+        text = text[:text.rfind(",\n{")]
+        trace = json.loads(text + "]")
+    assert any(x.get("cat") == "share" for x in trace)
     assert "completed" in report("--complete-trace", path).stdout
     assert shape(json.loads(path.read_text())) == shape(trace)
-    # A record cut by the kill itself is dropped, the rest kept.
-    path.write_text(r.trace_text[:-20])
+    # A record cut short is dropped, the rest kept.
+    path.write_text(text[:-20])
     report("--complete-trace", path)
     assert shape(json.loads(path.read_text())) == shape(trace[:-1])
 

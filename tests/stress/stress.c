@@ -13,6 +13,7 @@
  *                      | deepbind), one cudaMalloc/cudaFree through it each time
  *   leave HOW T N      exchange threads running while a side thread leaves:
  *                      exit | _exit | abort | sigterm (a handler that exits)
+ *                      | sigkill (nothing runs: the log ends where it ends)
  *   signal N           N cudaMalloc/cudaFree pairs while another thread keeps
  *                      sending SIGUSR1, whose handler allocates and frees too
  *   signal_streams N   N handoffs of a device tensor (each import takes the
@@ -249,6 +250,8 @@ static void *leaver(void *arg)
         abort();
     if (!strcmp(leave_how, "sigterm"))
         kill(getpid(), SIGTERM);
+    if (!strcmp(leave_how, "sigkill"))
+        kill(getpid(), SIGKILL);
     return NULL;
 }
 

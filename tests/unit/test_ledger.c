@@ -484,7 +484,8 @@ static void test_copy_on_import(void **state)
  * is its release, once; a deleter call after it is a double release.  Where
  * the host frees are watched and nothing freed it, it leaks: a `leak`
  * violation, and the tensor stays outstanding.  Where they are not, nothing
- * is said.  A consumed tensor is its consumer's to release. */
+ * is said, and nothing either as the program ends (an interpreter
+ * finalizing).  A consumed tensor is its consumer's to release. */
 static void test_dropped_unconsumed(void **state)
 {
     (void)state;
@@ -497,23 +498,25 @@ static void test_dropped_unconsumed(void **state)
     ds_tensor_export(&unknown, false, "p", 0);
     ds_drop_watch w;
     ds_tensor_drop_watch(&unknown, &w);
-    ds_tensor_dropped(&unknown, &w); /* host frees not watched: nothing known */
+    ds_tensor_dropped(&unknown, &w, false); /* host frees not watched: nothing known */
     ds_host_frees_arm();
     ds_tensor_export(&freed, false, "p", 0);
     ds_tensor_drop_watch(&freed, &w);
     /* the holder frees the struct (JAX: the object the tensor is part of) */
     assert_int_equal(ds_host_free_check((uintptr_t)&freed, sizeof(freed), DS_HOST_FREE, NULL),
                      DS_FREE_FORWARD);
-    ds_tensor_dropped(&freed, &w);
+    ds_tensor_dropped(&freed, &w, false);
     ds_tensor_drop_watch(&freed, &w);
-    ds_tensor_dropped(&freed, &w); /* seen already: nothing more */
+    ds_tensor_dropped(&freed, &w, false); /* seen already: nothing more */
     ds_tensor_export(&leaked, false, "p", 0);
     ds_tensor_drop_watch(&leaked, &w);
-    ds_tensor_dropped(&leaked, &w); /* freed by nobody: a leak */
+    ds_tensor_dropped(&leaked, &w, true); /* as the program ends: outstanding at exit */
+    ds_tensor_drop_watch(&leaked, &w);
+    ds_tensor_dropped(&leaked, &w, false); /* freed by nobody: a leak */
     ds_tensor_export(&imported, false, "p", 0);
     ds_tensor_import(&imported, false, "c", 0);
     ds_tensor_drop_watch(&imported, &w);
-    ds_tensor_dropped(&imported, &w); /* consumed: the consumer releases it */
+    ds_tensor_dropped(&imported, &w, false); /* consumed: the consumer releases it */
     char *log = harness_read_log();
     assert_int_equal(events(log, "release"), 1);
     assert_non_null(strstr(log, "\"consumed\":false"));
