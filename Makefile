@@ -125,9 +125,10 @@ check-layers: $(LIB)
 # Current frameworks from the venv (tests/frameworks): the producer x consumer
 # matrix, every consumption style, DLPack 1.x flags and dtypes, the C exchange
 # table, ctypes capsules, Python lines and ranks (torchrun), the frameworks'
-# own DLPack suites under the shim; the pytest plugin and `pip install .` in
-# a clean venv (tests/package); then docs/frameworks.md must match the
-# matrix this run saw.
+# own DLPack suites under the shim; the bugs of public trackers rebuilt and
+# what the shim reports for each (tests/realworld, docs/realworld.md); the
+# pytest plugin and `pip install .` in a clean venv (tests/package); then
+# docs/frameworks.md must match the matrix this run saw.
 check-frameworks: venv $(LIB) $(REALWORLD_LIBS) $(SIMDEV_LIBS)
 	DLSHIM_TEST_BUILD=$(abspath $(BUILD)) $(VENV) -m pytest -q -p no:cacheprovider --rootdir=tests \
 	    tests/frameworks tests/realworld tests/package

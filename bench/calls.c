@@ -10,6 +10,10 @@
  *   alloc_getproc  cuMemAlloc + cuMemFree through cuGetProcAddress
  *   cycle          dlshim_export + dlshim_import + deleter (annotation API)
  *   trampoline     the deleter call alone (the shim's trampoline in front)
+ *   host_free [S]  malloc(64) + free, with S tensors in host memory exported,
+ *                  imported and held (S = 0: one shared and released first,
+ *                  so the free hook is in place with no share live)
+ *   host_free_cold the same with no tensor ever exported (no free hook)
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -120,10 +124,40 @@ int main(int argc, char **argv)
             t.deleter(&t);
             spent += now_ns() - t0;
         }
+    } else if (!strcmp(mode, "host_free") || !strcmp(mode, "host_free_cold")) {
+        long shares = argc > 3 ? atol(argv[3]) : 0;
+        static DLManagedTensor held[1000];
+        static int64_t four = 4;
+        static float buffers[1000][4];
+        if (shares < 0 || shares > 1000)
+            return fail("the share count (0 to 1000)");
+        if (!strcmp(mode, "host_free")) {
+            DLManagedTensor t;
+            make(&t);
+            dlshim_export(&t, "bench-producer");
+            dlshim_import(&t, "bench-consumer");
+            t.deleter(&t);
+        }
+        for (long i = 0; i < shares; i++) {
+            make(&held[i]);
+            held[i].dl_tensor.data = buffers[i];
+            held[i].dl_tensor.shape = &four;
+            held[i].dl_tensor.ndim = 1;
+            dlshim_export(&held[i], "bench-producer");
+            dlshim_import(&held[i], "bench-consumer");
+        }
+        double t0 = now_ns();
+        for (long i = 0; i < n; i++) {
+            void *volatile p = malloc(64);
+            free(p);
+        }
+        spent = now_ns() - t0;
+        for (long i = 0; i < shares; i++)
+            held[i].deleter(&held[i]);
     } else {
         return fail("the mode");
     }
-    if (strncmp(mode, "alloc", 5) != 0 && deleted != n)
+    if ((!strcmp(mode, "cycle") || !strcmp(mode, "trampoline")) && deleted != n)
         return fail("the deleter count");
     printf("{\"mode\":\"%s\",\"ns\":%.2f}\n", mode, spent / (double)n);
     return 0;

@@ -5,7 +5,7 @@
  *
  * Wraps, through every module's GOT, from the process's first export on
  * (a program that never shares a tensor never pays for it, and one that
- * does pays a load and a branch per free while no share is live):
+ * does pays two loads and branches per free while no share is live):
  *   free      the whole block (malloc_usable_size) before it goes
  *   realloc   the block, where it moved (or the tail, where it shrank in
  *             place); under protect, a block a share lies in is never given
@@ -13,11 +13,15 @@
  *   munmap    the range, before it goes
  * C++'s operator delete, numpy's and PyTorch's allocators and Python's own
  * end in these from their modules, so they are seen too.
- * Leaves out: frees libc makes inside itself (no GOT call: its own
- *   reallocs, fclose), cfree and reallocarray (no framework frees tensor
- *   memory with them), and allocators that keep freed memory in pools of
- *   their own (the memory is then not given back to anyone).
+ * Leaves out: frees the C library and the loader make inside themselves
+ *   (their own modules keep their slots: pthread_create, thread exit,
+ *   dlopen and fork free memory where a wrapper must not run, and none of
+ *   it is a tensor's), those of the sanitizer and valgrind runtimes that
+ *   may stand in front of them, cfree and reallocarray (no framework frees
+ *   tensor memory with them), and allocators that keep freed memory in
+ *   pools of their own (the memory is then not given back to anyone).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
 
@@ -72,13 +76,17 @@ __attribute__((noinline)) static void free_watched(void *p, const void *caller)
     real(p);
 }
 
-/* A load and a branch while no share is live: most programs free far more
- * often than they share. */
+/* While no share is live, one word tested and the real function called:
+ * most programs free far more often than they share.  The word also counts
+ * the hooks whose modules no longer hold one definition (the image layer
+ * raises it: ds_got_hooks_add_gated below), so real_free is every caller's here. */
 static void wrap_free(void *p)
 {
-    void (*real)(void *) = (__typeof__(real))ds_got_global((void **)&real_free);
-    if (__builtin_expect(real && !atomic_load_explicit(&ds_frees_watched, memory_order_relaxed), 1))
-        return real(p);
+    if (__builtin_expect(!atomic_load_explicit(&ds_frees_watched, memory_order_acquire), 1)) {
+        void (*real)(void *) = __atomic_load_n(&real_free, __ATOMIC_ACQUIRE);
+        if (__builtin_expect(real != NULL, 1))
+            return real(p);
+    }
     free_watched(p, __builtin_return_address(0));
 }
 
@@ -121,9 +129,11 @@ __attribute__((noinline)) static void *realloc_watched(void *p, size_t n, const 
 
 static void *wrap_realloc(void *p, size_t n)
 {
-    void *(*real)(void *, size_t) = (__typeof__(real))ds_got_global((void **)&real_realloc);
-    if (__builtin_expect(real && !atomic_load_explicit(&ds_frees_watched, memory_order_relaxed), 1))
-        return real(p, n);
+    if (__builtin_expect(!atomic_load_explicit(&ds_frees_watched, memory_order_acquire), 1)) {
+        void *(*real)(void *, size_t) = __atomic_load_n(&real_realloc, __ATOMIC_ACQUIRE);
+        if (__builtin_expect(real != NULL, 1))
+            return real(p, n);
+    }
     return realloc_watched(p, n, __builtin_return_address(0));
 }
 
@@ -137,6 +147,14 @@ static int wrap_munmap(void *p, size_t n)
     return check((uintptr_t)p, n, DS_HOST_MUNMAP, caller) == DS_FREE_DEFER ? 0 : real(p, n);
 }
 
+/* The allocator function the program itself calls: the first definition,
+ * which is a sanitizer's where one is preloaded before the shim (its blocks
+ * are not libc's), libc's otherwise.  The shim defines none of them. */
+static void *program_function(const char *name)
+{
+    return ds_real_dlsym(RTLD_DEFAULT, name);
+}
+
 /* A free the shim deferred, made now (the last share in it ended). */
 static void release(uintptr_t p, uint64_t bytes, int how)
 {
@@ -146,10 +164,13 @@ static void release(uintptr_t p, uint64_t bytes, int how)
             f((void *)p, bytes);
         return;
     }
-    void (*f)(void *) = DS_LAZY(real_free, ds_resolve_real("free", NULL));
+    void (*f)(void *) = DS_LAZY(real_free, program_function("free"));
     if (f)
         f((void *)p);
 }
+
+static const char *const runtimes[] = {"libc.so", "ld-linux", "libpthread.so", "libasan.so",
+                                       "libtsan.so", "vgpreload_", NULL};
 
 static const ds_got_hook hooks[] = {
     {"free", (void *)wrap_free, (void **)&real_free, NULL},
@@ -160,16 +181,24 @@ static const ds_got_hook hooks[] = {
 /* At the first export: every module's frees from now on. */
 static void arm(void)
 {
-    __atomic_store_n(&usable_size, ds_resolve_real("malloc_usable_size", NULL), __ATOMIC_RELEASE);
-    __atomic_store_n(&real_malloc, ds_resolve_real("malloc", NULL), __ATOMIC_RELEASE);
+    __atomic_store_n(&usable_size, program_function("malloc_usable_size"), __ATOMIC_RELEASE);
+    __atomic_store_n(&real_malloc, program_function("malloc"), __ATOMIC_RELEASE);
     ds_host_frees_set_release(release);
-    ds_got_hooks_add(hooks, DS_ARRAY_LEN(hooks));
+    ds_got_hooks_add_gated(hooks, DS_ARRAY_LEN(hooks), runtimes, &ds_frees_watched);
     ds_host_frees_arm();
     ds_modules_refresh();
 }
 
 static void install(void)
 {
+#ifdef __SANITIZE_THREAD__
+    /* A ThreadSanitizer build of the shim instruments the wrappers too, and
+     * the loader frees through them where the thread has no sanitizer state
+     * (a thread's first and last steps, where a non-PIE executable's
+     * canonical entry for free leads every module's free to its slot): the
+     * race checks of the test suite run without these hooks. */
+    return;
+#endif
     ds_tensor_on_first_export(arm);
 }
 

@@ -689,7 +689,8 @@ static inline __attribute__((always_inline)) bool locate_frame(uintptr_t frame, 
     uintptr_t code, instr;
     if (!code_of(layout, frame, !t.held, &code, &instr))
         return false;
-    location key = {.code = code, .instr = instr};
+    location key; /* only the key's words set: the text is not cleared at every event */
+    key.code = code, key.instr = instr;
     if (!load(code + (uintptr_t)code_at.filename, &key.filename, !t.held) ||
         !load(code + (uintptr_t)code_at.qualname, &key.qualname, !t.held))
         return false;
@@ -697,7 +698,8 @@ static inline __attribute__((always_inline)) bool locate_frame(uintptr_t frame, 
     for (int w = 0; w < LOCATION_WAYS; w++)
         if (read_slot(&set[w], &key, out))
             return true;
-    *out = key;
+    *out = (location){.code = code, .instr = instr, .filename = key.filename,
+                      .qualname = key.qualname};
     return make_location(out, t.held);
 }
 
@@ -787,6 +789,14 @@ static bool take_user_frame(const location *l, void *arg)
     return l->framework; /* a user's frame ends the search */
 }
 
+/* *dst = *src, the text only as far as it goes. */
+static inline void copy_location(location *dst, const location *src)
+{
+    memcpy(dst, src, offsetof(location, text));
+    memcpy(dst->text, src->text, (size_t)src->len + 1 < DS_WHERE_MAX ? (size_t)src->len + 1
+                                                                       : DS_WHERE_MAX);
+}
+
 /* take_user_frame's answer through the checked layout, without walk()'s
  * callback.  Every event asks for it, so it makes no call to Python where
  * the location is known. */
@@ -800,7 +810,7 @@ static inline __attribute__((always_inline)) bool user_location(thread_view t, l
                 break;
             if (!at->framework) {
                 if (at != out)
-                    *out = *at;
+                    copy_location(out, at);
                 return true;
             }
             at = &later;

@@ -140,8 +140,9 @@ static const ds_got_hook hooks[] = {
 /* PyTorch's Python binding is left to the capsule family when that is on. */
 static void install(void)
 {
+    static const char *const python_binding[] = {"libtorch_python", NULL};
     ds_got_hooks_add_except(hooks, DS_ARRAY_LEN(hooks),
-                            ds_hook_option_on("python") ? "libtorch_python" : NULL);
+                            ds_hook_option_on("python") ? python_binding : NULL);
 }
 
 DS_FAMILY(torch, .option = "torch", .order = DS_ORDER_LIBTORCH, .install = install);

@@ -77,10 +77,18 @@ const char *ds_elf_string(const ds_elf_module *m, size_t offset);
 /* ---- modules.c: loaded modules, their names, and GOT patching ----------- */
 /* Hook families register before the first ds_modules_refresh. */
 void ds_got_hooks_add(const ds_got_hook *hooks, size_t n);
-/* The same, but modules whose file name starts with `file_prefix` keep
- * their own slots: another family already sees the handoffs their calls
- * make, and wrapping them too would only record each one twice. */
-void ds_got_hooks_add_except(const ds_got_hook *hooks, size_t n, const char *file_prefix);
+/* The same, but modules whose file name starts with one of `file_prefixes`
+ * (a NULL-terminated list, kept by the caller) keep their own slots: another
+ * family already sees the handoffs their calls make, or their calls are
+ * the C library's own, made where a wrapper must not run. */
+void ds_got_hooks_add_except(const ds_got_hook *hooks, size_t n,
+                             const char *const *file_prefixes);
+/* The same again, with a word raised by one, for good, the first time one
+ * of these hooks' modules stop holding one definition (*real is then not
+ * every caller's): a wrapper that tests that word alone on its fast path
+ * (the host frees) learns there to ask ds_got_original instead. */
+void ds_got_hooks_add_gated(const ds_got_hook *hooks, size_t n,
+                            const char *const *file_prefixes, atomic_uint *diverged_gate);
 /* Names a module from its path (hooks/frameworks.c provides it). */
 void ds_modules_set_namer(void (*namer)(const char *path, char *out, size_t cap));
 /* The definition a wrapper forwards to when called from `caller`: the one

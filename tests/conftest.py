@@ -31,6 +31,16 @@ EMBED = EXT_DIR / "embed"           # the same interpreter through libpython3.x.
 # The venv of `make venv`: current frameworks (tests/requirements.txt) on a
 # CPython with a shared libpython.
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
+# The machine's other current CPythons (pyenv's, as the machine has them):
+# programs that need only the standard library run on each.
+PYENV_ROOT = pathlib.Path(os.environ.get("PYENV_ROOT", pathlib.Path.home() / ".pyenv"))
+
+
+def pyenv_python(minor):
+    """The newest pyenv CPython 3.MINOR, or None."""
+    found = [p for p in PYENV_ROOT.glob(f"versions/3.{minor}.*/bin/python3")
+             if p.parts[-3].split(".")[2].isdigit()]  # not 3.13.0t, free-threaded
+    return max(found, key=lambda p: int(p.parts[-3].split(".")[2]), default=None)
 FRAMEWORK_PROGS = ROOT / "tests" / "frameworks" / "progs"
 
 

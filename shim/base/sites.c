@@ -16,7 +16,7 @@
 #include "base/base.h"
 
 #define DS_SITES_MAX 4096
-#define DS_SITES_INDEX (2 * DS_SITES_MAX) /* open addressing, a power of two */
+#define DS_SITES_INDEX ((size_t)2 * DS_SITES_MAX) /* open addressing, a power of two */
 
 typedef struct {
     uint32_t hash;

@@ -44,9 +44,11 @@ typedef struct {
 } module;
 
 static ds_got_hook hooks[DS_HOOKS_MAX];
-/* By hook index: modules whose file name starts with this keep their own
- * slot (NULL: none do); see ds_got_hooks_add_except. */
-static const char *except_file[DS_HOOKS_MAX];
+/* By hook index: modules whose file name starts with one of these keep
+ * their own slot (NULL: none do); see ds_got_hooks_add_except. */
+static const char *const *except_files[DS_HOOKS_MAX];
+/* By hook index: the word raised when it diverges (NULL: none). */
+static atomic_uint *diverged_gates[DS_HOOKS_MAX];
 static int nhooks;
 static int16_t bucket[DS_HOOK_BUCKETS]; /* by name: index + 1 into hooks; 0: empty */
 static int16_t by_wrapper[DS_HOOK_BUCKETS]; /* by wrapper address, likewise; read without
@@ -183,7 +185,8 @@ static int wrapper_index(const void *w)
 
 static void mark_diverged(int h)
 {
-    atomic_store(&diverged[h], true);
+    if (!atomic_exchange(&diverged[h], true) && diverged_gates[h])
+        atomic_fetch_add(diverged_gates[h], 1);
     atomic_store(&ds_any_diverged, true);
 }
 
@@ -220,14 +223,21 @@ static void note_original(int h, void *f)
         mark_diverged(h);
 }
 
-void ds_got_hooks_add_except(const ds_got_hook *add, size_t n, const char *file_prefix)
+void ds_got_hooks_add_except(const ds_got_hook *add, size_t n, const char *const *file_prefixes)
+{
+    ds_got_hooks_add_gated(add, n, file_prefixes, NULL);
+}
+
+void ds_got_hooks_add_gated(const ds_got_hook *add, size_t n, const char *const *file_prefixes,
+                            atomic_uint *diverged_gate)
 {
     ds_lock_take(DS_LOCK_MODULES);
     for (size_t k = 0; k < n && nhooks < DS_HOOKS_MAX; k++) {
         if (hook_index(add[k].name) >= 0)
             continue;
         hooks[nhooks] = add[k];
-        except_file[nhooks] = file_prefix;
+        except_files[nhooks] = file_prefixes;
+        diverged_gates[nhooks] = diverged_gate;
         uint32_t i = name_hash(add[k].name);
         while (bucket[i & (DS_HOOK_BUCKETS - 1)])
             i++;
@@ -391,14 +401,22 @@ typedef struct {
     const char *file; /* the module's file name, without its directory */
 } patch_ctx;
 
+static bool excepted(const char *file, const char *const *prefixes)
+{
+    for (; prefixes && *prefixes; prefixes++)
+        if (!strncmp(file, *prefixes, strlen(*prefixes)))
+            return true;
+    return false;
+}
+
 static void patch_slot(void **slot, const char *name, void *arg)
 {
     patch_ctx *c = arg;
     int h = hook_index(name);
     if (h < 0)
         return;
-    if (except_file[h] && !strncmp(c->file, except_file[h], strlen(except_file[h])))
-        return; /* another family sees this module's calls */
+    if (excepted(c->file, except_files[h]))
+        return; /* another family sees this module's calls, or the wrapper must not */
     void *current = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if (current == hooks[h].wrapper)
         return;
@@ -471,10 +489,38 @@ static void forget_definitions_in(const module *gone)
     for (int h = 0; h < nhooks; h++) {
         uintptr_t f = (uintptr_t)*hooks[h].real;
         if (f >= gone->lo && f < gone->hi) {
-            __atomic_store_n(hooks[h].real, NULL, __ATOMIC_RELEASE);
             mark_diverged(h); /* the next global one may not be theirs */
+            __atomic_store_n(hooks[h].real, NULL, __ATOMIC_RELEASE);
         }
     }
+}
+
+/* What a lazy slot for hook h would be bound to: the first definition in
+ * the global scope, as the loader finds it (a sanitizer's free, preloaded
+ * before the shim: its blocks are not libc's).  A non-PIE executable's
+ * canonical entry stands for what its own slot is bound to (the entry
+ * itself leads back to the wrapper once that slot holds it); where that is
+ * not known, or the first is the shim's own, the next definition after the
+ * shim. */
+static void *bound_definition(int h)
+{
+    void *first = ds_real_dlsym(RTLD_DEFAULT, hooks[h].name);
+    if (first == hooks[h].wrapper)
+        first = NULL;
+    void **slot = first ? ds_elf_plt_slot(first) : NULL;
+    if (slot) {
+        void *held = NULL;
+        bool bound = false;
+        if (ds_safe_read(&held, slot, sizeof(held)) == sizeof(held) && held &&
+            held != hooks[h].wrapper) {
+            ds_lock_read(DS_LOCK_MODULES);
+            int m = module_at((uintptr_t)slot);
+            bound = m >= 0 && module_at((uintptr_t)held) != m;
+            ds_lock_give(DS_LOCK_MODULES);
+        }
+        first = bound ? held : NULL;
+    }
+    return first ? first : ds_resolve_real(hooks[h].name, hooks[h].wrapper);
 }
 
 /* Every hook's fallback, looked up where still unknown: the names taken
@@ -486,8 +532,7 @@ static void resolve_fallbacks(void)
     ds_lock_give(DS_LOCK_MODULES);
     for (int h = 0; h < n; h++)
         if (!atomic_load_explicit(&fallback[h], memory_order_acquire))
-            atomic_store_explicit(&fallback[h], ds_resolve_real(hooks[h].name, hooks[h].wrapper),
-                                  memory_order_release);
+            atomic_store_explicit(&fallback[h], bound_definition(h), memory_order_release);
 }
 
 void ds_modules_refresh(void)

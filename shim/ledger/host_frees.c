@@ -153,6 +153,16 @@ static void write_free_fields(ds_ev *e, void *arg)
         ds_ev_str(e, "export_py", ds_site_text(f->export_site));
 }
 
+/* Whether a tensor's data pointer is a host address, which a host free can
+ * take away; another device's is a handle or a device address (a Vulkan
+ * tensor's data is its VkDeviceMemory, which may be the driver's own heap
+ * block: freeing it is vkFreeMemory's business, reported there). */
+static bool in_host_memory(int32_t device_type)
+{
+    return device_type == kDLCPU || device_type == kDLCUDAHost ||
+           device_type == kDLCUDAManaged || device_type == kDLROCMHost;
+}
+
 int ds_host_free_check(uintptr_t p, uint64_t bytes, int how, const void *caller)
 {
     if (!p || !bytes)
@@ -165,7 +175,7 @@ int ds_host_free_check(uintptr_t p, uint64_t bytes, int how, const void *caller)
     /* The share's record, as it is now (released meanwhile: no harm). */
     ds_reg_lock();
     const ds_record *r = ds_reg_find(tensor);
-    bool live = r && r->state != DS_RELEASED;
+    bool live = r && r->state != DS_RELEASED && in_host_memory(r->device_type);
     ds_record c = live ? *r : (ds_record){0};
     ds_reg_unlock();
     if (!live)

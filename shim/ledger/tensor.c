@@ -514,9 +514,9 @@ import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t a
             record_copy c;
             if (show)
                 shown = import_fields(r, api);
-            if (device || changed || r->alloc_base)
-                c = copy_of(r);
             bool has_alloc = r->alloc_base != 0;
+            if (device || changed || has_alloc)
+                c = copy_of(r);
             ds_reg_unlock();
             if (changed)
                 report_changed(m, &c, &v, well_formed, why, id, name);

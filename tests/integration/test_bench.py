@@ -32,6 +32,19 @@ def test_call_programs_run_under_the_shim(dlshim):
             assert len(r.of("export")) == len(r.of("release")) == 50
 
 
+def test_host_free_programs_run_under_the_shim(dlshim):
+    """The host free rows: the held shares are really exported and imported
+    (and released at the end), the loop's own blocks lie in none of them."""
+    env = {"LD_LIBRARY_PATH": str(SIMDEV), "DLSHIM_EVENTS": "all"}
+    for args, shares in ((["host_free_cold"], 0), (["host_free", "0"], 1),
+                         (["host_free", "10"], 11)):
+        plain = dlshim.run([BENCH / "calls", args[0], "50", *args[1:]], shim=False, env=env)
+        assert last_json(plain)["mode"] == args[0]
+        r = dlshim.run([BENCH / "calls", args[0], "50", *args[1:]], env=env)
+        assert last_json(r)["ns"] > 0 and r.violations() == []
+        assert len(r.of("export")) == len(r.of("import")) == len(r.of("release")) == shares
+
+
 def test_stream_and_registry_programs(dlshim):
     env = {"LD_LIBRARY_PATH": str(SIMDEV), "DLSHIM_SYNC": "check"}
     r = dlshim.run([BENCH / "streams", "8", "200"], env=env)

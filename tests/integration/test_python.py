@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import EMBED, LIB, PYTHON_DIR, SYSTEM_PYTHON, between, parse_jsonl
+from conftest import EMBED, LIB, PYTHON_DIR, SYSTEM_PYTHON, between, parse_jsonl, pyenv_python
 
 
 def shares(events):
@@ -123,6 +123,29 @@ def test_threads(dlshim):
     assert len(r.of("release")) == total
     assert len({e["tid"] for e in imports}) == 4
     assert r.summary["shares"] == total and r.summary["outstanding"] == 0
+
+
+@pytest.mark.parametrize("minor", [11, 12, 13])
+def test_lines_read_without_the_gil_under_threads_and_a_busy_collector(dlshim, minor):
+    """Releases made with the GIL let go (a CFUNCTYPE call of the deleter)
+    on four threads while two others allocate, collect garbage and make
+    frame objects of every thread's frames: each release names its own
+    thread's line, on each CPython's frame layout (3.11: Debian's static
+    interpreter)."""
+    host = SYSTEM_PYTHON if minor == 11 else pyenv_python(minor)
+    assert host, f"CPython 3.{minor} not found under pyenv"
+    rounds = 100
+    r = dlshim.python("gil_free_lines.py", "4", str(rounds), host=host)
+    assert r.rc == 0, r.stderr[-2000:]
+    side = dict(pair.split(":") for pair in r.stdout.split("ids ")[1].split())
+    script = PYTHON_DIR / "gil_free_lines.py"
+    lines = script.read_text().splitlines()
+    where = {s: f"{script}:{n} in release_in_{s}" for s in "ab"
+             for n, text in enumerate(lines, 1) if text.endswith(f"# released in {s}")}
+    releases = r.of("release")
+    assert len(releases) == 4 * rounds
+    assert all(e["py"] == where[side[str(e["tid"])]] for e in releases)
+    assert r.violations() == [] and r.summary["outstanding"] == 0
 
 
 def test_module_loaded_after_start_is_patched(dlshim):

@@ -123,10 +123,11 @@ def test_a_forked_child_writes_its_own_trace(dlshim, tmp_path):
 
 
 def test_process_dying_of_a_signal_closes_its_trace(dlshim, tmp_path):
-    # Without protect the second deleter call is a real double free: glibc
-    # aborts the process; the shim's handler for the fatal signal writes
-    # the report and closes the trace before the signal ends it.
-    r = traced(dlshim, tmp_path, dlshim.consumer, "double_release")
+    # The second deleter call swallowed, the program aborts: the shim's
+    # handler for the fatal signal writes the report and closes the trace
+    # before the signal ends the process.
+    r = traced(dlshim, tmp_path, dlshim.consumer, "double_release_then_abort",
+               env={"DLSHIM_ON_ERROR": "protect"})
     assert r.rc == -signal.SIGABRT
     trace = json.loads(r.trace_text)  # closed: plain JSON
     assert any(x.get("cat") == "violation" for x in trace)

@@ -54,6 +54,13 @@ api.PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 # resurrect it): its own function object, with its own argument types.
 api_get_pointer_raw = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
     ("PyCapsule_GetPointer", ctypes.pythonapi))
+# Bound once: a destructor that runs with an exception pending (NumPy's error
+# path) must fail at its first call into Python's API, every time.  Looking
+# the function up on `api` there would ask CPython's type attribute cache
+# first, and on a miss that lookup clears the pending exception: whether it
+# misses depends on addresses, so the destructor would run through now and
+# then.
+api_is_valid = api.PyCapsule_IsValid
 
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
@@ -101,7 +108,7 @@ def capsule_args(t, destructor=None, name=b"dltensor"):
 
 def unconsumed(cap_address, name=b"dltensor"):
     """Inside a capsule destructor: the tensor if the capsule died unconsumed."""
-    if not api.PyCapsule_IsValid(cap_address, name):
+    if not api_is_valid(cap_address, name):
         return None
     return api_get_pointer_raw(cap_address, name)
 
