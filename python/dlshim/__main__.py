@@ -1,6 +1,7 @@
 """`dlshim [OPTIONS] [--] PROGRAM [ARGS...]` and `python -m dlshim ...`: the
 launcher (bin/dlshim) with the library installed in this package."""
 import os
+import signal
 import sys
 
 from . import launcher_path, library_path
@@ -15,6 +16,11 @@ def main(argv=None):
         return 2
     if argv[:1] not in (["-h"], ["--help"]):
         argv = ["--lib", lib] + argv  # a --lib of the user's, later, wins
+    # Python ignored SIGPIPE and SIGXFSZ when it started (so that a write
+    # fails instead of killing it); the program gets the dispositions a
+    # shell would give it, as subprocess's restore_signals does.
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
     os.execv("/bin/sh", ["/bin/sh", launcher] + argv)
     return 2  # not reached
 

@@ -7,7 +7,9 @@ what the test caused: violations, and shares it left outstanding.  They are
 listed at the end of the run; with --dlshim-strict, a test that caused a
 violation fails, its report naming the kind and the Python line.
 
-Without libdlshim.so preloaded the plugin says so once and does nothing.
+Without libdlshim.so preloaded the plugin says so once and does nothing;
+with --dlshim-strict it stops the run instead (a check that cannot fail
+must not pass).
 Under pytest-xdist each worker logs to its own file: a DLSHIM_LOG path
 without %p gets one before the workers start."""
 import ctypes
@@ -74,6 +76,10 @@ def pytest_configure(config):
     _per_worker_log(config)
     config.pluginmanager.register(Findings(), "dlshim-findings")
     shim = Shim()
+    if not shim.active and config.getoption("dlshim_strict"):
+        # A strict run that checks nothing must not pass.
+        raise pytest.UsageError("dlshim: --dlshim-strict needs libdlshim.so preloaded: "
+                                "run `dlshim -- pytest ...`")
     if not shim.active:
         if not os.environ.get("PYTEST_XDIST_WORKER"):  # once, not once per worker
             config.issue_config_time_warning(

@@ -52,7 +52,7 @@ enum ds_sync_mode { DS_SYNC_OFF, DS_SYNC_CHECK, DS_SYNC_ENFORCE };
 #define DS_CTYPE_EVENTS uint32_t
 typedef struct ds_config {
 #define DS_OPTION(field, NAME, TYPE, def, lo, hi, choices, doc) DS_FIELD_##TYPE(field)
-#define DS_FIELD_BOOL(f) bool f;
+#define DS_FIELD_BOOL(f) signed char f; /* 1 or 0; -1: unset (an empty default) */
 #define DS_FIELD_INT(f) int64_t f; /* -1: unset */
 #define DS_FIELD_ENUM(f) int f;
 #define DS_FIELD_EVENTS(f) uint32_t f; /* bit per ds_event_id */
@@ -248,6 +248,8 @@ size_t ds_fmt(char *buf, size_t cap, const char *fmt, ...) DS_PRINTF(3, 4);
 size_t ds_vfmt(char *buf, size_t cap, const char *fmt, va_list ap);
 /* "dlshim: <message>\n" on stderr; at most DS_DIAG_MAX per process. */
 void ds_diag(const char *fmt, ...) DS_PRINTF(1, 2);
+/* Diagnostics written so far (the summary is written where there were any). */
+unsigned ds_diag_count(void);
 /* Copies at most cap-1 bytes of s, replacing control bytes by '?'. */
 void ds_printable(char *out, size_t cap, const char *s, size_t n);
 

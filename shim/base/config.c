@@ -89,8 +89,12 @@ static bool ieq(const char *a, const char *b)
     return *a == *b;
 }
 
-static bool parse_bool(const char *s, bool *out)
+static bool parse_bool(const char *s, const opt_desc *o, signed char *out)
 {
+    if (*s == '\0') { /* empty: unset, where the option may be unset */
+        *out = -1;
+        return o->def[0] == '\0';
+    }
     static const char *const yes[] = {"1", "on", "true", "yes"};
     static const char *const no[] = {"0", "off", "false", "no"};
     for (size_t i = 0; i < DS_ARRAY_LEN(yes); i++) {
@@ -167,6 +171,9 @@ static int mask_names(const opt_desc *o, const char *(**name_of)(int))
     return o->type == T_EVENTS ? DS_EV_COUNT : hook_count();
 }
 
+/* The first name a mask option did not know, for its warning. */
+static char unknown_name[64];
+
 /* A comma list of names (each one bit of the mask), `all` or `default`:
  * DLSHIM_EVENTS and DLSHIM_HOOKS. */
 static bool parse_mask(const char *s, int count, const char *(*name_of)(int), uint32_t defaults,
@@ -190,8 +197,10 @@ static bool parse_mask(const char *s, int count, const char *(*name_of)(int), ui
             mask |= (1u << count) - 1;
         else if (len == 7 && !memcmp(p, "default", 7))
             mask |= defaults;
-        else
+        else {
+            ds_printable(unknown_name, sizeof(unknown_name), p, len);
             return false;
+        }
         p += len;
     }
     if (!any)
@@ -222,7 +231,7 @@ static bool parse(const opt_desc *o, const char *value, ds_config *c)
 {
     void *field = (char *)c + o->offset;
     switch (o->type) {
-    case T_BOOL: return parse_bool(value, field);
+    case T_BOOL: return parse_bool(value, o, field);
     case T_INT: return parse_int(value, o, field);
     case T_ENUM: return parse_enum(value, o->choices, field);
     case T_PATH: return parse_path(value, field);
@@ -236,10 +245,13 @@ static bool parse(const opt_desc *o, const char *value, ds_config *c)
 static void expected(const opt_desc *o, char *buf, size_t cap)
 {
     switch (o->type) {
-    case T_BOOL: ds_fmt(buf, cap, "1|0|on|off|true|false|yes|no"); break;
+    case T_BOOL:
+        ds_fmt(buf, cap, "1|0|on|off|true|false|yes|no%s", o->def[0] ? "" : ", or empty for unset");
+        break;
     case T_INT:
-        ds_fmt(buf, cap, "an integer from %lld to %lld, K/M/G suffixes allowed%s",
-               (long long)o->lo, (long long)o->hi, o->def[0] ? "" : ", or empty for unset");
+        ds_fmt(buf, cap, "an integer from %lld to %lld%s%s", (long long)o->lo, (long long)o->hi,
+               o->hi >= 1024 ? ", K/M/G suffixes allowed" : "",
+               o->def[0] ? "" : ", or empty for unset");
         break;
     case T_ENUM: ds_fmt(buf, cap, "%s", o->choices); break;
     case T_PATH: ds_fmt(buf, cap, "stderr, off, or a path of fewer than %d bytes", DS_PATH_MAX); break;
@@ -292,12 +304,16 @@ void ds_config_load(ds_config *c, char *const *envp)
         if (seen[i])
             continue;
         seen[i] = true;
+        unknown_name[0] = '\0';
         if (!parse(o, value, c)) {
-            char want[512];
+            char want[512], which[96] = "";
             ds_printable(shown, 64, value, SIZE_MAX);
             expected(o, want, sizeof(want));
-            ds_diag("%s=\"%s%s\" is not valid (expected %s); using the default \"%s\"", o->name,
-                    shown, strlen(value) > 63 ? "..." : "", want, o->def[0] ? o->def : "unset");
+            if (unknown_name[0])
+                ds_fmt(which, sizeof(which), ": %s is not one", unknown_name);
+            ds_diag("%s=\"%s%s\" is not valid%s (expected %s); using the default \"%s\"", o->name,
+                    shown, strlen(value) > 63 ? "..." : "", which, want,
+                    o->def[0] ? o->def : "unset");
             parse(o, o->def, c);
         }
     }
@@ -312,7 +328,11 @@ static void render(const opt_desc *o, const ds_config *c, char *buf, size_t cap)
 {
     const void *field = (const char *)c + o->offset;
     switch (o->type) {
-    case T_BOOL: ds_fmt(buf, cap, "%d", *(const bool *)field ? 1 : 0); break;
+    case T_BOOL: {
+        signed char v = *(const signed char *)field;
+        ds_fmt(buf, cap, v < 0 ? "unset" : "%d", v);
+        break;
+    }
     case T_INT: {
         int64_t v = *(const int64_t *)field;
         if (v < 0)

@@ -162,10 +162,16 @@ void ds_printable(char *out, size_t cap, const char *s, size_t n)
     out[i] = '\0';
 }
 
+static atomic_uint diag_count;
+
+unsigned ds_diag_count(void)
+{
+    return atomic_load_explicit(&diag_count, memory_order_relaxed);
+}
+
 void ds_diag(const char *fmt, ...)
 {
-    static atomic_uint count;
-    unsigned n = atomic_fetch_add_explicit(&count, 1, memory_order_relaxed);
+    unsigned n = atomic_fetch_add_explicit(&diag_count, 1, memory_order_relaxed);
     if (n > DS_DIAG_MAX)
         return;
     int saved = errno;

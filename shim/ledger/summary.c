@@ -131,9 +131,20 @@ static void write_text_pairs(const ds_pair *pairs, int n)
     }
 }
 
+/* Without DLSHIM_SUMMARY set, a process writes its summary only where there
+ * is something to say: it shared, allocated, freed or copied a buffer, saw
+ * a violation, lost events or printed a diagnostic.  A shell, or a helper
+ * the program starts, stays quiet. */
+static bool worth_a_summary(void)
+{
+    if (ds_cfg.summary >= 0)
+        return ds_cfg.summary;
+    return atomic_load(&ds_worked) || ds_diag_count() > 0 || ds_log_dropped() > 0;
+}
+
 void ds_summary_write(void)
 {
-    if (!ds_cfg.summary || !ds_event_wanted(DS_EV_SUMMARY) || !ds_stats_claim_summary())
+    if (!worth_a_summary() || !ds_event_wanted(DS_EV_SUMMARY) || !ds_stats_claim_summary())
         return;
     ds_log_flush(); /* so that dropped_events counts every loss before it */
     outstanding out = {0};

@@ -13,10 +13,14 @@
  * what it carried and counts the lines; the program never sees an error, and
  * writing to a closed pipe never raises SIGPIPE in it.
  *
- * Files are created 0600 with O_NOFOLLOW, appended to (never truncated), and
- * refused if they belong to another user (falling back to stderr).  `%p` in
- * the path becomes the pid; a forked child opens its own file with its first
- * line, so a child that logs nothing (a fork+exec helper) leaves no file.
+ * Files are created 0600 with O_NOFOLLOW and refused if they belong to
+ * another user (falling back to stderr).  One run, one log: the run's first
+ * process starts its file afresh, and the processes it starts append to a
+ * file written since the run began but start afresh one written before (a
+ * previous run's, under a name with `%p` or `%r`), unless DLSHIM_LOG_APPEND
+ * keeps every old line.  `%p` in the path becomes the pid; a forked child
+ * opens its own file with its first line, so a child that logs nothing (a
+ * fork+exec helper) leaves no file.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +49,9 @@ static atomic_int log_fd = -1;
 static bool log_is_pipe;   /* SIGPIPE must be kept away from the program */
 static bool log_per_pid;   /* the path has %p: a forked child reopens */
 static char log_spec[DS_PATH_MAX];
+/* A log file last written before this is started afresh (see the top). */
+static uint64_t run_start_ns;
+static bool run_first;
 static atomic_uint_fast64_t dropped;
 
 #define DS_LOG_AGE_NS 100000000ull /* 100 ms: the longest a line waits while events flow */
@@ -92,9 +99,26 @@ static bool fd_is_pipe(int fd)
     return fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
-int ds_output_open(const char *spec, const char *option, bool truncate)
+/* When a file was last written, on the clock of ds_log_set_run. */
+static uint64_t modified_ns(const struct stat *st)
+{
+    return (uint64_t)st->st_mtim.tv_sec * 1000000000ull + (uint64_t)st->st_mtim.tv_nsec;
+}
+
+int ds_output_open(const char *spec, const char *option, uint64_t fresh_before_ns)
 {
     char path[DS_PATH_MAX];
+    const char *unknown = spec;
+    while ((unknown = strchr(unknown, '%')) && (unknown[1] == 'p' || unknown[1] == 'r' ||
+                                                  unknown[1] == '%'))
+        unknown += 2;
+    if (unknown) {
+        char shown[8];
+        ds_printable(shown, sizeof(shown), unknown, 2);
+        ds_diag("%s: %s in the path is not known (%%p: the process id, %%r: the rank, "
+                "%%%%: a %%)", option, shown);
+        return -1;
+    }
     if (!expand_path(path, sizeof(path), spec)) {
         ds_diag("%s: the path is longer than %d bytes once %%p is expanded", option,
                 DS_PATH_MAX - 1);
@@ -113,7 +137,8 @@ int ds_output_open(const char *spec, const char *option, bool truncate)
         close(fd);
         return -1;
     }
-    if (truncate && S_ISREG(st.st_mode) && ftruncate(fd, 0) != 0) {
+    if (S_ISREG(st.st_mode) && st.st_size > 0 && modified_ns(&st) < fresh_before_ns &&
+        ftruncate(fd, 0) != 0) {
         close(fd);
         return -1;
     }
@@ -141,6 +166,12 @@ static void set_buffer(int fd)
     buffer_cap = want;
 }
 
+void ds_log_set_run(uint64_t start_ns, bool first, bool append)
+{
+    run_start_ns = append ? 0 : start_ns;
+    run_first = first && !append;
+}
+
 void ds_log_open(const char *spec)
 {
     ds_log_flush(); /* lines held for a previous log go there */
@@ -149,7 +180,8 @@ void ds_log_open(const char *spec)
         fd = -1;
     else if (strcmp(spec, "stderr") == 0)
         fd = STDERR_FILENO;
-    else if ((fd = ds_output_open(spec, "DLSHIM_LOG", false)) < 0) {
+    else if ((fd = ds_output_open(spec, "DLSHIM_LOG",
+                                  run_first ? UINT64_MAX : run_start_ns)) < 0) {
         ds_diag("DLSHIM_LOG: events go to stderr instead");
         fd = STDERR_FILENO;
     }
@@ -186,7 +218,7 @@ static int writable_fd(void)
     fd = atomic_load(&log_fd);
     if (fd == LOG_LATER) {
         int saved = errno;
-        if ((fd = ds_output_open(log_spec, "DLSHIM_LOG", false)) < 0) {
+        if ((fd = ds_output_open(log_spec, "DLSHIM_LOG", run_start_ns)) < 0) {
             ds_diag("DLSHIM_LOG: events go to stderr instead");
             fd = STDERR_FILENO;
         }

@@ -60,6 +60,11 @@ void ds_ev_begin_with(ds_ev *e, int id, char *buf, size_t cap, uint64_t ns,
 char *ds_put_context(char *p, const char *limit, const ds_context *c, bool text);
 
 /* ---- log.c: the event sink ---------------------------------------------- */
+/* The run this process belongs to: when it began (CLOCK_REALTIME_COARSE,
+ * the clock of file times), whether this process began it, and whether old
+ * lines are kept (DLSHIM_LOG_APPEND).  Set before ds_log_open; unset, every
+ * file is appended to. */
+void ds_log_set_run(uint64_t start_ns, bool first, bool append);
 /* Opens DLSHIM_LOG (stderr/off/path with %p); falls back to stderr. */
 void ds_log_open(const char *spec);
 void ds_log_after_fork(void);
@@ -87,9 +92,10 @@ void ds_log_write_stderr(const char *line, size_t len);
 void ds_log_count_drop(void);
 uint64_t ds_log_dropped(void);
 /* Opens an output file (`%p` expanded; 0600, O_NOFOLLOW, O_APPEND, refused
- * if another user's; emptied first when `truncate`).  -1 after one
- * diagnostic naming `option`. */
-int ds_output_open(const char *spec, const char *option, bool truncate);
+ * if another user's; emptied first when last written before
+ * fresh_before_ns, on the clock of ds_log_set_run: UINT64_MAX always, 0
+ * never).  -1 after one diagnostic naming `option`. */
+int ds_output_open(const char *spec, const char *option, uint64_t fresh_before_ns);
 /* Whether the path names one file per process (%p, or %r without a rank):
  * a forked child then opens its own. */
 bool ds_output_per_pid(const char *spec);

@@ -72,7 +72,7 @@ void ds_trace_open(const char *spec)
         return;
     memcpy(trace_spec, spec, strlen(spec) + 1);
     per_pid = ds_output_per_pid(spec);
-    int fd = ds_output_open(spec, "DLSHIM_TRACE", true);
+    int fd = ds_output_open(spec, "DLSHIM_TRACE", UINT64_MAX);
     if (fd < 0) {
         ds_diag("DLSHIM_TRACE: no trace is written");
         return;

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/auxv.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "start/start.h"
@@ -62,6 +63,24 @@ static void finish_now(void)
     ds_finish(true);
 }
 
+/* The first process of a run (no DLSHIM_RUN in its environment) names the
+ * run's start for the processes it starts, so that one run writes one log
+ * (output/log.c).  Set in the environment while the program has not begun
+ * (a constructor, or a hook another library's constructor called). */
+static void join_run(void)
+{
+    bool first = ds_cfg.run < 0;
+    if (first) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME_COARSE, &now);
+        ds_cfg.run = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+        char value[24];
+        ds_fmt(value, sizeof(value), "%lld", (long long)ds_cfg.run);
+        setenv("DLSHIM_RUN", value, 1);
+    }
+    ds_log_set_run((uint64_t)ds_cfg.run, first, ds_cfg.log_append);
+}
+
 static int setup(char *const *envp)
 {
     ds_clock_start();
@@ -72,6 +91,7 @@ static int setup(char *const *envp)
     if (ds_cfg.disable)
         return DISABLED;
     ds_context_init(envp);
+    join_run();
     ds_log_open(ds_cfg.log);
     ds_trace_open(ds_cfg.trace);
     ds_reg_init((size_t)ds_cfg.max_records);

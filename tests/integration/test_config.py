@@ -1,9 +1,10 @@
 """Configuration: every variable's effect, bad values and the log file."""
+import os
 import re
 import stat
 import subprocess
 
-from conftest import LIB, ROOT, parse_jsonl
+from conftest import CONSUMER, LIB, ROOT, parse_jsonl
 
 
 def option_names():
@@ -19,8 +20,24 @@ def test_disable_loads_but_does_nothing(dlshim):
 
 
 def test_silent_by_default_without_exchanges(dlshim):
+    """A shell pipeline that touches no tensor prints nothing (it printed one
+    summary per process); asked for, each of its processes writes one."""
+    pipeline = ["sh", "-c", "ls / | cat >/dev/null"]
+    r = dlshim.run(pipeline, log=False, env={"DLSHIM_LOG": "stderr"})
+    assert r.rc == 0 and r.stderr == ""
+    r = dlshim.run(pipeline)
+    assert r.rc == 0 and r.events == []
+    r = dlshim.run(pipeline, env={"DLSHIM_SUMMARY": "1"})
+    assert len(r.events) >= 2 and {e["event"] for e in r.events} == {"summary"}
+    assert len({e["pid"] for e in r.events}) == len(r.events)  # one per process
     r = dlshim.run(["/bin/true"], log=False, env={"DLSHIM_SUMMARY": "0"})
     assert r.rc == 0 and r.stderr == ""
+
+
+def test_a_process_with_a_diagnostic_still_summarises(dlshim):
+    r = dlshim.run(["/bin/true"], env={"DLSHIM_ON_ERROR": "never"})
+    assert [e["event"] for e in r.events] == ["summary"]
+    assert any("DLSHIM_ON_ERROR" in l for l in r.diagnostics())
 
 
 def test_events_filter(dlshim):
@@ -57,6 +74,26 @@ def test_bad_values_warn_once_and_keep_defaults(dlshim):
     assert len(r.of("summary")) == 1      # summary stayed on
 
 
+def test_messages_name_what_is_wrong(dlshim, tmp_path):
+    r = dlshim.consumer("clean", log=False, env={"DLSHIM_HOOKS": "python,cudaa",
+                                                  "DLSHIM_PYSTACK": "99"})
+    [hooks] = [d for d in r.diagnostics() if "DLSHIM_HOOKS" in d]
+    assert "not valid: cudaa is not one (expected a comma list of all, default, python" in hooks
+    [pystack] = [d for d in r.diagnostics() if "DLSHIM_PYSTACK" in d]
+    assert "(expected an integer from 0 to 16);" in pystack  # no K/M/G for 0 to 16
+    [size] = [d for d in dlshim.consumer("clean", env={"DLSHIM_LOG_BUFFER": "x"}).diagnostics()]
+    assert "K/M/G suffixes allowed" in size
+
+
+def test_an_unknown_escape_in_a_log_path_falls_back_to_stderr(dlshim, tmp_path):
+    r = dlshim.consumer("clean", log=False, env={"DLSHIM_LOG": str(tmp_path / "x-%q.jsonl")})
+    assert r.rc == 0 and list(tmp_path.iterdir()) == []
+    assert "dlshim: DLSHIM_LOG: %q in the path is not known (%p: the process id, %r: the rank, " \
+           "%%: a %)" in r.diagnostics()
+    assert "events go to stderr instead" in r.stderr
+    assert len(parse_jsonl("\n".join(l for l in r.stderr.splitlines() if l.startswith("{")))) == 4
+
+
 def test_values_of_any_length_and_bytes(dlshim):
     env = {"DLSHIM_FORMAT": "x" * 100000, "DLSHIM_EVENTS": "import,\x01\x7f\u00e9"}
     r = dlshim.consumer("clean", env={**env, "DLSHIM_FORMAT": "jsonl"})
@@ -88,11 +125,48 @@ def test_log_path_pid_and_mode(dlshim, tmp_path):
     assert r.stderr == ""
 
 
-def test_log_is_appended_not_truncated(dlshim, tmp_path):
+def summaries(path):
+    return [e for e in parse_jsonl(path.read_text()) if e["event"] == "summary"]
+
+
+def test_each_run_starts_its_log_afresh(dlshim, tmp_path):
     path = tmp_path / "shared.jsonl"
     for _ in range(2):
         dlshim.consumer("clean", log=False, env={"DLSHIM_LOG": str(path)})
-    assert len([e for e in parse_jsonl(path.read_text()) if e["event"] == "summary"]) == 2
+    assert len(summaries(path)) == 1
+    dlshim.consumer("clean", log=False, env={"DLSHIM_LOG": str(path), "DLSHIM_LOG_APPEND": "1"})
+    assert len(summaries(path)) == 2
+
+
+def test_the_processes_of_one_run_share_its_log(dlshim, tmp_path):
+    path = tmp_path / "shared.jsonl"
+    path.write_text('{"event":"summary","pid":1}\n')  # yesterday's run
+    twice = f"{CONSUMER} clean && {CONSUMER} clean"
+    r = dlshim.run(["sh", "-c", twice], log=False, env={"DLSHIM_LOG": str(path)})
+    assert r.rc == 0
+    assert len({e["pid"] for e in summaries(path)}) == 2 and len(summaries(path)) == 2
+
+
+def test_a_rank_log_of_a_previous_run_is_started_afresh(dlshim, tmp_path):
+    """Named by rank, each run's processes find their rank's file: one
+    written before the run began is yesterday's, one written since is
+    theirs."""
+    old = tmp_path / "rank-7.jsonl"
+    old.write_text('{"event":"summary","pid":1}\n')
+    os.utime(old, (1_000_000_000, 1_000_000_000))
+    twice = f"{CONSUMER} clean && {CONSUMER} clean"
+    r = dlshim.run(["sh", "-c", twice], log=False,
+                   env={"DLSHIM_LOG": str(tmp_path / "rank-%r.jsonl"), "RANK": "7"})
+    assert r.rc == 0
+    assert [e["pid"] != 1 for e in summaries(old)] == [True, True]
+
+
+def test_the_run_is_named_for_the_processes_it_starts(dlshim):
+    r = dlshim.run(["sh", "-c", "echo $DLSHIM_RUN"], log=False, env={"DLSHIM_LOG": "off"})
+    assert int(r.stdout) > 1_600_000_000 * 10**9
+    r = dlshim.run(["sh", "-c", "echo $DLSHIM_RUN"], log=False,
+                   env={"DLSHIM_LOG": "off", "DLSHIM_RUN": "12345"})
+    assert r.stdout.strip() == "12345"
 
 
 def test_log_symlink_is_not_followed(dlshim, tmp_path):

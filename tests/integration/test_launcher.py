@@ -1,6 +1,10 @@
 """bin/dlshim: flags become variables, the exit status is the program's."""
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -115,3 +119,85 @@ def test_every_option_is_a_flag(dlshim, tmp_path):
             r = launch(dlshim, "--log", "off", *args, "printenv", var)
             assert r.rc == 0 and r.stdout.strip() == want, (args, r.stdout, r.stderr)
     assert launch(dlshim, "--no-log", "true").rc == 2  # not an on/off option
+
+
+# ---- the launchers change nothing but DLSHIM_* and LD_PRELOAD -----------------
+# Each is compared with the same program preloaded by hand, started from the
+# same parent state: SIGINT ignored and SIGUSR1 blocked (what a job started
+# in the background of a script might get), SIGPIPE and SIGXFSZ at their
+# defaults (pytest's own Python ignores them).
+def python_module():
+    return [sys.executable, "-m", "dlshim"]
+
+
+LAUNCHERS = {"bin/dlshim": lambda: [str(LAUNCHER)], "python -m dlshim": python_module}
+
+
+def parent_state(ignore_pipe):
+    def set_up():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN if ignore_pipe else signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    return set_up
+
+
+def start(args, launcher, ignore_pipe=False, **kw):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DLSHIM_")}
+    env["PYTHONPATH"] = str(ROOT / "python")
+    env["DLSHIM_LOG"] = "off"
+    preload = " ".join(p for p in (PRELOAD_FIRST, str(LIB)) if p)
+    if launcher:
+        env["LD_PRELOAD"] = PRELOAD_FIRST
+        args = LAUNCHERS[launcher]() + ["--lib", str(LIB), "--"] + args
+    else:
+        env["LD_PRELOAD"] = preload
+    return subprocess.Popen(args, env=env, preexec_fn=parent_state(ignore_pipe),
+                            restore_signals=False, stdin=subprocess.DEVNULL, **kw)
+
+
+def seen(args, launcher, ignore_pipe=False):
+    p = start(args, launcher, ignore_pipe, stdout=subprocess.PIPE, text=True)
+    out, _ = p.communicate(timeout=60)
+    return p.returncode, out
+
+
+def signal_state(out):
+    return [l for l in out.splitlines() if l.startswith(("SigIgn", "SigBlk"))]
+
+
+def outside_env(out):
+    return sorted(l for l in out.split("\0")
+                  if l and not l.startswith(("DLSHIM_", "LD_PRELOAD=")))
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_launchers_change_no_signal_state_or_environment(launcher):
+    status = ["grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"]
+    rc, direct = seen(status, None)
+    assert rc == 0 and len(signal_state(direct)) == 2
+    assert signal_state(seen(status, launcher)[1]) == signal_state(direct)
+    env_direct, env_launched = seen(["env", "-0"], None)[1], seen(["env", "-0"], launcher)[1]
+    assert outside_env(env_launched) == outside_env(env_direct)
+
+
+def test_the_shell_launcher_keeps_an_ignored_sigpipe():
+    """python -m dlshim cannot: Python ignored SIGPIPE before it ran, and
+    what the parent had is lost (README, "Launchers")."""
+    status = ["grep", "-E", "^SigIgn", "/proc/self/status"]
+    _, direct = seen(status, None, ignore_pipe=True)
+    assert seen(status, "bin/dlshim", ignore_pipe=True)[1] == direct
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize("program, status", [
+    (["yes"], -signal.SIGPIPE),                  # `dlshim -- yes | head -1`
+    (["sh", "-c", "kill -TERM $$"], -signal.SIGTERM),
+    (["sh", "-c", "exit 3"], 3),
+])
+def test_exit_status_and_death_by_signal_are_the_programs(launcher, program, status):
+    for who in (None, launcher):
+        p = start(program, who, stdout=subprocess.PIPE)
+        p.stdout.readline()
+        p.stdout.close()  # what `head -1` does after its line
+        assert p.wait(timeout=60) == status, who

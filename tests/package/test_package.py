@@ -85,9 +85,19 @@ def test_xdist_workers_log_one_file_each(tmp_path):
 
 def test_without_the_preload_the_plugin_says_so_once_and_does_nothing():
     env = env_with(PYTHONPATH=str(ROOT / "python"))
-    r = run(pytest_args(VENV_PYTHON, "-p", "dlshim.pytest", "--dlshim-strict"), env)
+    r = run(pytest_args(VENV_PYTHON, "-p", "dlshim.pytest"), env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("libdlshim.so is not preloaded") == 1
+
+
+def test_strict_without_the_preload_fails_the_run_in_one_line():
+    env = env_with(PYTHONPATH=str(ROOT / "python"))
+    r = run(pytest_args(VENV_PYTHON, "-p", "dlshim.pytest", "--dlshim-strict"), env)
+    assert r.returncode == pytest.ExitCode.USAGE_ERROR, r.stdout + r.stderr
+    lines = [l for l in r.stderr.splitlines() if "dlshim" in l]
+    assert lines == ["ERROR: dlshim: --dlshim-strict needs libdlshim.so preloaded: "
+                     "run `dlshim -- pytest ...`"], r.stderr
+    assert "passed" not in r.stdout
 
 
 @pytest.fixture(scope="module")

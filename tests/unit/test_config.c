@@ -48,7 +48,7 @@ static void test_defaults(void **state)
     assert_string_equal(c.log, "stderr");
     assert_int_equal(c.format, DS_FORMAT_TEXT);
     assert_int_equal(c.on_error, DS_ON_ERROR_WARN);
-    assert_true(c.summary);
+    assert_int_equal(c.summary, -1); /* unset: only where something happened */
     assert_int_equal(c.exitcode, -1);
     assert_int_equal(c.backtrace, 0);
     assert_int_equal(c.max_records, 1 << 20);

@@ -381,6 +381,7 @@ static void test_summary_totals_include_shares_past_the_pair_table(void **state)
 {
     (void)state;
     ds_stats_after_fork(); /* a fresh account, and a summary not yet written */
+    ds_note_work();
     ds_reg_lock();
     for (int i = 0; i < 300; i++) /* 300 pairs: 44 past the table */
         ds_stats_share(1, (uint16_t)(i + 1), 10, i % 3 != 0);
@@ -454,6 +455,34 @@ static void test_taken_at_release(void **state)
     assert_non_null(summary);
     assert_non_null(strstr(summary, "\"shares\":2,\"zero_copy\":0,\"copies\":2,"));
     free(log);
+}
+
+/* Unless asked for, a process that did nothing writes no summary (a shell,
+ * a helper the program starts); asked for, it always does. */
+static void test_summary_only_where_something_happened(void **state)
+{
+    (void)state;
+    signed char asked = ds_cfg.summary;
+    ds_cfg.summary = -1;
+    ds_stats_after_fork(); /* nothing done yet */
+    ds_summary_write();
+    char *log = harness_read_log();
+    assert_null(strstr(log, "\"event\":\"summary\""));
+    free(log);
+    ds_cfg.summary = 1;
+    ds_stats_after_fork();
+    ds_summary_write();
+    log = harness_read_log();
+    assert_non_null(strstr(log, "\"event\":\"summary\""));
+    free(log);
+    ds_cfg.summary = -1;
+    ds_stats_after_fork();
+    ds_note_work();
+    ds_summary_write();
+    log = harness_read_log();
+    assert_int_equal(harness_count(log, "\"event\":\"summary\""), 2);
+    free(log);
+    ds_cfg.summary = asked;
 }
 
 /* Let go inside the call that imported it (MLX): a copy, counted as one. */
@@ -584,6 +613,7 @@ int main(void)
         cmocka_unit_test_setup(test_null_deleter, setup),
         cmocka_unit_test_setup(test_eviction_keeps_live_records, setup),
         cmocka_unit_test_setup(test_summary_totals_include_shares_past_the_pair_table, setup),
+        cmocka_unit_test_setup(test_summary_only_where_something_happened, setup),
         cmocka_unit_test_setup(test_taken_at_release, setup),
         cmocka_unit_test_setup(test_copy_on_import, setup),
         cmocka_unit_test_setup(test_dropped_unconsumed, setup),
