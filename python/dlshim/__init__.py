@@ -2,7 +2,8 @@
 
 The tracer is a C library preloaded into the program (LD_PRELOAD); this
 package carries it, starts programs under it (the `dlshim` command, `python
--m dlshim`) and adds a pytest plugin (`pytest -p dlshim.pytest`)."""
+-m dlshim`), reports on its jsonl logs (the `dlshim-report` command:
+report.py) and adds a pytest plugin (`pytest -p dlshim.pytest`)."""
 import os
 
 __all__ = ["library_path", "launcher_path"]

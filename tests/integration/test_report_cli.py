@@ -1,0 +1,245 @@
+"""dlshim-report as a command: installed by pip and run from a checkout, its
+exit status and one-line errors on logs it cannot use and outputs it cannot
+write, a closed pipe, one clock for the processes of a run (a forked worker
+and its parent), copied shares drawn, rows named by pair and Python line,
+the table by Python line, and the page as Chromium draws it."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import tomllib
+
+import pytest
+
+from conftest import REPORT, ROOT, SYSTEM_PYTHON
+from test_reports import decode_png
+
+WORKER = ROOT / "tests" / "python" / "forked_worker.py"
+COPIED_ORANGE = (0xe0, 0x8a, 0x1e)  # the report's "copied share" colour
+
+
+def report(*args, **kw):
+    return subprocess.run([SYSTEM_PYTHON, str(REPORT), *map(str, args)], capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL, **kw)
+
+
+def one_error_line(p):
+    """The report stopped with status 2 and said why in one line."""
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dlshim-report: "), p.stderr
+    return lines[0]
+
+
+def line_of(text):
+    """The number of the line of forked_worker.py that holds `text`."""
+    [n] = [n for n, line in enumerate(WORKER.read_text().splitlines(), 1) if text in line]
+    return n
+
+
+@pytest.fixture
+def forked_run(dlshim, tmp_path):
+    """forked_worker.py's two logs, one per process (the worker's pid, logs)."""
+    r = dlshim.python("forked_worker.py", env={"DLSHIM_LOG": str(tmp_path / "ev-%p.jsonl")})
+    assert r.rc == 0, r.stderr[-2000:]
+    logs = sorted(tmp_path.glob("ev-*.jsonl"))
+    assert len(logs) == 2
+    return int(r.stdout.split()[0]), logs
+
+
+def svg_of(page, pid):
+    """The timeline SVG of one process in the HTML page."""
+    return re.search(rf'aria-label="timeline of pid {pid}">(.*?)</svg>', page, re.S).group(1)
+
+
+def bars(svg):
+    """(class, x, width, fill, title) of each share's bar, top row first."""
+    return [(c, float(x), float(w), fill, title) for c, x, w, fill, title in re.findall(
+        r'<rect class="(share|copied)" x="([\d.]+)" y="[\d.]+" width="([\d.]+)" height="10" '
+        r'fill="([^"]+)"[^>]*><title>([^<]*)</title>', svg)]
+
+
+# ---- installed by pip, launched from the checkout --------------------------
+
+def test_pip_installs_the_command_and_the_checkout_launches_the_package(tmp_path):
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["scripts"]["dlshim-report"] == "dlshim.report:main"
+    # The entry point pip writes imports the package's module and calls main.
+    p = subprocess.run([SYSTEM_PYTHON, "-c", "import sys; from dlshim.report import main; "
+                        "sys.exit(main())", "--help"], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "python")}, timeout=60)
+    assert p.returncode == 0 and p.stdout.startswith("usage: dlshim-report"), p.stderr
+    # bin/dlshim-report finds the package next to itself, wherever it is called from
+    # (a link to it on PATH) and without the package installed.
+    link = tmp_path / "dlshim-report"
+    link.symlink_to(REPORT)
+    p = subprocess.run([SYSTEM_PYTHON, "-S", str(link), "--help"], capture_output=True,
+                       text=True, cwd=tmp_path, timeout=60)
+    assert p.returncode == 0 and p.stdout.startswith("usage: dlshim-report"), p.stderr
+    assert len(REPORT.read_text().splitlines()) < 20  # a launcher, not a second copy
+    # The launcher's help names the command as installed and in the checkout.
+    help_text = subprocess.run(["sh", str(ROOT / "bin" / "dlshim"), "--help"],
+                               capture_output=True, text=True, timeout=60).stdout
+    assert "bin/dlshim-report" in help_text and "scripts/" not in help_text
+    assert "--format jsonl" in help_text
+
+
+# ---- logs it cannot use, outputs it cannot write, a closed pipe -------------
+
+def test_unusable_logs_stop_the_report_with_one_line(dlshim, tmp_path):
+    missing = tmp_path / "missing.jsonl"
+    assert one_error_line(report(missing)) == \
+        f"dlshim-report: {missing}: cannot read (No such file or directory)"
+    assert one_error_line(report(tmp_path)) == \
+        f"dlshim-report: {tmp_path}: cannot read (Is a directory)"
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    assert one_error_line(report(empty)) == f"dlshim-report: {empty}: empty log (no events)"
+    other = tmp_path / "other.txt"
+    other.write_text("hello\nworld\n")
+    assert one_error_line(report(other)) == \
+        f"dlshim-report: {other}: not a dlshim jsonl log (no line is an event)"
+    # A good log beside a bad one: still stopped, nothing half-reported.
+    good = dlshim.consumer("clean")
+    p = report(good.log_path, missing)
+    one_error_line(p)
+    assert p.stdout == ""
+
+
+def test_a_text_log_or_a_trace_is_named_with_what_to_give_instead(dlshim, tmp_path):
+    trace, log = tmp_path / "trace.json", tmp_path / "text.log"
+    dlshim.consumer("clean", log=False, env={"DLSHIM_FORMAT": "text", "DLSHIM_LOG": str(log),
+                                             "DLSHIM_TRACE": str(trace)})
+    assert log.read_text().startswith("dlshim: ")
+    line = one_error_line(report(log))
+    assert line.startswith(f"dlshim-report: {log}: a text-format log")
+    assert "--format jsonl" in line and "DLSHIM_FORMAT=jsonl" in line
+    line = one_error_line(report(trace))
+    assert line.startswith(f"dlshim-report: {trace}: a Chrome trace (DLSHIM_TRACE), not an "
+                           "event log")
+
+
+def test_closed_pipe_ends_quietly_and_bad_outputs_are_named(dlshim, tmp_path):
+    # A report longer than a pipe holds: 4000 shares never released.
+    r = dlshim.consumer("clean")
+    [export] = r.of("export")
+    big = tmp_path / "big.jsonl"
+    big.write_text("".join(json.dumps({**export, "tensor": hex(0x10000 + 64 * i)}) + "\n"
+                           for i in range(4000)))
+    page = tmp_path / "page.html"
+    p = subprocess.run(f"'{SYSTEM_PYTHON}' '{REPORT}' '{big}' --html '{page}' | head -1",
+                       shell=True, capture_output=True, text=True, timeout=120,
+                       executable="/bin/bash")
+    assert p.stdout.startswith("dlshim report: 1 process(es)") and p.stderr == ""
+    assert page.read_text().endswith("</html>\n")  # the file asked for is still written
+    p = subprocess.run(["/bin/bash", "-c", f"set -o pipefail; '{SYSTEM_PYTHON}' '{REPORT}' "
+                        f"'{big}' | head -1 >/dev/null"], capture_output=True, text=True,
+                       timeout=120)
+    assert (p.returncode, p.stderr) == (141, "")  # as cat: killed by SIGPIPE, silently
+    for option in ("--html", "--json", "--trace"):
+        out = tmp_path / "missing" / "dir" / "out"
+        assert one_error_line(report(r.log_path, option, out, "--quiet")) == \
+            f"dlshim-report: cannot write {out}: No such file or directory"
+    assert one_error_line(report(r.log_path, "--json", tmp_path, "--quiet")) == \
+        f"dlshim-report: cannot write {tmp_path}: Is a directory"
+    assert one_error_line(report("--complete-trace", tmp_path / "none.json")) == \
+        f"dlshim-report: {tmp_path / 'none.json'}: cannot complete (No such file or directory)"
+
+
+# ---- the timeline: one clock, copied shares, rows by pair and Python line -----
+
+def test_a_forked_worker_lines_up_with_its_parent(forked_run, tmp_path):
+    worker, logs = forked_run
+    page, out = tmp_path / "r.html", tmp_path / "r.json"
+    report(*logs, "--html", page, "--json", out, "--quiet")
+    rep = json.loads(out.read_text())
+    [parent] = [int(pid) for pid in rep["processes"] if int(pid) != worker]
+    text = page.read_text()
+    mine, theirs = bars(svg_of(text, parent)), bars(svg_of(text, worker))
+    assert len(mine) == 4 and len(theirs) == 2
+    # The worker shares 0.2 s after the parent's first three shares and before
+    # its last one, and is drawn there, not stretched over its own span.
+    starts = [b[1] for b in mine]
+    assert starts[2] + 600 < theirs[0][1] <= theirs[1][1] <= starts[3]
+    # A forked child's t_ns go on from its parent's origin: one clock.
+    origins = {pid: p["clock_origin_ns"] for pid, p in rep["processes"].items()}
+    assert origins[str(worker)] == origins[str(parent)] > 0
+
+
+def test_copied_shares_are_drawn_and_rows_name_pair_and_line(forked_run, tmp_path):
+    worker, logs = forked_run
+    page = tmp_path / "r.html"
+    report(*logs, "--html", page, "--quiet")
+    text = page.read_text()
+    fill = "#%02x%02x%02x" % COPIED_ORANGE
+    assert f'background:{fill}"></i>copied share' in text  # in the legend
+    [parent] = [p for p in re.findall(r'timeline of pid (\d+)', text) if int(p) != worker]
+    mine = bars(svg_of(text, parent))
+    [copied] = [b for b in mine if b[0] == "copied"]
+    # Exported and released within microseconds, still a bar wide enough to see.
+    assert copied[3] == fill and copied[2] >= 8
+    tip = copied[4]
+    assert "dlpack1ext \u2192 dlpack1ext (copied): 256 B int32 cpu:0" in tip
+    assert f"exported at {WORKER}:{line_of('IS_COPIED))')} in copied_share" in tip
+    assert f"imported at {WORKER}:" in tip and "lifetime 0.0" in tip
+    # The worker's last share is never released (os._exit): said so.
+    assert "never released" in bars(svg_of(text, worker))[-1][4]
+    # Rows are named by pair and line, not by an address the allocator reuses.
+    labels = re.findall(r'<text x="4" y="[\d.]+" font-size="11">([^<]*)</text>', text)
+    assert f"dlpack1ext \u2192 dlpack1ext  forked_worker.py:{line_of('IS_COPIED))')}" in labels
+    assert not [label for label in labels if "0x" in label]
+
+
+# ---- by Python line -----------------------------------------------------------
+
+def test_table_by_python_line_in_text_json_and_html(dlshim, forked_run, tmp_path):
+    _, logs = forked_run
+    page, out = tmp_path / "r.html", tmp_path / "r.json"
+    p = report(*logs, "--html", page, "--json", out)
+    assert p.returncode == 0, p.stderr
+    by_py = json.loads(out.read_text())["by_py"]
+    copy_at = f"{WORKER}:{line_of('IS_COPIED))')} in copied_share"
+    share_at = f"{WORKER}:{line_of('ext.make(n))')} in share"
+    # The silent copy first: the most bytes copied.
+    assert by_py == [
+        {"py": copy_at, "shares": 1, "copies": 1, "bytes_copied": 256, "violations": 0,
+         "outstanding": 0},
+        {"py": share_at, "shares": 5, "copies": 0, "bytes_copied": 0, "violations": 0,
+         "outstanding": 1}]
+    table = p.stdout.split("By Python line (py)")[1].split("\n\n")[0].splitlines()
+    assert table[1].split() == ["py", "shares", "copies", "copied", "violations",
+                                "outstanding"]
+    assert table[2].split() == [*copy_at.split(), "1", "1", "256", "B", "0", "0"]
+    html_table = page.read_text().split('id="by-py"')[1].split("</table>")[0]
+    assert f">{copy_at}</a></td><td>1</td><td>1</td><td>256 B</td><td>0</td><td>0</td>" in \
+        html_table
+    # Violations count at their own line; events without one gather in one row.
+    r = dlshim.consumer("double_release", env={"DLSHIM_ON_ERROR": "protect"})
+    report(r.log_path, "--json", out, "--quiet")
+    assert [(line["py"], line["violations"]) for line in json.loads(out.read_text())["by_py"]] \
+        == [(None, 1)]
+
+
+# ---- the page as Chromium draws it ---------------------------------------------
+
+def test_screenshot_shows_the_timeline_and_the_copied_share(forked_run, tmp_path):
+    chromium = shutil.which("chromium")
+    if not chromium:
+        pytest.skip("chromium is not installed (scripts/install-deps check installs it)")
+    _, logs = forked_run
+    page, shot = tmp_path / "r.html", tmp_path / "shot.png"
+    report(*logs, "--html", page, "--quiet")
+    p = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--hide-scrollbars", f"--screenshot={shot}", "--window-size=1400,1000",
+                        page.as_uri()], capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    assert shot.exists(), p.stderr
+    w, h, ch, rows = decode_png(shot.read_bytes())
+    assert (w, h) == (1400, 1000)
+    colors = {row[i:i + 3] for row in rows[::4] for i in range(0, w * ch, 4 * ch)}
+    assert len(colors) > 20  # not blank
+    orange = sum(1 for row in rows for i in range(0, w * ch, ch)
+                 if all(abs(row[i + k] - COPIED_ORANGE[k]) < 16 for k in range(3)))
+    # The legend's swatch is 12 x 12; the copied share's bar adds 8 x 10 more.
+    assert orange > 144 + 60
