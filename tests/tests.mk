@@ -306,5 +306,5 @@ $(BUILD)/tests/realworld/libkernel.so: tests/realworld/progs/libkernel.c
 
 test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(BUILD)/tests/local_scope $(SEARCH_PROGS) $(RUST_EXT) $(SIMDEV_LIBS) \
                $(DEVICE_PROGS) $(STRESS_PROGS) $(ENTRY_PROGS) $(TORCH_USER) $(VULKAN_PROGS) $(VK_LAYER) \
-               $(REALWORLD_LIBS)
+               $(REALWORLD_LIBS) $(EXAMPLE)
 
