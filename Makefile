@@ -194,11 +194,12 @@ $(EXAMPLE): examples/exchange.c include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $<
 
+# The C parts first; the Python part makes its own small venv (.venv-demo:
+# PyTorch, NumPy, JAX) when it comes to it.
 demo:
 	@scripts/install-deps demo
-	@scripts/venv $(VENV_PYTHON_HOST)
 	@$(MAKE) --no-print-directory $(LIB) $(EXAMPLE) >/dev/null
-	@scripts/demo $(BUILD)
+	@scripts/demo $(BUILD) $(VENV_PYTHON_HOST)
 
 include bench/bench.mk
 include tests/fuzz/fuzz.mk
