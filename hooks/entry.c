@@ -250,7 +250,7 @@ static void read_file(const char *path)
     static char text[DS_ENTRY_FILE_MAX];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        const char *why = strerrorname_np(errno);
+        const char *why = ds_errno_name(errno);
         ds_diag("DLSHIM_ENTRY_FILE %s cannot be read (%s)", path, why ? why : "error");
         return;
     }

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "base/put.h"
 
@@ -252,6 +253,12 @@ void ds_diag(const char *fmt, ...) DS_PRINTF(1, 2);
 unsigned ds_diag_count(void);
 /* Copies at most cap-1 bytes of s, replacing control bytes by '?'. */
 void ds_printable(char *out, size_t cap, const char *s, size_t n);
+/* The name of an errno value met opening or reading a file (ENOENT), or NULL:
+ * strerrorname_np is glibc 2.32's, newer than the oldest glibc the library
+ * runs on (base/glibc.h). */
+const char *ds_errno_name(int e);
+/* fstat(2) as the system call: glibc's fstat symbol is 2.33's. */
+int ds_fstat(int fd, struct stat *st);
 
 /* ---- safe_mem.c: reading and writing memory the program handed us ------- */
 /* Pages a syscall proved readable or writable, by page number in a small

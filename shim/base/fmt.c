@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -160,6 +161,25 @@ void ds_printable(char *out, size_t cap, const char *s, size_t n)
     for (; i < n && i + 1 < cap && s[i]; i++)
         out[i] = (char)((unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i]);
     out[i] = '\0';
+}
+
+const char *ds_errno_name(int e)
+{
+    switch (e) {
+#define NAME(x) case x: return #x;
+    NAME(EPERM) NAME(ENOENT) NAME(EINTR) NAME(EIO) NAME(ENXIO) NAME(EBADF) NAME(EAGAIN)
+    NAME(ENOMEM) NAME(EACCES) NAME(EFAULT) NAME(EBUSY) NAME(EEXIST) NAME(ENODEV)
+    NAME(ENOTDIR) NAME(EISDIR) NAME(EINVAL) NAME(ENFILE) NAME(EMFILE) NAME(ETXTBSY)
+    NAME(EFBIG) NAME(ENOSPC) NAME(ESPIPE) NAME(EROFS) NAME(EPIPE) NAME(ENAMETOOLONG)
+    NAME(ELOOP) NAME(EOVERFLOW) NAME(EOPNOTSUPP) NAME(EDQUOT) NAME(ESTALE)
+#undef NAME
+    default: return NULL;
+    }
+}
+
+int ds_fstat(int fd, struct stat *st)
+{
+    return (int)syscall(SYS_fstat, fd, st);
 }
 
 static atomic_uint diag_count;

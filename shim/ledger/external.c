@@ -45,7 +45,7 @@ static imported imports[DS_IMPORTS];
 bool ds_extmem_identify(int fd, ds_file_id *out)
 {
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0)
+    if (fd < 0 || ds_fstat(fd, &st) != 0)
         return false;
     *out = (ds_file_id){.dev = (uint64_t)st.st_dev, .ino = (uint64_t)st.st_ino, .fd = fd};
     return true;

@@ -96,7 +96,7 @@ bool ds_output_per_pid(const char *spec)
 static bool fd_is_pipe(int fd)
 {
     struct stat st;
-    return fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+    return ds_fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
 /* When a file was last written, on the clock of ds_log_set_run. */
@@ -126,13 +126,13 @@ int ds_output_open(const char *spec, const char *option, uint64_t fresh_before_n
     }
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0) {
-        const char *why = strerrorname_np(errno);
+        const char *why = ds_errno_name(errno);
         ds_diag("%s: cannot open %s (%s)", option, path, why ? why : "error");
         return -1;
     }
     /* Ownership is checked before anything is truncated. */
     struct stat st;
-    if (fstat(fd, &st) != 0 || (S_ISREG(st.st_mode) && st.st_uid != geteuid())) {
+    if (ds_fstat(fd, &st) != 0 || (S_ISREG(st.st_mode) && st.st_uid != geteuid())) {
         ds_diag("%s: %s belongs to another user", option, path);
         close(fd);
         return -1;
@@ -152,7 +152,7 @@ static void set_buffer(int fd)
     size_t want = (size_t)ds_cfg.log_buffer;
     buffer = NULL;
     buffer_cap = buffer_len = buffer_lines = 0;
-    if (want == 0 || fd <= STDERR_FILENO || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    if (want == 0 || fd <= STDERR_FILENO || ds_fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return;
     if (want > buffer_mem_cap) {
         void *p = ds_map(want, true);
