@@ -9,11 +9,14 @@ SAN_BUILD := build/sanitize
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wformat=2 -Wundef -Wvla
 CFLAGS  ?= -O2 -g
-# Device API headers (types and signatures only: nothing links to them).
+# The library needs a C compiler and libc alone: the device APIs, Vulkan,
+# libffi and DLPack are declared by its own headers (hooks/abi/,
+# include/dlshim/dlpack.h), which tests/abi checks against the real ones.
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Ishim
+# The real device API headers, for test programs and that check.
 CUDA_HOME ?= /usr/local/cuda
 DEVICE_INCLUDES := -isystem $(CUDA_HOME)/include -D__HIP_PLATFORM_AMD__
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Ishim
-LIB_CFLAGS  := $(BASE_CFLAGS) $(DEVICE_INCLUDES) -DDLSHIM_BUILDING -fPIC -fvisibility=hidden \
+LIB_CFLAGS  := $(BASE_CFLAGS) -DDLSHIM_BUILDING -fPIC -fvisibility=hidden \
                -fno-semantic-interposition -fno-strict-aliasing
 # Exported: what shim/exports.map lists, nothing else.
 LIB_LDFLAGS := -shared -Wl,-soname,libdlshim.so -Wl,-z,relro,-z,now -Wl,--no-undefined \
@@ -22,8 +25,11 @@ LIB_LDFLAGS := -shared -Wl,-soname,libdlshim.so -Wl,-z,relro,-z,now -Wl,--no-und
 # (locks, checks, no-fault reads) inline into the hooks of another, which
 # saves a large share of a Python handoff's cost (docs/performance.md).  Fat
 # objects, so the unit tests and bench programs link the same objects
-# without it; the sanitizer builds turn it off (LTO=).
-LTO ?= -flto=auto -ffat-lto-objects
+# without it; the sanitizer builds turn it off (LTO=).  clang makes no fat
+# objects (its LTO objects are bitcode alone, which those links could not
+# read), so a clang build goes without.
+CC_IS_CLANG := $(findstring clang,$(shell $(CC) --version 2>/dev/null))
+LTO ?= $(if $(CC_IS_CLANG),,-flto=auto -ffat-lto-objects)
 # Extra flags for a variant build (the sanitizer run sets these).
 VARIANT_CFLAGS ?=
 VARIANT_LDFLAGS ?=
@@ -50,7 +56,7 @@ VK_LAYER := $(BUILD)/vulkan/dlshim_layer.json
 
 EXAMPLE    := $(BUILD)/examples/exchange
 
-.PHONY: all deps venv check check-unit check-integration check-frameworks check-docs check-layers \
+.PHONY: all deps venv check check-abi check-deps check-unit check-integration check-frameworks check-docs check-layers \
         check-sanitize check-tsan check-valgrind check-fuzz check-quick lint gpu-check-programs \
         simdev demo docs clean test-programs
 
@@ -114,7 +120,7 @@ check: deps venv
 	$(MAKE) check-valgrind
 
 check-quick: deps
-	$(MAKE) check-unit check-integration check-docs check-layers
+	$(MAKE) check-abi check-deps check-unit check-integration check-docs check-layers
 
 # The core's layers call and include only down, with no circle of calls
 # (docs/design.md); no tracked file holds a merge-conflict marker.
@@ -141,7 +147,7 @@ CPPCHECK_FLAGS := --enable=warning,portability,performance --std=c11 --inline-su
                   --suppress=missingIncludeSystem --suppress=missingInclude
 lint: deps
 	cppcheck $(CPPCHECK_FLAGS) $(LINT_SRCS)
-	clang-tidy --quiet $(LINT_SRCS) -- $(BASE_CFLAGS) $(DEVICE_INCLUDES) -DDLSHIM_BUILDING
+	clang-tidy --quiet $(LINT_SRCS) -- $(BASE_CFLAGS) -DDLSHIM_BUILDING
 
 check-unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; DLSHIM_LOG=off $$t; done
@@ -202,6 +208,7 @@ demo:
 
 include bench/bench.mk
 include tests/fuzz/fuzz.mk
+include tests/abi/abi.mk
 
 clean:
 	rm -rf build python/*.egg-info

@@ -32,11 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <vulkan/vk_layer.h>
-#include <vulkan/vulkan.h>
 
-#include <dlpack/dlpack.h>
-
+#include "abi/vulkan.h"
 #include "hooks.h"
 
 #define P(x) ((uintptr_t)(x))
