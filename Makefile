@@ -122,6 +122,11 @@ check: deps venv
 check-quick: deps
 	$(MAKE) check-abi check-deps check-unit check-integration check-docs check-layers
 
+# Each target of scripts/install-deps installs the Debian packages of the
+# headers its sources include; the library's need none beyond gcc and libc.
+check-deps:
+	scripts/check-deps $(CUDA_HOME)
+
 # The core's layers call and include only down, with no circle of calls
 # (docs/design.md); no tracked file holds a merge-conflict marker.
 check-layers: $(LIB)

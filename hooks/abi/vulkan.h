@@ -20,7 +20,6 @@
 
 #define VKAPI_ATTR
 #define VKAPI_CALL
-#define VKAPI_PTR
 
 #define VK_NULL_HANDLE ((void*)0)
 #define VK_WHOLE_SIZE (~0ULL)
@@ -67,15 +66,15 @@ typedef enum VkExternalMemoryHandleTypeFlagBits {
 } VkExternalMemoryHandleTypeFlagBits;
 #endif
 
-typedef void (VKAPI_PTR *PFN_vkVoidFunction)(void);
-typedef void* (VKAPI_PTR *PFN_vkAllocationFunction)(void *pUserData, size_t size,
+typedef void (*PFN_vkVoidFunction)(void);
+typedef void* (*PFN_vkAllocationFunction)(void *pUserData, size_t size,
     size_t alignment, VkSystemAllocationScope allocationScope);
-typedef void* (VKAPI_PTR *PFN_vkReallocationFunction)(void *pUserData, void *pOriginal,
+typedef void* (*PFN_vkReallocationFunction)(void *pUserData, void *pOriginal,
     size_t size, size_t alignment, VkSystemAllocationScope allocationScope);
-typedef void (VKAPI_PTR *PFN_vkFreeFunction)(void *pUserData, void *pMemory);
-typedef void (VKAPI_PTR *PFN_vkInternalAllocationNotification)(void *pUserData, size_t size,
+typedef void (*PFN_vkFreeFunction)(void *pUserData, void *pMemory);
+typedef void (*PFN_vkInternalAllocationNotification)(void *pUserData, size_t size,
     VkInternalAllocationType allocationType, VkSystemAllocationScope allocationScope);
-typedef void (VKAPI_PTR *PFN_vkInternalFreeNotification)(void *pUserData, size_t size,
+typedef void (*PFN_vkInternalFreeNotification)(void *pUserData, size_t size,
     VkInternalAllocationType allocationType, VkSystemAllocationScope allocationScope);
 
 /* Passed on only. */
@@ -164,55 +163,55 @@ typedef struct VkMemoryGetFdInfoKHR {
 #endif
 
 /* The functions the layer forwards to or answers for. */
-typedef PFN_vkVoidFunction (VKAPI_PTR *PFN_vkGetInstanceProcAddr)(VkInstance instance,
+typedef PFN_vkVoidFunction (*PFN_vkGetInstanceProcAddr)(VkInstance instance,
     const char *pName);
-typedef PFN_vkVoidFunction (VKAPI_PTR *PFN_vkGetDeviceProcAddr)(VkDevice device,
+typedef PFN_vkVoidFunction (*PFN_vkGetDeviceProcAddr)(VkDevice device,
     const char *pName);
-typedef VkResult (VKAPI_PTR *PFN_vkCreateInstance)(const VkInstanceCreateInfo *pCreateInfo,
+typedef VkResult (*PFN_vkCreateInstance)(const VkInstanceCreateInfo *pCreateInfo,
     const VkAllocationCallbacks *pAllocator, VkInstance *pInstance);
-typedef void (VKAPI_PTR *PFN_vkDestroyInstance)(VkInstance instance,
+typedef void (*PFN_vkDestroyInstance)(VkInstance instance,
     const VkAllocationCallbacks *pAllocator);
-typedef VkResult (VKAPI_PTR *PFN_vkEnumeratePhysicalDevices)(VkInstance instance,
+typedef VkResult (*PFN_vkEnumeratePhysicalDevices)(VkInstance instance,
     uint32_t *pPhysicalDeviceCount, VkPhysicalDevice *pPhysicalDevices);
-typedef void (VKAPI_PTR *PFN_vkGetPhysicalDeviceMemoryProperties)(
+typedef void (*PFN_vkGetPhysicalDeviceMemoryProperties)(
     VkPhysicalDevice physicalDevice, VkPhysicalDeviceMemoryProperties *pMemoryProperties);
-typedef VkResult (VKAPI_PTR *PFN_vkCreateDevice)(VkPhysicalDevice physicalDevice,
+typedef VkResult (*PFN_vkCreateDevice)(VkPhysicalDevice physicalDevice,
     const VkDeviceCreateInfo *pCreateInfo, const VkAllocationCallbacks *pAllocator,
     VkDevice *pDevice);
-typedef void (VKAPI_PTR *PFN_vkDestroyDevice)(VkDevice device,
+typedef void (*PFN_vkDestroyDevice)(VkDevice device,
     const VkAllocationCallbacks *pAllocator);
-typedef VkResult (VKAPI_PTR *PFN_vkAllocateMemory)(VkDevice device,
+typedef VkResult (*PFN_vkAllocateMemory)(VkDevice device,
     const VkMemoryAllocateInfo *pAllocateInfo, const VkAllocationCallbacks *pAllocator,
     VkDeviceMemory *pMemory);
-typedef void (VKAPI_PTR *PFN_vkFreeMemory)(VkDevice device, VkDeviceMemory memory,
+typedef void (*PFN_vkFreeMemory)(VkDevice device, VkDeviceMemory memory,
     const VkAllocationCallbacks *pAllocator);
-typedef VkResult (VKAPI_PTR *PFN_vkMapMemory)(VkDevice device, VkDeviceMemory memory,
+typedef VkResult (*PFN_vkMapMemory)(VkDevice device, VkDeviceMemory memory,
     VkDeviceSize offset, VkDeviceSize size, VkMemoryMapFlags flags, void **ppData);
-typedef void (VKAPI_PTR *PFN_vkUnmapMemory)(VkDevice device, VkDeviceMemory memory);
-typedef VkResult (VKAPI_PTR *PFN_vkCreateBuffer)(VkDevice device,
+typedef void (*PFN_vkUnmapMemory)(VkDevice device, VkDeviceMemory memory);
+typedef VkResult (*PFN_vkCreateBuffer)(VkDevice device,
     const VkBufferCreateInfo *pCreateInfo, const VkAllocationCallbacks *pAllocator,
     VkBuffer *pBuffer);
-typedef void (VKAPI_PTR *PFN_vkDestroyBuffer)(VkDevice device, VkBuffer buffer,
+typedef void (*PFN_vkDestroyBuffer)(VkDevice device, VkBuffer buffer,
     const VkAllocationCallbacks *pAllocator);
-typedef VkResult (VKAPI_PTR *PFN_vkBindBufferMemory)(VkDevice device, VkBuffer buffer,
+typedef VkResult (*PFN_vkBindBufferMemory)(VkDevice device, VkBuffer buffer,
     VkDeviceMemory memory, VkDeviceSize memoryOffset);
-typedef VkResult (VKAPI_PTR *PFN_vkBindBufferMemory2)(VkDevice device, uint32_t bindInfoCount,
+typedef VkResult (*PFN_vkBindBufferMemory2)(VkDevice device, uint32_t bindInfoCount,
     const VkBindBufferMemoryInfo *pBindInfos);
-typedef VkResult (VKAPI_PTR *PFN_vkBindBufferMemory2KHR)(VkDevice device,
+typedef VkResult (*PFN_vkBindBufferMemory2KHR)(VkDevice device,
     uint32_t bindInfoCount, const VkBindBufferMemoryInfo *pBindInfos);
-typedef VkResult (VKAPI_PTR *PFN_vkGetMemoryFdKHR)(VkDevice device,
+typedef VkResult (*PFN_vkGetMemoryFdKHR)(VkDevice device,
     const VkMemoryGetFdInfoKHR *pGetFdInfo, int *pFd);
 
 /* ---- the loader's layer interface (vk_layer.h) ---- */
-typedef PFN_vkVoidFunction (VKAPI_PTR *PFN_GetPhysicalDeviceProcAddr)(VkInstance instance,
+typedef PFN_vkVoidFunction (*PFN_GetPhysicalDeviceProcAddr)(VkInstance instance,
     const char *pName);
-typedef VkResult (VKAPI_PTR *PFN_vkSetInstanceLoaderData)(VkInstance instance, void *object);
-typedef VkResult (VKAPI_PTR *PFN_vkSetDeviceLoaderData)(VkDevice device, void *object);
-typedef VkResult (VKAPI_PTR *PFN_vkLayerCreateDevice)(VkInstance instance,
+typedef VkResult (*PFN_vkSetInstanceLoaderData)(VkInstance instance, void *object);
+typedef VkResult (*PFN_vkSetDeviceLoaderData)(VkDevice device, void *object);
+typedef VkResult (*PFN_vkLayerCreateDevice)(VkInstance instance,
     VkPhysicalDevice physicalDevice, const VkDeviceCreateInfo *pCreateInfo,
     const VkAllocationCallbacks *pAllocator, VkDevice *pDevice,
     PFN_vkGetInstanceProcAddr layerGIPA, PFN_vkGetDeviceProcAddr *nextGDPA);
-typedef void (VKAPI_PTR *PFN_vkLayerDestroyDevice)(VkDevice physicalDevice,
+typedef void (*PFN_vkLayerDestroyDevice)(VkDevice physicalDevice,
     const VkAllocationCallbacks *pAllocator, PFN_vkDestroyDevice destroyFunction);
 typedef VkFlags VkLoaderFeatureFlags;
 
