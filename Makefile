@@ -9,13 +9,17 @@ SAN_BUILD := build/sanitize
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wformat=2 -Wundef -Wvla
 CFLAGS  ?= -O2 -g
-# Device API headers (types and signatures only: nothing links to them).
+# The library needs a C compiler and libc alone: the device APIs, Vulkan,
+# libffi and DLPack are declared by its own headers (hooks/abi/,
+# include/dlshim/dlpack.h), which tests/abi checks against the real ones.
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Ishim
+# The real device API headers, for test programs and that check.
 CUDA_HOME ?= /usr/local/cuda
 DEVICE_INCLUDES := -isystem $(CUDA_HOME)/include -D__HIP_PLATFORM_AMD__
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Ishim
 # Every object of the library binds glibc's symbols to versions glibc 2.28
 # has (shim/base/glibc.h): the library loads on any glibc since.
-LIB_CFLAGS  := $(BASE_CFLAGS) $(DEVICE_INCLUDES) -DDLSHIM_BUILDING -fPIC -fvisibility=hidden \
+LIB_CFLAGS  := $(BASE_CFLAGS) -DDLSHIM_BUILDING -fPIC -fvisibility=hidden \
                -fno-semantic-interposition -fno-strict-aliasing -include shim/base/glibc.h
 # Exported: what shim/exports.map lists, nothing else.
 # libdl.so.2 and libpthread.so.0: where a glibc before 2.34 defines the dl*
@@ -29,8 +33,11 @@ LIB_LDFLAGS := -shared -Wl,-soname,libdlshim.so -Wl,-z,relro,-z,now -Wl,--no-und
 # objects, so the unit tests and bench programs link the same objects
 # without it; the sanitizer builds turn it off (LTO=).  One partition, so
 # that every object's glibc version pins (shim/base/glibc.h) reach the code
-# that calls: split into partitions, some calls lose theirs.
-LTO ?= -flto=auto -ffat-lto-objects -flto-partition=one
+# that calls: split into partitions, some calls lose theirs.  clang makes no
+# fat objects (its LTO objects are bitcode alone, which those links could
+# not read), so a clang build goes without.
+CC_IS_CLANG := $(findstring clang,$(shell $(CC) --version 2>/dev/null))
+LTO ?= $(if $(CC_IS_CLANG),,-flto=auto -ffat-lto-objects -flto-partition=one)
 # Extra flags for a variant build (the sanitizer run sets these).
 VARIANT_CFLAGS ?=
 VARIANT_LDFLAGS ?=
@@ -57,7 +64,7 @@ VK_LAYER := $(BUILD)/vulkan/dlshim_layer.json
 
 EXAMPLE    := $(BUILD)/examples/exchange
 
-.PHONY: all deps venv check check-unit check-integration check-frameworks check-docs check-layers \
+.PHONY: all deps venv check check-abi check-deps check-unit check-integration check-frameworks check-docs check-layers \
         check-sanitize check-tsan check-valgrind check-fuzz check-quick lint gpu-check-programs \
         simdev demo docs clean test-programs
 
@@ -121,7 +128,12 @@ check: deps venv
 	$(MAKE) check-valgrind
 
 check-quick: deps
-	$(MAKE) check-unit check-integration check-docs check-layers
+	$(MAKE) check-abi check-deps check-unit check-integration check-docs check-layers
+
+# Each target of scripts/install-deps installs the Debian packages of the
+# headers its sources include; the library's need none beyond gcc and libc.
+check-deps:
+	scripts/check-deps $(CUDA_HOME)
 
 # The core's layers call and include only down, with no circle of calls
 # (docs/design.md); no tracked file holds a merge-conflict marker; the
@@ -150,7 +162,7 @@ CPPCHECK_FLAGS := --enable=warning,portability,performance --std=c11 --inline-su
                   --suppress=missingIncludeSystem --suppress=missingInclude
 lint: deps
 	cppcheck $(CPPCHECK_FLAGS) $(LINT_SRCS)
-	clang-tidy --quiet $(LINT_SRCS) -- $(BASE_CFLAGS) $(DEVICE_INCLUDES) -DDLSHIM_BUILDING
+	clang-tidy --quiet $(LINT_SRCS) -- $(BASE_CFLAGS) -DDLSHIM_BUILDING
 
 check-unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; DLSHIM_LOG=off $$t; done
@@ -212,6 +224,7 @@ demo:
 
 include bench/bench.mk
 include tests/fuzz/fuzz.mk
+include tests/abi/abi.mk
 
 clean:
 	rm -rf build python/*.egg-info

@@ -6,9 +6,9 @@
  * shape is device.h's.  Calls the runtime makes into the driver on the
  * program's behalf are recorded once, as the runtime call.
  */
-#include <cuda.h>
 #include <string.h>
 
+#include "abi/cuda.h"
 #include "device.h"
 
 #define DS_RESULT CUresult

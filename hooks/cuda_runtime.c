@@ -8,8 +8,7 @@
  * program made.  Signatures come from the CUDA headers; nothing links to
  * libcudart.
  */
-#include <cuda_runtime_api.h>
-
+#include "abi/cuda_runtime.h"
 #include "device.h"
 
 #define DS_RESULT cudaError_t

@@ -19,22 +19,21 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
-#include <ffi.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "abi/ffi.h"
 #include "hooks.h"
 
 #define DS_ENTRIES_MAX 64
 #define DS_ENTRY_FILE_MAX (64 * 1024)
 
 static struct {
-    ffi_status (*prep_cif)(ffi_cif *, ffi_abi, unsigned int, ffi_type *, ffi_type **);
-    void *(*closure_alloc)(size_t, void **);
-    ffi_status (*prep_closure_loc)(ffi_closure *, ffi_cif *,
-                                   void (*)(ffi_cif *, void *, void **, void *), void *, void *);
-    void (*call)(ffi_cif *, void (*)(void), void *, void **);
+    __typeof__(ffi_prep_cif) *prep_cif;
+    __typeof__(ffi_closure_alloc) *closure_alloc;
+    __typeof__(ffi_prep_closure_loc) *prep_closure_loc;
+    __typeof__(ffi_call) *call;
     ffi_type *types[DS_ET_V + 1];
 } ffi;
 

@@ -5,8 +5,7 @@
  * hip.def; the wrapper shape is device.h's.  Signatures come from Debian's
  * HIP headers; nothing links to libamdhip64.
  */
-#include <hip/hip_runtime_api.h>
-
+#include "abi/hip.h"
 #include "device.h"
 
 #define DS_RESULT hipError_t

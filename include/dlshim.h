@@ -12,14 +12,21 @@
  * DLSHIM_LINK_DIRECTLY before including this header to get plain prototypes
  * instead, for code that links with -ldlshim.
  *
- * The header also declares the DLPack 1.x versioned structures when the
- * installed <dlpack/dlpack.h> is older (Debian ships 0.6), so the same code
+ * DLPack comes from the installed <dlpack/dlpack.h>, or from dlshim/dlpack.h
+ * beside this header where none is installed (and always in the library's
+ * own build); the header also declares the DLPack 1.x versioned structures
+ * when the installed one is older (Debian ships 0.6), so the same code
  * compiles against old and new DLPack headers.
  */
 #ifndef DLSHIM_H
 #define DLSHIM_H
 
+#if !defined(DLSHIM_BUILDING) && defined(__has_include)
+#if __has_include(<dlpack/dlpack.h>)
 #include <dlpack/dlpack.h>
+#endif
+#endif
+#include "dlshim/dlpack.h" /* DLPack's own guard: nothing after the real one */
 #include <stddef.h>
 #include <stdint.h>
 

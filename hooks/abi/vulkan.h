@@ -1,0 +1,271 @@
+/*
+ * abi/vulkan.h — the part of Vulkan (vulkan_core.h 1.3, and the loader's
+ * layer interface, vk_layer.h) that vulkan.c and vulkan.def use: result
+ * codes, handles, the structures the layer reads or keeps, the function
+ * pointer types it forwards through, and the loader's link structures.
+ * The shim must build with a C compiler and libc alone, and nothing links
+ * to libvulkan, so these declarations are its own.  Left out: everything
+ * else; structures the shim only passes on stay incomplete.  Handles are
+ * 64-bit platforms' (non-dispatchable ones are pointers there), calling
+ * conventions Linux's (none).
+ *
+ * tests/abi checks every declaration against the real headers, as
+ * abi/cuda.h says (DS_ABI_SDK_TYPES).
+ */
+#ifndef DS_ABI_VULKAN_H
+#define DS_ABI_VULKAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define VKAPI_ATTR
+#define VKAPI_CALL
+
+#define VK_NULL_HANDLE ((void*)0)
+#define VK_WHOLE_SIZE (~0ULL)
+#define VK_MAX_MEMORY_TYPES 32U
+#define VK_MAX_MEMORY_HEAPS 16U
+
+typedef uint32_t VkFlags;
+typedef uint64_t VkDeviceSize;
+typedef VkFlags VkMemoryMapFlags;
+typedef VkFlags VkMemoryPropertyFlags;
+typedef VkFlags VkMemoryHeapFlags;
+typedef VkFlags VkInstanceCreateFlags;
+typedef VkFlags VkDeviceCreateFlags;
+
+typedef struct VkInstance_T *VkInstance;
+typedef struct VkPhysicalDevice_T *VkPhysicalDevice;
+typedef struct VkDevice_T *VkDevice;
+typedef struct VkDeviceMemory_T *VkDeviceMemory;
+typedef struct VkBuffer_T *VkBuffer;
+
+#ifndef DS_ABI_SDK_TYPES
+/* Vulkan's enums are 32 bits wide by their MAX_ENUM values. */
+typedef enum VkResult {
+    VK_SUCCESS = 0,
+    VK_ERROR_INITIALIZATION_FAILED = -3,
+    VK_RESULT_MAX_ENUM = 0x7FFFFFFF
+} VkResult;
+typedef enum VkStructureType {
+    VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO = 47,
+    VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO = 48,
+    VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO = 1000072002,
+    VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR = 1000074000,
+    VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT = 1000178000,
+    VK_STRUCTURE_TYPE_MAX_ENUM = 0x7FFFFFFF
+} VkStructureType;
+typedef enum VkSystemAllocationScope {
+    VK_SYSTEM_ALLOCATION_SCOPE_MAX_ENUM = 0x7FFFFFFF
+} VkSystemAllocationScope;
+typedef enum VkInternalAllocationType {
+    VK_INTERNAL_ALLOCATION_TYPE_MAX_ENUM = 0x7FFFFFFF
+} VkInternalAllocationType;
+typedef enum VkExternalMemoryHandleTypeFlagBits {
+    VK_EXTERNAL_MEMORY_HANDLE_TYPE_FLAG_BITS_MAX_ENUM = 0x7FFFFFFF
+} VkExternalMemoryHandleTypeFlagBits;
+#endif
+
+typedef void (*PFN_vkVoidFunction)(void);
+typedef void* (*PFN_vkAllocationFunction)(void *pUserData, size_t size,
+    size_t alignment, VkSystemAllocationScope allocationScope);
+typedef void* (*PFN_vkReallocationFunction)(void *pUserData, void *pOriginal,
+    size_t size, size_t alignment, VkSystemAllocationScope allocationScope);
+typedef void (*PFN_vkFreeFunction)(void *pUserData, void *pMemory);
+typedef void (*PFN_vkInternalAllocationNotification)(void *pUserData, size_t size,
+    VkInternalAllocationType allocationType, VkSystemAllocationScope allocationScope);
+typedef void (*PFN_vkInternalFreeNotification)(void *pUserData, size_t size,
+    VkInternalAllocationType allocationType, VkSystemAllocationScope allocationScope);
+
+/* Passed on only. */
+typedef struct VkApplicationInfo VkApplicationInfo;
+typedef struct VkDeviceQueueCreateInfo VkDeviceQueueCreateInfo;
+typedef struct VkPhysicalDeviceFeatures VkPhysicalDeviceFeatures;
+typedef struct VkBufferCreateInfo VkBufferCreateInfo;
+
+#ifndef DS_ABI_SDK_TYPES
+typedef struct VkBaseInStructure {
+    VkStructureType sType;
+    const struct VkBaseInStructure *pNext;
+} VkBaseInStructure;
+
+typedef struct VkAllocationCallbacks {
+    void *pUserData;
+    PFN_vkAllocationFunction pfnAllocation;
+    PFN_vkReallocationFunction pfnReallocation;
+    PFN_vkFreeFunction pfnFree;
+    PFN_vkInternalAllocationNotification pfnInternalAllocation;
+    PFN_vkInternalFreeNotification pfnInternalFree;
+} VkAllocationCallbacks;
+
+typedef struct VkInstanceCreateInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkInstanceCreateFlags flags;
+    const VkApplicationInfo *pApplicationInfo;
+    uint32_t enabledLayerCount;
+    const char *const *ppEnabledLayerNames;
+    uint32_t enabledExtensionCount;
+    const char *const *ppEnabledExtensionNames;
+} VkInstanceCreateInfo;
+
+typedef struct VkDeviceCreateInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkDeviceCreateFlags flags;
+    uint32_t queueCreateInfoCount;
+    const VkDeviceQueueCreateInfo *pQueueCreateInfos;
+    uint32_t enabledLayerCount;
+    const char *const *ppEnabledLayerNames;
+    uint32_t enabledExtensionCount;
+    const char *const *ppEnabledExtensionNames;
+    const VkPhysicalDeviceFeatures *pEnabledFeatures;
+} VkDeviceCreateInfo;
+
+typedef struct VkMemoryType {
+    VkMemoryPropertyFlags propertyFlags;
+    uint32_t heapIndex;
+} VkMemoryType;
+
+typedef struct VkMemoryHeap {
+    VkDeviceSize size;
+    VkMemoryHeapFlags flags;
+} VkMemoryHeap;
+
+typedef struct VkPhysicalDeviceMemoryProperties {
+    uint32_t memoryTypeCount;
+    VkMemoryType memoryTypes[VK_MAX_MEMORY_TYPES];
+    uint32_t memoryHeapCount;
+    VkMemoryHeap memoryHeaps[VK_MAX_MEMORY_HEAPS];
+} VkPhysicalDeviceMemoryProperties;
+
+typedef struct VkMemoryAllocateInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkDeviceSize allocationSize;
+    uint32_t memoryTypeIndex;
+} VkMemoryAllocateInfo;
+
+typedef struct VkBindBufferMemoryInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+    VkDeviceSize memoryOffset;
+} VkBindBufferMemoryInfo;
+
+typedef struct VkMemoryGetFdInfoKHR {
+    VkStructureType sType;
+    const void *pNext;
+    VkDeviceMemory memory;
+    VkExternalMemoryHandleTypeFlagBits handleType;
+} VkMemoryGetFdInfoKHR;
+#endif
+
+/* The functions the layer forwards to or answers for. */
+typedef PFN_vkVoidFunction (*PFN_vkGetInstanceProcAddr)(VkInstance instance,
+    const char *pName);
+typedef PFN_vkVoidFunction (*PFN_vkGetDeviceProcAddr)(VkDevice device,
+    const char *pName);
+typedef VkResult (*PFN_vkCreateInstance)(const VkInstanceCreateInfo *pCreateInfo,
+    const VkAllocationCallbacks *pAllocator, VkInstance *pInstance);
+typedef void (*PFN_vkDestroyInstance)(VkInstance instance,
+    const VkAllocationCallbacks *pAllocator);
+typedef VkResult (*PFN_vkEnumeratePhysicalDevices)(VkInstance instance,
+    uint32_t *pPhysicalDeviceCount, VkPhysicalDevice *pPhysicalDevices);
+typedef void (*PFN_vkGetPhysicalDeviceMemoryProperties)(
+    VkPhysicalDevice physicalDevice, VkPhysicalDeviceMemoryProperties *pMemoryProperties);
+typedef VkResult (*PFN_vkCreateDevice)(VkPhysicalDevice physicalDevice,
+    const VkDeviceCreateInfo *pCreateInfo, const VkAllocationCallbacks *pAllocator,
+    VkDevice *pDevice);
+typedef void (*PFN_vkDestroyDevice)(VkDevice device,
+    const VkAllocationCallbacks *pAllocator);
+typedef VkResult (*PFN_vkAllocateMemory)(VkDevice device,
+    const VkMemoryAllocateInfo *pAllocateInfo, const VkAllocationCallbacks *pAllocator,
+    VkDeviceMemory *pMemory);
+typedef void (*PFN_vkFreeMemory)(VkDevice device, VkDeviceMemory memory,
+    const VkAllocationCallbacks *pAllocator);
+typedef VkResult (*PFN_vkMapMemory)(VkDevice device, VkDeviceMemory memory,
+    VkDeviceSize offset, VkDeviceSize size, VkMemoryMapFlags flags, void **ppData);
+typedef void (*PFN_vkUnmapMemory)(VkDevice device, VkDeviceMemory memory);
+typedef VkResult (*PFN_vkCreateBuffer)(VkDevice device,
+    const VkBufferCreateInfo *pCreateInfo, const VkAllocationCallbacks *pAllocator,
+    VkBuffer *pBuffer);
+typedef void (*PFN_vkDestroyBuffer)(VkDevice device, VkBuffer buffer,
+    const VkAllocationCallbacks *pAllocator);
+typedef VkResult (*PFN_vkBindBufferMemory)(VkDevice device, VkBuffer buffer,
+    VkDeviceMemory memory, VkDeviceSize memoryOffset);
+typedef VkResult (*PFN_vkBindBufferMemory2)(VkDevice device, uint32_t bindInfoCount,
+    const VkBindBufferMemoryInfo *pBindInfos);
+typedef VkResult (*PFN_vkBindBufferMemory2KHR)(VkDevice device,
+    uint32_t bindInfoCount, const VkBindBufferMemoryInfo *pBindInfos);
+typedef VkResult (*PFN_vkGetMemoryFdKHR)(VkDevice device,
+    const VkMemoryGetFdInfoKHR *pGetFdInfo, int *pFd);
+
+/* ---- the loader's layer interface (vk_layer.h) ---- */
+typedef PFN_vkVoidFunction (*PFN_GetPhysicalDeviceProcAddr)(VkInstance instance,
+    const char *pName);
+typedef VkResult (*PFN_vkSetInstanceLoaderData)(VkInstance instance, void *object);
+typedef VkResult (*PFN_vkSetDeviceLoaderData)(VkDevice device, void *object);
+typedef VkResult (*PFN_vkLayerCreateDevice)(VkInstance instance,
+    VkPhysicalDevice physicalDevice, const VkDeviceCreateInfo *pCreateInfo,
+    const VkAllocationCallbacks *pAllocator, VkDevice *pDevice,
+    PFN_vkGetInstanceProcAddr layerGIPA, PFN_vkGetDeviceProcAddr *nextGDPA);
+typedef void (*PFN_vkLayerDestroyDevice)(VkDevice physicalDevice,
+    const VkAllocationCallbacks *pAllocator, PFN_vkDestroyDevice destroyFunction);
+typedef VkFlags VkLoaderFeatureFlags;
+
+#ifndef DS_ABI_SDK_TYPES
+typedef enum VkLayerFunction_ { VK_LAYER_LINK_INFO = 0 } VkLayerFunction;
+typedef enum VkNegotiateLayerStructType {
+    LAYER_NEGOTIATE_INTERFACE_STRUCT = 1
+} VkNegotiateLayerStructType;
+
+typedef struct VkLayerInstanceLink_ {
+    struct VkLayerInstanceLink_ *pNext;
+    PFN_vkGetInstanceProcAddr pfnNextGetInstanceProcAddr;
+    PFN_GetPhysicalDeviceProcAddr pfnNextGetPhysicalDeviceProcAddr;
+} VkLayerInstanceLink;
+
+typedef struct {
+    VkStructureType sType;
+    const void *pNext;
+    VkLayerFunction function;
+    union {
+        VkLayerInstanceLink *pLayerInfo;
+        PFN_vkSetInstanceLoaderData pfnSetInstanceLoaderData;
+        struct {
+            PFN_vkLayerCreateDevice pfnLayerCreateDevice;
+            PFN_vkLayerDestroyDevice pfnLayerDestroyDevice;
+        } layerDevice;
+        VkLoaderFeatureFlags loaderFeatures;
+    } u;
+} VkLayerInstanceCreateInfo;
+
+typedef struct VkLayerDeviceLink_ {
+    struct VkLayerDeviceLink_ *pNext;
+    PFN_vkGetInstanceProcAddr pfnNextGetInstanceProcAddr;
+    PFN_vkGetDeviceProcAddr pfnNextGetDeviceProcAddr;
+} VkLayerDeviceLink;
+
+typedef struct {
+    VkStructureType sType;
+    const void *pNext;
+    VkLayerFunction function;
+    union {
+        VkLayerDeviceLink *pLayerInfo;
+        PFN_vkSetDeviceLoaderData pfnSetDeviceLoaderData;
+    } u;
+} VkLayerDeviceCreateInfo;
+
+typedef struct VkNegotiateLayerInterface {
+    VkNegotiateLayerStructType sType;
+    void *pNext;
+    uint32_t loaderLayerInterfaceVersion;
+    PFN_vkGetInstanceProcAddr pfnGetInstanceProcAddr;
+    PFN_vkGetDeviceProcAddr pfnGetDeviceProcAddr;
+    PFN_GetPhysicalDeviceProcAddr pfnGetPhysicalDeviceProcAddr;
+} VkNegotiateLayerInterface;
+#endif
+
+#endif /* DS_ABI_VULKAN_H */

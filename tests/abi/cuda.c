@@ -1,0 +1,70 @@
+/* The CUDA driver and runtime declarations of hooks/abi/ against cuda.h
+ * and cuda_runtime_api.h (facts.h says how). */
+#ifdef DS_ABI_SDK_TYPES
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#endif
+#include "abi/cuda.h"
+#include "abi/cuda_runtime.h"
+#include "facts.h"
+
+DS_FACTS(cuda) = {
+    DS_FACT(CUDA_SUCCESS), DS_FACT(CUDA_ERROR_INVALID_VALUE), DS_FACT(sizeof(CUresult)),
+    DS_FACT(CU_MEMORYTYPE_HOST), DS_FACT(CU_MEMORYTYPE_DEVICE), DS_FACT(CU_MEMORYTYPE_ARRAY),
+    DS_FACT(CU_MEMORYTYPE_UNIFIED), DS_FACT(sizeof(CUmemorytype)),
+    DS_FACT(CU_STREAM_DEFAULT), DS_FACT(CU_STREAM_NON_BLOCKING),
+    DS_FACT(CU_EVENT_DEFAULT), DS_FACT(CU_EVENT_BLOCKING_SYNC), DS_FACT(CU_EVENT_DISABLE_TIMING),
+    DS_FACT(CU_EVENT_INTERPROCESS),
+    DS_FACT(CU_GET_PROC_ADDRESS_DEFAULT), DS_FACT(CU_GET_PROC_ADDRESS_LEGACY_STREAM),
+    DS_FACT(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+    DS_FACT(CU_GET_PROC_ADDRESS_SUCCESS), DS_FACT(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND),
+    DS_FACT(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT),
+    DS_FACT(sizeof(CUdriverProcAddressQueryResult)),
+    DS_FACT(CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD), DS_FACT(sizeof(CUexternalMemoryHandleType)),
+    DS_TYPE(CUDA_MEMCPY2D), DS_FIELD(CUDA_MEMCPY2D, srcXInBytes), DS_FIELD(CUDA_MEMCPY2D, srcY),
+    DS_FIELD(CUDA_MEMCPY2D, srcMemoryType), DS_FIELD(CUDA_MEMCPY2D, srcHost),
+    DS_FIELD(CUDA_MEMCPY2D, srcDevice), DS_FIELD(CUDA_MEMCPY2D, srcArray),
+    DS_FIELD(CUDA_MEMCPY2D, srcPitch), DS_FIELD(CUDA_MEMCPY2D, dstXInBytes),
+    DS_FIELD(CUDA_MEMCPY2D, dstY), DS_FIELD(CUDA_MEMCPY2D, dstMemoryType),
+    DS_FIELD(CUDA_MEMCPY2D, dstHost), DS_FIELD(CUDA_MEMCPY2D, dstDevice),
+    DS_FIELD(CUDA_MEMCPY2D, dstArray), DS_FIELD(CUDA_MEMCPY2D, dstPitch),
+    DS_FIELD(CUDA_MEMCPY2D, WidthInBytes), DS_FIELD(CUDA_MEMCPY2D, Height),
+    DS_TYPE(CUlaunchConfig), DS_FIELD(CUlaunchConfig, gridDimX), DS_FIELD(CUlaunchConfig, gridDimY),
+    DS_FIELD(CUlaunchConfig, gridDimZ), DS_FIELD(CUlaunchConfig, blockDimX),
+    DS_FIELD(CUlaunchConfig, blockDimY), DS_FIELD(CUlaunchConfig, blockDimZ),
+    DS_FIELD(CUlaunchConfig, sharedMemBytes), DS_FIELD(CUlaunchConfig, hStream),
+    DS_FIELD(CUlaunchConfig, attrs), DS_FIELD(CUlaunchConfig, numAttrs),
+    DS_TYPE(CUDA_EXTERNAL_MEMORY_HANDLE_DESC), DS_FIELD(CUDA_EXTERNAL_MEMORY_HANDLE_DESC, type),
+    DS_FIELD(CUDA_EXTERNAL_MEMORY_HANDLE_DESC, handle),
+    DS_FIELD(CUDA_EXTERNAL_MEMORY_HANDLE_DESC, handle.fd),
+    DS_FIELD(CUDA_EXTERNAL_MEMORY_HANDLE_DESC, size),
+    DS_FIELD(CUDA_EXTERNAL_MEMORY_HANDLE_DESC, flags),
+    DS_FIELD(CUDA_EXTERNAL_MEMORY_HANDLE_DESC, reserved),
+    DS_TYPE(CUDA_EXTERNAL_MEMORY_BUFFER_DESC), DS_FIELD(CUDA_EXTERNAL_MEMORY_BUFFER_DESC, offset),
+    DS_FIELD(CUDA_EXTERNAL_MEMORY_BUFFER_DESC, size),
+    DS_FIELD(CUDA_EXTERNAL_MEMORY_BUFFER_DESC, flags),
+    DS_FIELD(CUDA_EXTERNAL_MEMORY_BUFFER_DESC, reserved),
+    /* the runtime */
+    DS_FACT(cudaSuccess), DS_FACT(cudaErrorInvalidValue), DS_FACT(sizeof(cudaError_t)),
+    DS_FACT(cudaMemcpyHostToHost), DS_FACT(cudaMemcpyHostToDevice),
+    DS_FACT(cudaMemcpyDeviceToHost), DS_FACT(cudaMemcpyDeviceToDevice),
+    DS_FACT(cudaMemcpyDefault), DS_FACT(sizeof(enum cudaMemcpyKind)),
+    DS_FACT(cudaDriverEntryPointSuccess), DS_FACT(cudaDriverEntryPointSymbolNotFound),
+    DS_FACT(cudaDriverEntryPointVersionNotSufficent),
+    DS_FACT(sizeof(enum cudaDriverEntryPointQueryResult)),
+    DS_FACT(cudaExternalMemoryHandleTypeOpaqueFd),
+    DS_FACT(sizeof(enum cudaExternalMemoryHandleType)),
+    DS_TYPE(dim3), DS_FIELD(dim3, x), DS_FIELD(dim3, y), DS_FIELD(dim3, z),
+    DS_TYPE(struct cudaExternalMemoryHandleDesc),
+    DS_FIELD(struct cudaExternalMemoryHandleDesc, type),
+    DS_FIELD(struct cudaExternalMemoryHandleDesc, handle),
+    DS_FIELD(struct cudaExternalMemoryHandleDesc, handle.fd),
+    DS_FIELD(struct cudaExternalMemoryHandleDesc, size),
+    DS_FIELD(struct cudaExternalMemoryHandleDesc, flags),
+    DS_FIELD(struct cudaExternalMemoryHandleDesc, reserved),
+    DS_TYPE(struct cudaExternalMemoryBufferDesc),
+    DS_FIELD(struct cudaExternalMemoryBufferDesc, offset),
+    DS_FIELD(struct cudaExternalMemoryBufferDesc, size),
+    DS_FIELD(struct cudaExternalMemoryBufferDesc, flags),
+    DS_FIELD(struct cudaExternalMemoryBufferDesc, reserved),
+    {NULL, 0}};

@@ -1,0 +1,71 @@
+/* The Vulkan declarations of hooks/abi/ against vulkan.h and vk_layer.h
+ * (facts.h says how). */
+#ifdef DS_ABI_SDK_TYPES
+#include <vulkan/vk_layer.h>
+#include <vulkan/vulkan.h>
+#endif
+#include "abi/vulkan.h"
+#include "facts.h"
+
+#define DS_HEADER_FIELDS(T) DS_TYPE(T), DS_FIELD(T, sType), DS_FIELD(T, pNext)
+
+DS_FACTS(vulkan) = {
+    DS_FACT(VK_SUCCESS), DS_FACT(VK_ERROR_INITIALIZATION_FAILED), DS_FACT(sizeof(VkResult)),
+    DS_FACT(VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO),
+    DS_FACT(VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO),
+    DS_FACT(VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO),
+    DS_FACT(VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR),
+    DS_FACT(VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT),
+    DS_FACT(sizeof(VkStructureType)), DS_FACT(sizeof(VkSystemAllocationScope)),
+    DS_FACT(sizeof(VkInternalAllocationType)),
+    DS_FACT(sizeof(VkExternalMemoryHandleTypeFlagBits)),
+    DS_FACT(VK_LAYER_LINK_INFO), DS_FACT(sizeof(VkLayerFunction)),
+    DS_FACT(LAYER_NEGOTIATE_INTERFACE_STRUCT), DS_FACT(sizeof(VkNegotiateLayerStructType)),
+    DS_HEADER_FIELDS(VkBaseInStructure),
+    DS_TYPE(VkAllocationCallbacks), DS_FIELD(VkAllocationCallbacks, pUserData),
+    DS_FIELD(VkAllocationCallbacks, pfnAllocation), DS_FIELD(VkAllocationCallbacks, pfnReallocation),
+    DS_FIELD(VkAllocationCallbacks, pfnFree), DS_FIELD(VkAllocationCallbacks, pfnInternalAllocation),
+    DS_FIELD(VkAllocationCallbacks, pfnInternalFree),
+    DS_HEADER_FIELDS(VkInstanceCreateInfo), DS_FIELD(VkInstanceCreateInfo, flags),
+    DS_FIELD(VkInstanceCreateInfo, pApplicationInfo),
+    DS_FIELD(VkInstanceCreateInfo, enabledLayerCount),
+    DS_FIELD(VkInstanceCreateInfo, ppEnabledLayerNames),
+    DS_FIELD(VkInstanceCreateInfo, enabledExtensionCount),
+    DS_FIELD(VkInstanceCreateInfo, ppEnabledExtensionNames),
+    DS_HEADER_FIELDS(VkDeviceCreateInfo), DS_FIELD(VkDeviceCreateInfo, flags),
+    DS_FIELD(VkDeviceCreateInfo, queueCreateInfoCount),
+    DS_FIELD(VkDeviceCreateInfo, pQueueCreateInfos),
+    DS_FIELD(VkDeviceCreateInfo, enabledLayerCount),
+    DS_FIELD(VkDeviceCreateInfo, ppEnabledLayerNames),
+    DS_FIELD(VkDeviceCreateInfo, enabledExtensionCount),
+    DS_FIELD(VkDeviceCreateInfo, ppEnabledExtensionNames),
+    DS_FIELD(VkDeviceCreateInfo, pEnabledFeatures),
+    DS_TYPE(VkMemoryType), DS_FIELD(VkMemoryType, propertyFlags), DS_FIELD(VkMemoryType, heapIndex),
+    DS_TYPE(VkMemoryHeap), DS_FIELD(VkMemoryHeap, size), DS_FIELD(VkMemoryHeap, flags),
+    DS_TYPE(VkPhysicalDeviceMemoryProperties),
+    DS_FIELD(VkPhysicalDeviceMemoryProperties, memoryTypeCount),
+    DS_FIELD(VkPhysicalDeviceMemoryProperties, memoryTypes),
+    DS_FIELD(VkPhysicalDeviceMemoryProperties, memoryHeapCount),
+    DS_FIELD(VkPhysicalDeviceMemoryProperties, memoryHeaps),
+    DS_HEADER_FIELDS(VkMemoryAllocateInfo), DS_FIELD(VkMemoryAllocateInfo, allocationSize),
+    DS_FIELD(VkMemoryAllocateInfo, memoryTypeIndex),
+    DS_HEADER_FIELDS(VkBindBufferMemoryInfo), DS_FIELD(VkBindBufferMemoryInfo, buffer),
+    DS_FIELD(VkBindBufferMemoryInfo, memory), DS_FIELD(VkBindBufferMemoryInfo, memoryOffset),
+    DS_HEADER_FIELDS(VkMemoryGetFdInfoKHR), DS_FIELD(VkMemoryGetFdInfoKHR, memory),
+    DS_FIELD(VkMemoryGetFdInfoKHR, handleType),
+    DS_TYPE(VkLayerInstanceLink), DS_FIELD(VkLayerInstanceLink, pNext),
+    DS_FIELD(VkLayerInstanceLink, pfnNextGetInstanceProcAddr),
+    DS_FIELD(VkLayerInstanceLink, pfnNextGetPhysicalDeviceProcAddr),
+    DS_HEADER_FIELDS(VkLayerInstanceCreateInfo), DS_FIELD(VkLayerInstanceCreateInfo, function),
+    DS_FIELD(VkLayerInstanceCreateInfo, u), DS_FIELD(VkLayerInstanceCreateInfo, u.pLayerInfo),
+    DS_TYPE(VkLayerDeviceLink), DS_FIELD(VkLayerDeviceLink, pNext),
+    DS_FIELD(VkLayerDeviceLink, pfnNextGetInstanceProcAddr),
+    DS_FIELD(VkLayerDeviceLink, pfnNextGetDeviceProcAddr),
+    DS_HEADER_FIELDS(VkLayerDeviceCreateInfo), DS_FIELD(VkLayerDeviceCreateInfo, function),
+    DS_FIELD(VkLayerDeviceCreateInfo, u), DS_FIELD(VkLayerDeviceCreateInfo, u.pLayerInfo),
+    DS_HEADER_FIELDS(VkNegotiateLayerInterface),
+    DS_FIELD(VkNegotiateLayerInterface, loaderLayerInterfaceVersion),
+    DS_FIELD(VkNegotiateLayerInterface, pfnGetInstanceProcAddr),
+    DS_FIELD(VkNegotiateLayerInterface, pfnGetDeviceProcAddr),
+    DS_FIELD(VkNegotiateLayerInterface, pfnGetPhysicalDeviceProcAddr),
+    {NULL, 0}};
