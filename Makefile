@@ -17,7 +17,7 @@ BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Ishim
 CUDA_HOME ?= /usr/local/cuda
 DEVICE_INCLUDES := -isystem $(CUDA_HOME)/include -D__HIP_PLATFORM_AMD__
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Ishim
-# Every object of the library binds glibc's symbols to versions glibc 2.28
+# Every object of the library binds glibc's symbols to versions glibc 2.17
 # has (shim/base/glibc.h): the library loads on any glibc since.
 LIB_CFLAGS  := $(BASE_CFLAGS) -DDLSHIM_BUILDING -fPIC -fvisibility=hidden \
                -fno-semantic-interposition -fno-strict-aliasing -include shim/base/glibc.h
@@ -66,7 +66,7 @@ EXAMPLE    := $(BUILD)/examples/exchange
 
 .PHONY: all deps venv check check-abi check-deps check-unit check-integration check-frameworks check-docs check-layers \
         check-sanitize check-tsan check-valgrind check-fuzz check-quick lint gpu-check-programs \
-        simdev demo docs clean test-programs
+        simdev demo docs clean test-programs wheel
 
 all: $(LIB) $(VK_LAYER)
 
@@ -137,7 +137,7 @@ check-deps:
 
 # The core's layers call and include only down, with no circle of calls
 # (docs/design.md); no tracked file holds a merge-conflict marker; the
-# library loads on glibc 2.28 (scripts/check-glibc).
+# library loads on glibc 2.17 (scripts/check-glibc).
 check-layers: $(LIB)
 	scripts/check-layers $(BUILD)
 	scripts/check-markers
@@ -150,7 +150,7 @@ check-layers: $(LIB)
 # what the shim reports for each (tests/realworld, docs/realworld.md); the
 # pytest plugin and `pip install .` in a clean venv (tests/package); then
 # docs/frameworks.md must match the matrix this run saw.
-check-frameworks: venv $(LIB) $(REALWORLD_LIBS) $(SIMDEV_LIBS)
+check-frameworks: venv wheel $(LIB) $(REALWORLD_LIBS) $(SIMDEV_LIBS)
 	DLSHIM_TEST_BUILD=$(abspath $(BUILD)) $(VENV) -m pytest -q -p no:cacheprovider --rootdir=tests \
 	    tests/frameworks tests/realworld tests/package
 	$(PYTHON) scripts/frameworks-md --check $(FRAMEWORK_MATRIX) docs/frameworks.md
@@ -214,6 +214,19 @@ check-valgrind: deps test-programs
 $(EXAMPLE): examples/exchange.c include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $<
+
+# ---- the wheel: py3-none-manylinux_2_17_x86_64, checked by auditwheel -------
+# (setup.py builds the library with this Makefile in build/pip; auditwheel
+# reads its ELF and names the oldest glibc it loads on).
+WHEEL_PLAT := manylinux_2_17_x86_64
+wheel: venv
+	@rm -rf $(BUILD)/wheel
+	$(VENV) -m pip wheel --no-build-isolation --no-deps --disable-pip-version-check -q \
+	    -w $(BUILD)/wheel/linux .
+	PATH=$(abspath .venv/bin):$$PATH $(VENV) -m auditwheel repair --plat $(WHEEL_PLAT) \
+	    --only-plat -w $(BUILD)/wheel \
+	    $(BUILD)/wheel/linux/*.whl
+	@ls $(BUILD)/wheel/*.whl
 
 # The C parts first; the Python part makes its own small venv (.venv-demo:
 # PyTorch, NumPy, JAX) when it comes to it.

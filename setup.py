@@ -6,6 +6,7 @@ import shutil
 import subprocess
 
 from setuptools import Distribution, setup
+from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,6 +29,15 @@ class BuildWithMake(build_py):
         shutil.copy2(os.path.join(HERE, "bin", "dlshim"), os.path.join(target, "launcher.sh"))
 
 
+class AnyPythonWheel(bdist_wheel):
+    """The library is preloaded, never imported: one wheel serves every
+    CPython (py3-none), for this platform (auditwheel then names the oldest
+    glibc it runs on: manylinux_2_17)."""
+
+    def get_tag(self):
+        return "py3", "none", super().get_tag()[2]
+
+
 class BinaryDistribution(Distribution):
     """The wheel holds a shared library: it is for this platform only."""
 
@@ -35,4 +45,5 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": BuildWithMake}, distclass=BinaryDistribution)
+setup(cmdclass={"build_py": BuildWithMake, "bdist_wheel": AnyPythonWheel},
+      distclass=BinaryDistribution)

@@ -1,5 +1,6 @@
 /*
- * glibc.h — the oldest glibc the library runs on: 2.28 (manylinux_2_28).
+ * glibc.h — the oldest glibc the library runs on: 2.17 (manylinux_2_17,
+ * also called manylinux2014).
  *
  * Force-included in every object of the library (Makefile, -include).  A
  * library linked against today's glibc asks for the newest version of each
@@ -9,10 +10,10 @@
  * binds a name to the version that older glibcs define (in libdl.so.2 and
  * libpthread.so.0 there, which the library lists as needed; today's glibc
  * keeps these versions in libc.so.6 for compatibility).  A symbol newer than
- * 2.28 that is not here fails scripts/check-glibc in `make check`;
- * strerrorname_np and fstat, which 2.28 lacks, have base/ replacements.
+ * 2.17 that is not here fails scripts/check-glibc in `make check`;
+ * strerrorname_np and fstat, which 2.17 lacks, have base/ replacements.
  * Hand-written because no maintained tool does this for a C library built
- * with gcc: the alternative, a 2.28 sysroot (zig cc), changes the compiler.
+ * with gcc: the alternative, a 2.17 sysroot (zig cc), changes the compiler.
  */
 #ifndef DS_GLIBC_H
 #define DS_GLIBC_H
