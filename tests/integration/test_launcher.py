@@ -75,8 +75,19 @@ def test_preload_order(dlshim):
 def test_usage_errors(dlshim):
     assert launch(dlshim, "--help").rc == 0
     assert launch(dlshim, "--no-such-flag", "true").rc == 2
-    assert launch(dlshim).rc == 2
+    r = launch(dlshim)
+    assert r.rc == 2 and r.stderr == ("dlshim: no program given: dlshim [OPTIONS] [--] PROGRAM "
+                                      "[ARGS...] (see --help)\n")
     assert launch(dlshim, "--log").rc == 2
+
+
+def test_help_fits_a_terminal_and_names_on_off_flags(dlshim):
+    lines = launch(dlshim, "--help").stdout.splitlines()
+    assert max(len(l) for l in lines) <= 79
+    assert "  --[no-]summary         the summary event at exit: 1 always, 0 never; unset:" in lines
+    # a flag too long for the margin: its description starts on the next line
+    at = lines.index("  --on-error warn|protect|abort")
+    assert lines[at + 1].startswith(" " * 25 + "what a violation does")
 
 
 @pytest.mark.parametrize("layout", ["bin/dlshim:build/libdlshim.so",
