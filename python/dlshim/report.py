@@ -37,6 +37,12 @@ class ReportError(Exception):
     for stderr, and status 2."""
 
 
+class EmptyLog(ReportError):
+    """A log with no line: a process that logged nothing (it shared nothing,
+    so it wrote no summary either).  Beside other logs it is passed over;
+    alone, there is nothing to report."""
+
+
 def not_a_log(path, first):
     """Why a file whose first line is `first` holds no event: what it is, when
     that can be told, and what to give instead."""
@@ -59,7 +65,7 @@ def read_log(path):
         raise ReportError(f"{path}: cannot read ({e.strerror})") from None
     lines = [(number, raw) for number, raw in enumerate(lines, 1) if raw.strip()]
     if not lines:
-        raise ReportError(f"{path}: empty log (no events)")
+        raise EmptyLog(f"{path}: empty log (no events)")
     first = lines[0][1].lstrip()
     # A text log or a trace would otherwise give a warning per line and an
     # empty report: say what the file is instead.
@@ -600,11 +606,17 @@ def run(a, ap):
         return to_stdout(lambda out: out.write(f"{a.complete_trace}: {state}\n"))
     if not a.logs:
         ap.error("give at least one log")
-    events, problems = [], []
+    events, problems, empty = [], [], []
     for path in a.logs:
-        found, skipped = read_log(path)
+        try:
+            found, skipped = read_log(path)
+        except EmptyLog as e:
+            empty.append(e)
+            continue
         events += found
         problems += skipped
+    if not events:
+        raise empty[0]
     for p in problems:
         print(f"dlshim-report: {p}", file=sys.stderr)
     # Merge by time on one clock: each process's own origin, when known.

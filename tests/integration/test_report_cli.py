@@ -243,3 +243,15 @@ def test_screenshot_shows_the_timeline_and_the_copied_share(forked_run, tmp_path
                  if all(abs(row[i + k] - COPIED_ORANGE[k]) < 16 for k in range(3)))
     # The legend's swatch is 12 x 12; the copied share's bar adds 8 x 10 more.
     assert orange > 144 + 60
+
+
+def test_an_empty_log_beside_others_is_passed_over(dlshim, tmp_path):
+    """A process that did nothing writes no summary and leaves an empty file
+    under a %p name (a launcher such as torchrun): the run's report still
+    reads the others."""
+    r = dlshim.consumer("clean")
+    empty = tmp_path / "quiet.jsonl"
+    empty.write_text("")
+    p = report(r.log_path, empty)
+    assert p.returncode == 0 and p.stderr == ""
+    assert p.stdout.startswith("dlshim report: 1 process(es), 1 shares")
