@@ -43,25 +43,6 @@ static const struct {
     {"cuGetProcAddress", "cuGetProcAddress_v2", 12000},
 };
 
-/* Functions taking a stream, which have per-thread-default-stream variants. */
-static const char *const per_stream[] = {"cuMemAllocAsync", "cuMemFreeAsync",
-                                         "cuMemAllocFromPoolAsync"};
-
-const char *ds_cuda_driver_hook_name(const char *symbol, int version, uint64_t flags, char *buf,
-                                     size_t cap)
-{
-    for (size_t i = 0; i < DS_ARRAY_LEN(renamed); i++)
-        if (!strcmp(symbol, renamed[i].base))
-            return version >= renamed[i].since ? renamed[i].versioned : symbol;
-    if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
-        for (size_t i = 0; i < DS_ARRAY_LEN(per_stream); i++)
-            if (!strcmp(symbol, per_stream[i])) {
-                ds_fmt(buf, cap, "%s_ptsz", symbol);
-                return buf;
-            }
-    return symbol;
-}
-
 #define DRIVER_ENTRY(symbol, fn, version, flags)                                               \
     do {                                                                                       \
         char name_[DS_NAME_MAX];                                                               \
@@ -77,12 +58,12 @@ static uintptr_t side_of(CUmemorytype type, const void *host, CUdeviceptr device
     return type == CU_MEMORYTYPE_HOST ? P(host) : (uintptr_t)device;
 }
 
-static void copy_2d(const CUDA_MEMCPY2D *p, uintptr_t stream, const void *caller)
+static void copy_2d(const CUDA_MEMCPY2D *p, uintptr_t stream, bool ptsz, const void *caller)
 {
     CUDA_MEMCPY2D c;
     if (!p || ds_safe_read(&c, p, sizeof(c)) != sizeof(c))
         return;
-    ds_device_copy(ds_api, stream, side_of(c.dstMemoryType, c.dstHost, c.dstDevice),
+    ds_device_copy(ds_api, stream, ptsz, side_of(c.dstMemoryType, c.dstHost, c.dstDevice),
                    side_of(c.srcMemoryType, c.srcHost, c.srcDevice),
                    (uint64_t)c.WidthInBytes * c.Height,
                    ds_pitched_span(c.dstPitch, c.WidthInBytes, c.Height),
@@ -100,10 +81,43 @@ static CUstream stream_of(const CUlaunchConfig *config)
 
 #include "cuda_driver.def"
 
+/* The functions with per-thread-default-stream twins: the table's _PTSZ
+ * and _PTDS rows. */
+#define DS_PER_THREAD_NAME(name, suffix) {#name, #suffix},
+static const struct {
+    const char *name, *suffix;
+} per_thread[] = {
+#include "device_per_thread.h"
+#include "cuda_driver.def"
+};
+
+/* The function a lookup of `symbol` hands out: the variant of the requested
+ * version, and with the per-thread flag its twin (as the driver's). */
+const char *ds_cuda_driver_hook_name(const char *symbol, int version, uint64_t flags, char *buf,
+                                     size_t cap)
+{
+    const char *name = symbol;
+    for (size_t i = 0; i < DS_ARRAY_LEN(renamed); i++)
+        if (!strcmp(symbol, renamed[i].base)) {
+            name = version >= renamed[i].since ? renamed[i].versioned : symbol;
+            break;
+        }
+    if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+        for (size_t i = 0; i < DS_ARRAY_LEN(per_thread); i++)
+            if (!strcmp(name, per_thread[i].name)) {
+                ds_fmt(buf, cap, "%s%s", name, per_thread[i].suffix);
+                return buf;
+            }
+    return name;
+}
+
+
 static void **const known[] = {(void **)&real_cuMemcpyAsync, (void **)&real_cuMemsetD8Async,
                                (void **)&real_cuLaunchKernel, (void **)&real_cuMemcpy,
                                (void **)&real_cuStreamSynchronize, (void **)&real_cuEventRecord,
-                               (void **)&real_cuMemAlloc_v2};
+                               (void **)&real_cuMemAlloc_v2, (void **)&real_cuMemcpyAsync_ptsz,
+                               (void **)&real_cuMemsetD8Async_ptsz,
+                               (void **)&real_cuLaunchKernel_ptsz};
 DS_BARRIER(CUstream, CUevent, cuEventCreate, cuEventRecord, cuStreamWaitEvent, cuEventDestroy_v2,
            CU_EVENT_DISABLE_TIMING, known)
 DS_RELEASE(cuMemFree_v2, cuMemFreeHost, CUdeviceptr)

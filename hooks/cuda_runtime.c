@@ -19,12 +19,16 @@ static int ds_api = -1;
 DS_CURRENT_DEVICE(cudaGetDevice, int)
 
 /* A driver function fetched through the runtime comes back wrapped; the
- * runtime's own CUDA version stands for "the newest variant". */
+ * runtime's own CUDA version stands for "the newest variant".  A _ptsz
+ * lookup's default (flags without cudaEnableLegacyStream, 1) is the
+ * per-thread twin (cudaEnablePerThreadDefaultStream, 2, as the driver's
+ * flag). */
 #define DRIVER_ENTRY(symbol, fn, version, flags)                                               \
     do {                                                                                       \
         char name_[DS_NAME_MAX];                                                               \
+        uint64_t flags_ = (flags) | (ds_ptsz && !((flags) & 1) ? 2 : 0);                       \
         ds_device_lookup_result(                                                               \
-            ds_cuda_driver_hook_name(symbol, version, flags, name_, sizeof(name_)), fn, caller); \
+            ds_cuda_driver_hook_name(symbol, version, flags_, name_, sizeof(name_)), fn, caller); \
     } while (0)
 
 /* cudaGetDriverEntryPoint is deprecated in CUDA 13 and still called (PyTorch
@@ -35,7 +39,9 @@ DS_CURRENT_DEVICE(cudaGetDevice, int)
 static void **const known[] = {(void **)&real_cudaMemcpyAsync, (void **)&real_cudaMemsetAsync,
                                (void **)&real_cudaLaunchKernel, (void **)&real_cudaMemcpy,
                                (void **)&real_cudaStreamSynchronize, (void **)&real_cudaEventRecord,
-                               (void **)&real_cudaMalloc};
+                               (void **)&real_cudaMalloc, (void **)&real_cudaMemcpyAsync_ptsz,
+                               (void **)&real_cudaMemsetAsync_ptsz,
+                               (void **)&real_cudaLaunchKernel_ptsz};
 DS_BARRIER(cudaStream_t, cudaEvent_t, cudaEventCreateWithFlags, cudaEventRecord,
            cudaStreamWaitEvent, cudaEventDestroy, cudaEventDisableTiming, known)
 DS_RELEASE(cudaFree, cudaFreeHost, void *)

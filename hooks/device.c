@@ -80,7 +80,7 @@ void ds_device_extmem_mapped(int api, const void *out_ptr, size_t ptr_size, uint
 }
 
 void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigned n,
-                          uintptr_t stream, bool signal)
+                          uintptr_t stream, bool ptsz, bool signal)
 {
     for (unsigned i = 0; i < n && i < 64; i++) {
         uintptr_t sem = 0;
@@ -88,9 +88,9 @@ void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigne
             ds_safe_read(&sem, (const char *)sems + i * handle_size, handle_size) != handle_size)
             return;
         if (signal)
-            ds_sync_event_recorded(api, sem, stream, false);
+            ds_sync_event_recorded(api, sem, stream, ptsz);
         else
-            ds_sync_stream_waits(api, stream, sem, false);
+            ds_sync_stream_waits(api, stream, sem, ptsz);
     }
 }
 
@@ -153,7 +153,8 @@ static void stream_callback_ran(void *stream, int status, void *arg)
     ((void (*)(void *, int, void *))c.fn)(stream, status, c.data);
 }
 
-void *ds_device_host_fn(int api, uintptr_t stream, int kind, void (**fn)(void), void **data)
+void *ds_device_host_fn(int api, uintptr_t stream, bool ptsz, int kind, void (**fn)(void),
+                        void **data)
 {
     if (!*fn || !ds_sync_enabled())
         return NULL; /* a NULL function is the API's error to report */
@@ -167,7 +168,7 @@ void *ds_device_host_fn(int api, uintptr_t stream, int kind, void (**fn)(void), 
         h->api = api;
         h->fn = *fn;
         h->data = *data;
-        ds_sync_event_recorded(api, (uintptr_t)h, stream, false);
+        ds_sync_event_recorded(api, (uintptr_t)h, stream, ptsz);
         *fn = kind == DS_HOST_FN_STREAM_CALLBACK ? (void (*)(void))stream_callback_ran
                                                  : (void (*)(void))host_fn_ran;
         *data = h;

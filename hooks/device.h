@@ -16,6 +16,9 @@
  *                                     callback (STREAM_CALLBACK) queued on a stream
  *   DS_LOOKUP(name, (params), (args), after)            hands out function pointers
  *
+ * and each of these forms with _PTSZ (DS_HOOK, DS_HOT also _PTDS) after it:
+ * the same, and the function's per-thread-default-stream twin (see below).
+ *
  * Every DS_HOOK, DS_HOT, DS_FREE and DS_HOST_FN wrapper finds the caller's own real
  * function; inside another device call (the runtime's own calls into the
  * driver underneath) it only forwards to it: the outermost call records.  The
@@ -31,8 +34,10 @@
  *   current_device(real)  the device the calling thread uses, asked of the
  *                         runtime that defines `real`
  * `before` and `after` are statements over the parameters, `caller` (the
- * return address) and `real_` (the real function); the actions below are
- * the usual ones (a DS_HOT line's are those with a DS_NOW_ form).  (A
+ * return address), `real_` (the real function) and `ds_ptsz` (true in a
+ * per-thread twin's wrapper: stream 0 is this thread's default stream);
+ * the actions below are the usual ones (a DS_HOT line's are those with a
+ * DS_NOW_ form).  (A
  * table's parameter and argument lists are pasted as they are, parentheses
  * included: hence the NOLINTs below.)
  */
@@ -56,19 +61,19 @@ void ds_device_freed(int api, uintptr_t ptr, const void *caller);
 void ds_device_stream_created(int api, const void *out_stream, size_t ptr_size, bool non_blocking);
 /* Before queuing an operation on `stream` that touches r[0..n) (n < 0: a
  * launch, buffers unknown): the stream model. */
-static inline void ds_device_op(int api, uintptr_t stream, const ds_range *r, int n,
+static inline void ds_device_op(int api, uintptr_t stream, bool ptsz, const ds_range *r, int n,
                                 const void *caller)
 {
-    ds_sync_op(api, stream, false, r, n, caller);
+    ds_sync_op(api, stream, ptsz, r, n, caller);
 }
 /* A copy about to be queued: the stream model and copy accounting (inline:
  * every copy passes here). */
-static inline void ds_device_copy(int api, uintptr_t stream, uintptr_t dst, uintptr_t src,
-                                  uint64_t bytes, uint64_t dst_span, uint64_t src_span,
-                                  int direction, const void *caller)
+static inline void ds_device_copy(int api, uintptr_t stream, bool ptsz, uintptr_t dst,
+                                  uintptr_t src, uint64_t bytes, uint64_t dst_span,
+                                  uint64_t src_span, int direction, const void *caller)
 {
     ds_range r[2] = {{src, src_span, false}, {dst, dst_span, true}};
-    ds_sync_op(api, stream, false, r, 2, caller);
+    ds_sync_op(api, stream, ptsz, r, 2, caller);
     ds_copy_record(dst, src, bytes, direction, false, caller);
 }
 /* ds_device_copy's way that calls nothing (DS_NOW_COPY): a copy this thread
@@ -77,13 +82,14 @@ static inline void ds_device_copy(int api, uintptr_t stream, uintptr_t dst, uint
  * is left out: a read matters only to a waiting handoff, and while one
  * waits that way does nothing. */
 __attribute__((always_inline)) static inline bool ds_device_copy_now(int api, uintptr_t stream,
-                                                                     uintptr_t dst, uintptr_t src,
-                                                                     uint64_t bytes, int direction)
+                                                                     bool ptsz, uintptr_t dst,
+                                                                     uintptr_t src, uint64_t bytes,
+                                                                     int direction)
 {
     if (!ds_copy_is_repeat(dst, src, bytes, direction))
         return false;
     ds_range w = {dst, bytes, true};
-    if (!ds_sync_op_now(api, stream, false, &w, 1))
+    if (!ds_sync_op_now(api, stream, ptsz, &w, 1))
         return false;
     ds_copy_repeat(bytes);
     return true;
@@ -94,13 +100,14 @@ void ds_device_extmem_imported(int api, const void *out, size_t handle_size);
 void ds_device_extmem_mapped(int api, const void *out_ptr, size_t ptr_size, uintptr_t mem,
                              const unsigned long long *size, int device, const void *caller);
 void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigned n,
-                          uintptr_t stream, bool signal);
+                          uintptr_t stream, bool ptsz, bool signal);
 /* Before queuing host function *fn with argument *data on `stream`: puts
  * the shim's trampoline and its slot in their place and returns the slot,
  * or NULL (left as they are).  `kind`: what *fn is, and how it is called
  * (DS_HOST_FN_*).  A slot whose call failed is given back. */
 enum { DS_HOST_FN_HOST_FN, DS_HOST_FN_STREAM_CALLBACK };
-void *ds_device_host_fn(int api, uintptr_t stream, int kind, void (**fn)(void), void **data);
+void *ds_device_host_fn(int api, uintptr_t stream, bool ptsz, int kind, void (**fn)(void),
+                        void **data);
 void ds_device_host_fn_unused(void *slot);
 /* The direction of a cudaMemcpyKind / hipMemcpyKind value. */
 int ds_copy_kind_direction(int kind);
@@ -178,22 +185,24 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
 #define STREAM_CREATED(out, non_blocking) \
     ds_device_stream_created(ds_api, out, sizeof(*(out)), non_blocking)
 #define STREAM_DESTROYED(s) ds_sync_stream_destroyed(ds_api, P(s))
-#define EVENT_RECORDED(e, s) ds_sync_event_recorded(ds_api, P(e), P(s), false)
+#define EVENT_RECORDED(e, s) ds_sync_event_recorded(ds_api, P(e), P(s), ds_ptsz)
 #define EVENT_DESTROYED(e) ds_sync_event_destroyed(ds_api, P(e))
-#define STREAM_WAITS(s, e) ds_sync_stream_waits(ds_api, P(s), P(e), false)
-#define HOST_WAITS(s) ds_sync_host_waits_stream(ds_api, P(s), false)
+#define STREAM_WAITS(s, e) ds_sync_stream_waits(ds_api, P(s), P(e), ds_ptsz)
+#define HOST_WAITS(s) ds_sync_host_waits_stream(ds_api, P(s), ds_ptsz)
 #define HOST_WAITS_EVENT(e) ds_sync_host_waits_event(ds_api, P(e))
 #define HOST_WAITS_ALL ds_sync_host_waits_all(ds_api)
-/* A synchronous call is done when it returns: the legacy stream's work. */
+/* A synchronous call is done when it returns: the legacy stream's work (a
+ * _ptds call's: this thread's default stream's). */
 #define SYNCED HOST_WAITS(0)
 #define COPY(dst, src, bytes, direction, stream)                                              \
-    ds_device_copy(ds_api, P(stream), P(dst), P(src), bytes, bytes, bytes, direction, caller)
+    ds_device_copy(ds_api, P(stream), ds_ptsz, P(dst), P(src), bytes, bytes, bytes, direction,  \
+                   caller)
 #define COPY_2D(dst, dpitch, src, spitch, width, height, direction, stream)                   \
-    ds_device_copy(ds_api, P(stream), P(dst), P(src), (uint64_t)(width) * (height),           \
+    ds_device_copy(ds_api, P(stream), ds_ptsz, P(dst), P(src), (uint64_t)(width) * (height),  \
                    ds_pitched_span(dpitch, width, height),                                    \
                    ds_pitched_span(spitch, width, height), direction, caller)
 #define FILL(dst, bytes, stream) \
-    ds_device_op(ds_api, P(stream), &(ds_range){P(dst), bytes, true}, 1, caller)
+    ds_device_op(ds_api, P(stream), ds_ptsz, &(ds_range){P(dst), bytes, true}, 1, caller)
 /* External memory: the descriptor's file, read before the runtime takes it
  * over (only for `fd_type`: the other handle types name no file); the
  * import object; a buffer mapped from it, an alias of the exporter's
@@ -206,20 +215,20 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
                             current_device((const void *)real_), caller)
 /* Imported semaphores signalled (or waited for) on a stream: as events. */
 #define SEMAPHORES(sems, n, stream, signal) \
-    ds_device_semaphores(ds_api, sems, sizeof(*(sems)), n, P(stream), signal)
+    ds_device_semaphores(ds_api, sems, sizeof(*(sems)), n, P(stream), ds_ptsz, signal)
 /* A kernel: its buffers are unknown, so it counts as the calling module's
  * use of everything it imported. */
-#define LAUNCH(stream) ds_device_op(ds_api, P(stream), NULL, -1, caller)
+#define LAUNCH(stream) ds_device_op(ds_api, P(stream), ds_ptsz, NULL, -1, caller)
 
 /* The ways of the actions above that call nothing, for DS_HOT's lines: true
  * when done, false when nothing was done (the action must be taken). */
 #define DS_NOW_NOTHING true
 #define DS_NOW_COPY(dst, src, bytes, direction, stream) \
-    ds_device_copy_now(ds_api, P(stream), P(dst), P(src), bytes, direction)
+    ds_device_copy_now(ds_api, P(stream), ds_ptsz, P(dst), P(src), bytes, direction)
 #define DS_NOW_FILL(dst, bytes, stream) \
-    ds_sync_op_now(ds_api, P(stream), false, &(ds_range){P(dst), bytes, true}, 1)
-#define DS_NOW_LAUNCH(stream) ds_sync_op_now(ds_api, P(stream), false, NULL, -1)
-#define DS_NOW_EVENT_RECORDED(e, s) ds_sync_event_recorded_now(ds_api, P(e), P(s), false)
+    ds_sync_op_now(ds_api, P(stream), ds_ptsz, &(ds_range){P(dst), bytes, true}, 1)
+#define DS_NOW_LAUNCH(stream) ds_sync_op_now(ds_api, P(stream), ds_ptsz, NULL, -1)
+#define DS_NOW_EVENT_RECORDED(e, s) ds_sync_event_recorded_now(ds_api, P(e), P(s), ds_ptsz)
 
 /* ---- the wrapper shapes ------------------------------------------------------ */
 /* What every DS_HOOK, DS_HOT and DS_FREE wrapper is: a small function without
@@ -258,9 +267,10 @@ extern DS_TLS const void *ds_device_caller;
 /* A body (`fn`), entered in the guard: it begins with the caller, the real
  * function (`real_`), errno kept and ds_active() asked once (`on`), and ends
  * handing back the result `r_` and errno. */
-#define DS_BODY_BEGIN(fn, name, params)                                                      \
+#define DS_BODY_BEGIN(fn, name, pt, params)                                                  \
     __attribute__((noinline)) static DS_RESULT fn params                                     \
     {                                                                                        \
+        const bool ds_ptsz = (pt);                                                           \
         const void *caller = ds_device_caller;                                               \
         __typeof__(real_##name) real_ = (__typeof__(real_##name))ds_got_original(            \
             (void *)wrap_##name, (void **)&real_##name, #name, caller);                      \
@@ -270,6 +280,7 @@ extern DS_TLS const void *ds_device_caller;
         ds_api_depth = 0; /* the outermost call leaves the guard as it entered it */         \
         errno = errno_;                                                                      \
         (void)caller;                                                                        \
+        (void)ds_ptsz;                                                                       \
         return r_;                                                                           \
     }
 /* `before`, the real call, and `after` on success, each action with errno
@@ -286,9 +297,9 @@ extern DS_TLS const void *ds_device_caller;
             after;                                                                           \
         }
 
-#define DS_HOOK(name, params, args, before, after)                                           \
+#define DS_HOOK_(name, pt, params, args, before, after)                                      \
     DS_WRAPPER_ENTRY(name, params, args)                                                     \
-    DS_BODY_BEGIN(body_##name, name, params)                                                 \
+    DS_BODY_BEGIN(body_##name, name, pt, params)                                             \
         DS_HOOK_CALL(args, before, after)                                                    \
     DS_WRAPPER_END
 
@@ -300,19 +311,20 @@ extern DS_TLS const void *ds_device_caller;
  * the real call does not need; `after` is then done that way too, or else
  * there and then, errno kept around it.  Anything else before the real call
  * goes the general way: general_, a DS_HOOK body. */
-#define DS_HOT(name, params, args, before, after)                                            \
+#define DS_HOT_(name, pt, params, args, before, after, now_before, now_after)              \
     DS_WRAPPER_ENTRY(name, params, args)                                                     \
-    DS_BODY_BEGIN(general_##name, name, params)                                              \
+    DS_BODY_BEGIN(general_##name, name, pt, params)                                          \
         DS_HOOK_CALL(args, before, after)                                                    \
     DS_WRAPPER_END                                                                           \
     __attribute__((noinline)) static DS_RESULT body_##name params                            \
     {                                                                                        \
+        const bool ds_ptsz = (pt);                                                           \
         __typeof__(real_##name) real_ =                                                      \
             (__typeof__(real_##name))ds_got_global((void **)&real_##name);                   \
-        if (!real_ || !ds_active_now() || !(DS_NOW_##before))                                \
+        if (!real_ || !ds_active_now() || !(now_before))                                     \
             return general_##name args; /* NOLINT(bugprone-macro-parentheses) */             \
         DS_RESULT r_ = real_ args;      /* NOLINT(bugprone-macro-parentheses) */             \
-        if (r_ == DS_OK && !(DS_NOW_##after)) {                                              \
+        if (r_ == DS_OK && !(now_after)) {                                                   \
             const void *caller = ds_device_caller;                                           \
             int errno_ = errno;                                                              \
             after;                                                                           \
@@ -320,6 +332,7 @@ extern DS_TLS const void *ds_device_caller;
             (void)caller;                                                                    \
         }                                                                                    \
         ds_api_depth = 0;                                                                    \
+        (void)ds_ptsz;                                                                       \
         return r_;                                                                           \
     }
 
@@ -330,10 +343,10 @@ extern DS_TLS const void *ds_device_caller;
  * trampoline runs in its place, tells the stream model, then calls it
  * (ds_device_host_fn).  The function pointer passes as the generic
  * void (*)(void), which ds_device_host_fn casts back by KIND. */
-#define DS_HOST_FN(name, params, args, stream, fn, data, KIND)                               \
+#define DS_HOST_FN_(name, pt, params, args, stream, fn, data, KIND)                          \
     DS_WRAPPER_ENTRY(name, params, args)                                                     \
-    DS_BODY_BEGIN(body_##name, name, params)                                                 \
-        void *slot_ = on ? ds_device_host_fn(ds_api, P(stream), DS_HOST_FN_##KIND,          \
+    DS_BODY_BEGIN(body_##name, name, pt, params)                                             \
+        void *slot_ = on ? ds_device_host_fn(ds_api, P(stream), ds_ptsz, DS_HOST_FN_##KIND, \
                                              (void (**)(void))&(fn), &(data))                \
                          : NULL;                                                             \
         errno = errno_;                                                                      \
@@ -346,9 +359,9 @@ extern DS_TLS const void *ds_device_caller;
 /* A free that the shim may defer (it reports success, and frees at the last
  * release of what is shared in it) or refuse (the API's invalid-value
  * error), under DLSHIM_ON_ERROR=protect. */
-#define DS_FREE(name, params, args, pointer, KIND)                                           \
+#define DS_FREE_(name, pt, params, args, pointer, KIND)                                      \
     DS_WRAPPER_ENTRY(name, params, args)                                                     \
-    DS_BODY_BEGIN(body_##name, name, params)                                                 \
+    DS_BODY_BEGIN(body_##name, name, pt, params)                                             \
         int action_ = on ? ds_device_free_check(ds_api, DS_ALLOC_##KIND, P(pointer), caller) \
                          : DS_FREE_FORWARD;                                                  \
         errno = errno_;                                                                      \
@@ -362,10 +375,11 @@ extern DS_TLS const void *ds_device_caller;
 
 /* A lookup: no nesting guard, since a lookup made inside the runtime must
  * still hand out wrappers. */
-#define DS_LOOKUP(name, params, args, after)                                                 \
+#define DS_LOOKUP_(name, pt, params, args, after)                                            \
     static DS_RESULT(*real_##name) params; /* NOLINT(bugprone-macro-parentheses) */          \
     static DS_RESULT wrap_##name params                                                      \
     {                                                                                        \
+        const bool ds_ptsz = (pt);                                                           \
         const void *caller = __builtin_return_address(0);                                   \
         DS_RESULT r_ = DS_REAL(wrap_##name, real_##name, #name) args; /* NOLINT */          \
         if (r_ == DS_OK) {                                                                   \
@@ -375,8 +389,46 @@ extern DS_TLS const void *ds_device_caller;
             }                                                                                \
             errno = errno_;                                                                  \
         }                                                                                    \
+        (void)ds_ptsz;                                                                       \
         return r_;                                                                           \
     }
+
+/* The rows' forms.  A function with a per-thread-default-stream twin (code
+ * built with --default-stream per-thread, or CUDA_API_PER_THREAD_DEFAULT_-
+ * STREAM, calls name_ptsz for a stream call and name_ptds for a synchronous
+ * one) is one row in its _PTSZ or _PTDS form: the wrapper of `name` and the
+ * twin's, generated from the same row.  The twin calls the real twin, and
+ * its actions see ds_ptsz true (stream 0 is this thread's default stream);
+ * `name`'s see it false, a constant the compiler folds away. */
+#define DS_HOOK(name, params, args, before, after)                                           \
+    DS_HOOK_(name, false, params, args, before, after)
+/* (DS_HOT's DS_NOW_ names are pasted here, before `before` and `after`
+ * expand.) */
+#define DS_HOT(name, params, args, before, after)                                            \
+    DS_HOT_(name, false, params, args, before, after, DS_NOW_##before, DS_NOW_##after)
+#define DS_FREE(name, params, args, pointer, KIND)                                           \
+    DS_FREE_(name, false, params, args, pointer, KIND)
+#define DS_HOST_FN(name, params, args, stream, fn, data, KIND)                               \
+    DS_HOST_FN_(name, false, params, args, stream, fn, data, KIND)
+#define DS_LOOKUP(name, params, args, after) DS_LOOKUP_(name, false, params, args, after)
+#define DS_HOOK_PTSZ(name, params, args, before, after)                                      \
+    DS_HOOK(name, params, args, before, after)                                               \
+    DS_HOOK_(name##_ptsz, true, params, args, before, after)
+#define DS_HOOK_PTDS(name, params, args, before, after)                                      \
+    DS_HOOK(name, params, args, before, after)                                               \
+    DS_HOOK_(name##_ptds, true, params, args, before, after)
+#define DS_HOT_PTSZ(name, params, args, before, after)                                       \
+    DS_HOT_(name, false, params, args, before, after, DS_NOW_##before, DS_NOW_##after)       \
+    DS_HOT_(name##_ptsz, true, params, args, before, after, DS_NOW_##before, DS_NOW_##after)
+#define DS_FREE_PTSZ(name, params, args, pointer, KIND)                                      \
+    DS_FREE(name, params, args, pointer, KIND)                                               \
+    DS_FREE_(name##_ptsz, true, params, args, pointer, KIND)
+#define DS_HOST_FN_PTSZ(name, params, args, stream, fn, data, KIND)                          \
+    DS_HOST_FN(name, params, args, stream, fn, data, KIND)                                   \
+    DS_HOST_FN_(name##_ptsz, true, params, args, stream, fn, data, KIND)
+#define DS_LOOKUP_PTSZ(name, params, args, after)                                            \
+    DS_LOOKUP(name, params, args, after)                                                     \
+    DS_LOOKUP_(name##_ptsz, true, params, args, after)
 
 /* The API's descriptor (ds_device_api) from its barrier() and release():
  * its name, the DLPack device names of its allocations (device and

@@ -10,13 +10,27 @@
 #undef DS_FREE
 #undef DS_HOST_FN
 #undef DS_LOOKUP
-#define DS_HOOK(name, params, args, before, after) \
-    {#name, (void *)wrap_##name, (void **)&real_##name, NULL},
-#define DS_HOT(name, params, args, before, after) \
-    {#name, (void *)wrap_##name, (void **)&real_##name, NULL},
-#define DS_FREE(name, params, args, pointer, KIND) \
-    {#name, (void *)wrap_##name, (void **)&real_##name, NULL},
+#undef DS_HOOK_PTSZ
+#undef DS_HOOK_PTDS
+#undef DS_HOT_PTSZ
+#undef DS_FREE_PTSZ
+#undef DS_HOST_FN_PTSZ
+#undef DS_LOOKUP_PTSZ
+#define DS_ENTRY(str, wrap, real) {str, (void *)wrap, (void **)&real, NULL},
+#define DS_HOOK(name, params, args, before, after) DS_ENTRY(#name, wrap_##name, real_##name)
+#define DS_HOT(name, params, args, before, after) DS_ENTRY(#name, wrap_##name, real_##name)
+#define DS_FREE(name, params, args, pointer, KIND) DS_ENTRY(#name, wrap_##name, real_##name)
 #define DS_HOST_FN(name, params, args, stream, fn, data, KIND) \
-    {#name, (void *)wrap_##name, (void **)&real_##name, NULL},
-#define DS_LOOKUP(name, params, args, after) \
-    {#name, (void *)wrap_##name, (void **)&real_##name, NULL},
+    DS_ENTRY(#name, wrap_##name, real_##name)
+#define DS_LOOKUP(name, params, args, after) DS_ENTRY(#name, wrap_##name, real_##name)
+/* A per-thread form: both functions. */
+#define DS_HOOK_PTSZ(name, params, args, before, after)                                     \
+    DS_ENTRY(#name, wrap_##name, real_##name)                                               \
+    DS_ENTRY(#name "_ptsz", wrap_##name##_ptsz, real_##name##_ptsz)
+#define DS_HOOK_PTDS(name, params, args, before, after)                                     \
+    DS_ENTRY(#name, wrap_##name, real_##name)                                               \
+    DS_ENTRY(#name "_ptds", wrap_##name##_ptds, real_##name##_ptds)
+#define DS_HOT_PTSZ(name, params, args, before, after) DS_HOOK_PTSZ(name, , , , )
+#define DS_FREE_PTSZ(name, params, args, pointer, KIND) DS_HOOK_PTSZ(name, , , , )
+#define DS_HOST_FN_PTSZ(name, params, args, stream, fn, data, KIND) DS_HOOK_PTSZ(name, , , , )
+#define DS_LOOKUP_PTSZ(name, params, args, after) DS_HOOK_PTSZ(name, , , , )

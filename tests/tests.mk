@@ -193,7 +193,7 @@ CUDA_DRIVER := $(SIMDEV)/libcuda.so.1
 DEVICE_BIN := $(BUILD)/tests/device
 DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN)/hip_alloc \
                 $(DEVICE_BIN)/culike_user $(DEVICE_BIN)/handoff $(DEVICE_BIN)/hip_handoff \
-                $(DEVICE_BIN)/copies
+                $(DEVICE_BIN)/copies $(DEVICE_BIN)/handoff_ptsz
 DEVICE_PROG_FLAGS = $(BASE_CFLAGS) $(DEVICE_INCLUDES) $(CFLAGS) $(VARIANT_CFLAGS) \
                     -Wno-missing-prototypes -pthread
 
@@ -204,6 +204,12 @@ $(DEVICE_BIN)/rt_alloc: tests/device/rt_alloc.c include/dlshim.h
 $(DEVICE_BIN)/handoff: tests/device/handoff.c include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
+
+# The same program built as `nvcc --default-stream per-thread` builds it.
+$(DEVICE_BIN)/handoff_ptsz: tests/device/handoff.c include/dlshim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -DCUDA_API_PER_THREAD_DEFAULT_STREAM -o $@ $< \
+	    -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
 $(DEVICE_BIN)/lib%like.so: tests/device/owner.c
 	@mkdir -p $(dir $@)

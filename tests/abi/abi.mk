@@ -19,5 +19,12 @@ $(BUILD)/abi/%-ours.o: tests/abi/%.c tests/abi/facts.h Makefile
 $(BUILD)/abi/check: tests/abi/check.c $(ABI_OBJS)
 	$(CC) $(ABI_CFLAGS) -o $@ $^
 
-check-abi: $(BUILD)/abi/check
+# The tables' per-thread-default-stream twins (hooks/device.h) against the
+# real headers' declarations of them: compiling is the check.
+$(BUILD)/abi/per_thread.o: tests/abi/per_thread.c hooks/cuda_runtime.def hooks/cuda_driver.def \
+                           Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(ABI_CFLAGS) $(DEVICE_INCLUDES) -c $< -o $@
+
+check-abi: $(BUILD)/abi/check $(BUILD)/abi/per_thread.o
 	$<

@@ -46,6 +46,15 @@
  *                     write, waited for by the consumer's stream (the
  *                     simulated device takes any descriptor; a GPU needs one
  *                     another API exported, so bin/gpu-check skips it)
+ *   driver_default_consumer  as driver_consumer, the copy on stream 0: the
+ *                     legacy default stream, ordered after s1 by CUDA; built
+ *                     per-thread, this thread's default stream (race)
+ *
+ * Built with -DCUDA_API_PER_THREAD_DEFAULT_STREAM (handoff_ptsz), as
+ * `nvcc --default-stream per-thread` builds it, the header turns the stream
+ * calls into their _ptsz twins and the synchronous ones into _ptds, stream
+ * 0 is each thread's own default stream, and driver functions looked up
+ * with cudaEnableDefault are the per-thread ones.
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -173,6 +182,12 @@ static DLManagedTensor *tensor_of(int *buf)
     return t;
 }
 
+#ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
+#define PER_THREAD_BUILD 1
+#else
+#define PER_THREAD_BUILD 0
+#endif
+
 static const char *mode;
 static int *buf, *other;
 static cudaEvent_t ev;
@@ -219,7 +234,8 @@ static int racy(void)
 {
     return !strcmp(mode, "unsynced") || !strcmp(mode, "event_before") ||
            !strcmp(mode, "legacy_nonblocking") || !strcmp(mode, "per_thread") ||
-           !strcmp(mode, "settled") || !strcmp(mode, "driver_consumer");
+           !strcmp(mode, "settled") || !strcmp(mode, "driver_consumer") ||
+           (PER_THREAD_BUILD && !strcmp(mode, "driver_default_consumer"));
 }
 
 static void CUDART_CB nothing(void *arg)
@@ -296,7 +312,9 @@ int main(int argc, char **argv)
         wait_flag(&ready); /* no CUDA call: the host function's word alone */
 
     /* The consumer. */
-    cudaStream_t cs = !strcmp(mode, "same_stream") ? s1 : s2;
+    cudaStream_t cs = !strcmp(mode, "same_stream")               ? s1
+                      : !strcmp(mode, "driver_default_consumer") ? (cudaStream_t)0
+                                                                 : s2;
     dlshim_import(shared, "consumer");
     if (!strcmp(mode, "event") || !strcmp(mode, "event_before"))
         CHECK(cudaStreamWaitEvent(cs, ev, 0));
@@ -316,7 +334,7 @@ int main(int argc, char **argv)
     memset(host, 0xff, N * sizeof(int));
     cudaEvent_t copied;
     CHECK(cudaEventCreate(&copied));
-    if (!strcmp(mode, "driver_consumer")) {
+    if (!strncmp(mode, "driver_", 7) && strstr(mode, "consumer")) {
         __typeof__(cuMemcpyDtoHAsync) *copy_async = NULL;
         DRIVER_LOOKUP("cuMemcpyDtoHAsync", copy_async);
         DRIVER_CHECK(copy_async(host, (CUdeviceptr)shared->dl_tensor.data, N * sizeof(int),

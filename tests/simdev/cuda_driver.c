@@ -618,6 +618,170 @@ EXPORT CUresult cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
     return CUDA_SUCCESS;
 }
 
+/* ---- per-thread default stream ------------------------------------------------------
+ * The _ptsz (stream) and _ptds (synchronous) entry points that code built
+ * with --default-stream per-thread calls, and cuGetProcAddress hands out
+ * with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM: separate exports, as
+ * the real driver's, through the same static helpers and engine calls as
+ * the legacy ones (never through another export).  Their stream 0 is the
+ * calling thread's default stream (CU_STREAM_PER_THREAD). */
+static sim_stream *pt_stream(CUstream s)
+{
+    return sim_stream_of(s ? (void *)s : (void *)CU_STREAM_PER_THREAD);
+}
+#define PT(s) ((s) ? (s) : CU_STREAM_PER_THREAD)
+
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *ptr, size_t size, CUstream stream)
+{
+    (void)stream;
+    return alloc(ptr, size, SIM_DEVICE);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *ptr, size_t size, CUmemoryPool pool,
+                                             CUstream stream)
+{
+    (void)stream;
+    if (pool != DEFAULT_POOL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc(ptr, size, SIM_DEVICE);
+}
+
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr ptr, CUstream stream)
+{
+    (void)stream;
+    return release((void *)(uintptr_t)ptr, SIM_DEVICE);
+}
+
+EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    CHECK_DEVICE;
+    sim_memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, pt_stream(NULL), true);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
+{
+    CHECK_DEVICE;
+    sim_memcpy((void *)(uintptr_t)dst, src, n, pt_stream(NULL), true);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
+{
+    CHECK_DEVICE;
+    sim_memcpy(dst, (const void *)(uintptr_t)src, n, pt_stream(NULL), true);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+    CHECK_DEVICE;
+    sim_memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, pt_stream(stream), false);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+    CHECK_DEVICE;
+    sim_memcpy(dst, (const void *)(uintptr_t)src, n, pt_stream(stream), false);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char value, size_t n)
+{
+    CHECK_DEVICE;
+    sim_memset((void *)(uintptr_t)dst, value, n, pt_stream(NULL), true);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char value, size_t n,
+                                     CUstream stream)
+{
+    CHECK_DEVICE;
+    sim_memset((void *)(uintptr_t)dst, value, n, pt_stream(stream), false);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream)
+{
+    CHECK_DEVICE;
+    sim_stream_sync(pt_stream(stream));
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream stream, CUevent event, unsigned int flags)
+{
+    (void)flags;
+    CHECK_DEVICE;
+    if (!event)
+        return CUDA_ERROR_INVALID_HANDLE;
+    sim_stream_wait_event(pt_stream(stream), (sim_event *)event);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventRecord_ptsz(CUevent event, CUstream stream)
+{
+    CHECK_DEVICE;
+    if (!event)
+        return CUDA_ERROR_INVALID_HANDLE;
+    sim_event_record((sim_event *)event, pt_stream(stream));
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamAddCallback_ptsz(CUstream stream, CUstreamCallback fn, void *data,
+                                         unsigned int flags)
+{
+    CHECK_DEVICE;
+    if (!fn || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    stream_call *c = malloc(sizeof(*c));
+    *c = (stream_call){fn, stream, data};
+    sim_enqueue(pt_stream(stream), call_stream_callback, c);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream stream, CUhostFn fn, void *data)
+{
+    CHECK_DEVICE;
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    host_call *c = malloc(sizeof(*c));
+    *c = (host_call){fn, data};
+    sim_enqueue(pt_stream(stream), call_host, c);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                    unsigned int gridDimZ, unsigned int blockDimX,
+                                    unsigned int blockDimY, unsigned int blockDimZ,
+                                    unsigned int sharedMemBytes, CUstream stream,
+                                    void **kernelParams, void **extra)
+{
+    (void)sharedMemBytes, (void)kernelParams, (void)extra;
+    CHECK_DEVICE;
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_enqueue(pt_stream(stream), run_kernel, NULL);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuSignalExternalSemaphoresAsync_ptsz(
+    const CUexternalSemaphore *extSemArray,
+    const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems,
+    CUstream stream)
+{
+    return semaphores(extSemArray, paramsArray, numExtSems, PT(stream), true);
+}
+
+EXPORT CUresult cuWaitExternalSemaphoresAsync_ptsz(
+    const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray,
+    unsigned int numExtSems, CUstream stream)
+{
+    return semaphores(extSemArray, paramsArray, numExtSems, PT(stream), false);
+}
+
 /* ---- cuGetProcAddress ------------------------------------------------------------- */
 
 /* Requested base names → this driver's functions (cuda.h's macros turn each
@@ -645,14 +809,44 @@ static const struct {
     ENTRY(cuWaitExternalSemaphoresAsync), ENTRY(cuDestroyExternalSemaphore),
     ENTRY(cuGetProcAddress),
 };
+/* With CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM: the per-thread ones. */
+#define PT_ENTRY(name, fn) {#name, (void *)fn}
+static const struct {
+    const char *name;
+    void *fn;
+} per_thread_entries[] = {
+    PT_ENTRY(cuMemAllocAsync, cuMemAllocAsync_ptsz),
+    PT_ENTRY(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz),
+    PT_ENTRY(cuMemFreeAsync, cuMemFreeAsync_ptsz), PT_ENTRY(cuMemcpy, cuMemcpy_ptds),
+    PT_ENTRY(cuMemcpyHtoD, cuMemcpyHtoD_v2_ptds), PT_ENTRY(cuMemcpyDtoH, cuMemcpyDtoH_v2_ptds),
+    PT_ENTRY(cuMemcpyAsync, cuMemcpyAsync_ptsz),
+    PT_ENTRY(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2_ptsz),
+    PT_ENTRY(cuMemsetD8, cuMemsetD8_v2_ptds), PT_ENTRY(cuMemsetD8Async, cuMemsetD8Async_ptsz),
+    PT_ENTRY(cuStreamSynchronize, cuStreamSynchronize_ptsz),
+    PT_ENTRY(cuStreamWaitEvent, cuStreamWaitEvent_ptsz),
+    PT_ENTRY(cuEventRecord, cuEventRecord_ptsz),
+    PT_ENTRY(cuStreamAddCallback, cuStreamAddCallback_ptsz),
+    PT_ENTRY(cuLaunchHostFunc, cuLaunchHostFunc_ptsz),
+    PT_ENTRY(cuLaunchKernel, cuLaunchKernel_ptsz),
+    PT_ENTRY(cuSignalExternalSemaphoresAsync, cuSignalExternalSemaphoresAsync_ptsz),
+    PT_ENTRY(cuWaitExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync_ptsz),
+};
 #undef ENTRY
+#undef PT_ENTRY
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,
                                  CUdriverProcAddressQueryResult *status)
 {
-    (void)flags;
     if (!symbol || !pfn)
         return CUDA_ERROR_INVALID_VALUE;
+    if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+        for (size_t i = 0; i < sizeof(per_thread_entries) / sizeof(per_thread_entries[0]); i++)
+            if (!strcmp(per_thread_entries[i].name, symbol)) {
+                *pfn = per_thread_entries[i].fn;
+                if (status)
+                    *status = CU_GET_PROC_ADDRESS_SUCCESS;
+                return CUDA_SUCCESS;
+            }
     if (!strcmp(symbol, "cuCtxSynchronize") && version >= 13000) {
         *pfn = (void *)cuCtxSynchronize_v2;
         if (status)

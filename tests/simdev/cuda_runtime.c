@@ -55,6 +55,10 @@ static struct {
     __typeof__(cuWaitExternalSemaphoresAsync) *wait_sem;
     __typeof__(cuDestroyExternalSemaphore) *destroy_sem;
 } drv;
+/* The driver's per-thread-default-stream twins of its stream and copy calls
+ * (looked up with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), which the
+ * runtime's own twins call with their arguments as they are. */
+static __typeof__(drv) drv_pt;
 static __typeof__(cuGetProcAddress_v2) *get_proc;
 static cudaError_t init_error;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -112,6 +116,25 @@ static void load_driver(void)
     GET(wait_sem, "cuWaitExternalSemaphoresAsync");
     GET(destroy_sem, "cuDestroyExternalSemaphore");
 #undef GET
+#define GET(field, name)                                                                  \
+    get_proc(name, (void **)&drv_pt.field, 13000,                                         \
+             CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL)
+    GET(alloc_async, "cuMemAllocAsync");
+    GET(alloc_from_pool, "cuMemAllocFromPoolAsync");
+    GET(free_async, "cuMemFreeAsync");
+    GET(copy, "cuMemcpy");
+    GET(copy_async, "cuMemcpyAsync");
+    GET(fill, "cuMemsetD8");
+    GET(fill_async, "cuMemsetD8Async");
+    GET(stream_sync, "cuStreamSynchronize");
+    GET(stream_wait, "cuStreamWaitEvent");
+    GET(event_record, "cuEventRecord");
+    GET(host_func, "cuLaunchHostFunc");
+    GET(stream_callback, "cuStreamAddCallback");
+    GET(launch, "cuLaunchKernel");
+    GET(signal_sem, "cuSignalExternalSemaphoresAsync");
+    GET(wait_sem, "cuWaitExternalSemaphoresAsync");
+#undef GET
     if (drv.init(0) == CUDA_ERROR_NO_DEVICE)
         init_error = cudaErrorNoDevice;
     else
@@ -145,6 +168,13 @@ static cudaError_t from(CUresult r)
             last_error = e_;                             \
         return e_;                                       \
     } while (0)
+
+/* The per-thread-default-stream entry points (name_ptsz, name_ptds: what
+ * code built with --default-stream per-thread calls) are separate exports,
+ * as the real runtime's, sharing the helpers of the legacy ones, never
+ * calling an export: they call the driver's twins (drv_pt), whose stream 0
+ * is the calling thread's default stream. */
+#define PT(stream) ((CUstream)(stream))
 
 EXPORT cudaError_t cudaGetDeviceCount(int *count)
 {
@@ -199,6 +229,17 @@ EXPORT cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream)
     CALL(drv.alloc_async((CUdeviceptr *)ptr, size, (CUstream)stream));
 }
 
+EXPORT cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream)
+{
+    CALL(drv_pt.alloc_async((CUdeviceptr *)ptr, size, PT(stream)));
+}
+
+EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
+                                                cudaStream_t stream)
+{
+    CALL(drv_pt.alloc_from_pool((CUdeviceptr *)ptr, size, (CUmemoryPool)pool, PT(stream)));
+}
+
 EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool,
                                            cudaStream_t stream)
 {
@@ -241,6 +282,11 @@ EXPORT cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream)
     CALL(drv.free_async((CUdeviceptr)(uintptr_t)ptr, (CUstream)stream));
 }
 
+EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
+{
+    CALL(drv_pt.free_async((CUdeviceptr)(uintptr_t)ptr, PT(stream)));
+}
+
 EXPORT cudaError_t cudaFreeHost(void *ptr)
 {
     CALL(drv.free_host(ptr));
@@ -260,9 +306,24 @@ EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cu
                         (CUstream)stream));
 }
 
+EXPORT cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    CALL(drv_pt.copy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n));
+}
+
+EXPORT cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n,
+                                        enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    (void)kind;
+    CALL(drv_pt.copy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n,
+                           PT(stream)));
+}
+
 /* Row by row through the driver, as a runtime without a 2D engine would. */
 static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                           size_t height, cudaStream_t stream, int async)
+                           size_t height, cudaStream_t stream, int async,
+                           const __typeof__(drv) *d_)
 {
     pthread_once(&once, load_driver);
     if (init_error)
@@ -270,7 +331,7 @@ static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spi
     for (size_t row = 0; row < height; row++) {
         CUdeviceptr d = (CUdeviceptr)(uintptr_t)((char *)dst + row * dpitch);
         CUdeviceptr s = (CUdeviceptr)(uintptr_t)((const char *)src + row * spitch);
-        CUresult r = async ? drv.copy_async(d, s, width, (CUstream)stream) : drv.copy(d, s, width);
+        CUresult r = async ? d_->copy_async(d, s, width, (CUstream)stream) : d_->copy(d, s, width);
         if (r != CUDA_SUCCESS)
             return from(r);
     }
@@ -281,7 +342,7 @@ EXPORT cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_
                                 size_t width, size_t height, enum cudaMemcpyKind kind)
 {
     (void)kind;
-    return copy_2d(dst, dpitch, src, spitch, width, height, NULL, 0);
+    return copy_2d(dst, dpitch, src, spitch, width, height, NULL, 0, &drv);
 }
 
 EXPORT cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
@@ -289,7 +350,22 @@ EXPORT cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, 
                                      cudaStream_t stream)
 {
     (void)kind;
-    return copy_2d(dst, dpitch, src, spitch, width, height, stream, 1);
+    return copy_2d(dst, dpitch, src, spitch, width, height, stream, 1, &drv);
+}
+
+EXPORT cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                     size_t width, size_t height, enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    return copy_2d(dst, dpitch, src, spitch, width, height, NULL, 0, &drv_pt);
+}
+
+EXPORT cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src,
+                                          size_t spitch, size_t width, size_t height,
+                                          enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    (void)kind;
+    return copy_2d(dst, dpitch, src, spitch, width, height, stream, 1, &drv_pt);
 }
 
 EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dst_device, const void *src, int src_device,
@@ -317,6 +393,16 @@ EXPORT cudaError_t cudaMemset(void *dst, int value, size_t n)
 EXPORT cudaError_t cudaMemsetAsync(void *dst, int value, size_t n, cudaStream_t stream)
 {
     CALL(drv.fill_async((CUdeviceptr)(uintptr_t)dst, (unsigned char)value, n, (CUstream)stream));
+}
+
+EXPORT cudaError_t cudaMemset_ptds(void *dst, int value, size_t n)
+{
+    CALL(drv_pt.fill((CUdeviceptr)(uintptr_t)dst, (unsigned char)value, n));
+}
+
+EXPORT cudaError_t cudaMemsetAsync_ptsz(void *dst, int value, size_t n, cudaStream_t stream)
+{
+    CALL(drv_pt.fill_async((CUdeviceptr)(uintptr_t)dst, (unsigned char)value, n, PT(stream)));
 }
 
 /* ---- streams and events ----------------------------------------------------------- */
@@ -347,6 +433,17 @@ EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, u
     CALL(drv.stream_wait((CUstream)stream, (CUevent)event, flags));
 }
 
+EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+    CALL(drv_pt.stream_sync(PT(stream)));
+}
+
+EXPORT cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event,
+                                            unsigned int flags)
+{
+    CALL(drv_pt.stream_wait(PT(stream), (CUevent)event, flags));
+}
+
 EXPORT cudaError_t cudaEventCreate(cudaEvent_t *event)
 {
     CALL(drv.event_create((CUevent *)event, 0));
@@ -369,6 +466,18 @@ EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stre
     CALL(drv.event_record((CUevent)event, (CUstream)stream));
 }
 
+EXPORT cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream)
+{
+    CALL(drv_pt.event_record((CUevent)event, PT(stream)));
+}
+
+EXPORT cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream,
+                                                 unsigned int flags)
+{
+    (void)flags;
+    CALL(drv_pt.event_record((CUevent)event, PT(stream)));
+}
+
 EXPORT cudaError_t cudaEventQuery(cudaEvent_t event)
 {
     CALL(drv.event_query((CUevent)event));
@@ -389,6 +498,11 @@ EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void
     CALL(drv.host_func((CUstream)stream, (CUhostFn)fn, data));
 }
 
+EXPORT cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *data)
+{
+    CALL(drv_pt.host_func(PT(stream), (CUhostFn)fn, data));
+}
+
 /* The runtime's callback takes its own types: called from a driver one. */
 typedef struct {
     cudaStreamCallback_t fn;
@@ -402,14 +516,26 @@ static void CUDA_CB call_runtime_callback(CUstream stream, CUresult status, void
     c.fn((cudaStream_t)stream, status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown, c.data);
 }
 
-EXPORT cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t fn, void *data,
-                                         unsigned int flags)
+static cudaError_t add_callback(CUstream stream, cudaStreamCallback_t fn, void *data,
+                                unsigned int flags, const __typeof__(drv) *d)
 {
     if (!fn)
         return last_error = cudaErrorInvalidValue;
     runtime_callback *c = malloc(sizeof(*c));
     *c = (runtime_callback){fn, data};
-    CALL(drv.stream_callback((CUstream)stream, call_runtime_callback, c, flags));
+    CALL(d->stream_callback(stream, call_runtime_callback, c, flags));
+}
+
+EXPORT cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t fn, void *data,
+                                         unsigned int flags)
+{
+    return add_callback((CUstream)stream, fn, data, flags, &drv);
+}
+
+EXPORT cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t fn,
+                                              void *data, unsigned int flags)
+{
+    return add_callback(PT(stream), fn, data, flags, &drv_pt);
 }
 
 /* ---- libraries and launches: the runtime's types are the driver's ----------------- */
@@ -442,6 +568,13 @@ EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, voi
 {
     CALL(drv.launch((CUfunction)(uintptr_t)func, grid.x, grid.y, grid.z, block.x, block.y,
                     block.z, (unsigned)shared, (CUstream)stream, args, NULL));
+}
+
+EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 grid, dim3 block, void **args,
+                                         size_t shared, cudaStream_t stream)
+{
+    CALL(drv_pt.launch((CUfunction)(uintptr_t)func, grid.x, grid.y, grid.z, block.x, block.y,
+                    block.z, (unsigned)shared, PT(stream), args, NULL));
 }
 
 /* ---- external resource interoperability ------------------------------------------- */
@@ -507,6 +640,26 @@ EXPORT cudaError_t cudaWaitExternalSemaphoresAsync(const cudaExternalSemaphore_t
                       (CUstream)stream));
 }
 
+EXPORT cudaError_t cudaSignalExternalSemaphoresAsync_ptsz(
+    const cudaExternalSemaphore_t *extSemArray,
+    const struct cudaExternalSemaphoreSignalParams *paramsArray, unsigned int numExtSems,
+    cudaStream_t stream)
+{
+    CALL(drv_pt.signal_sem((const CUexternalSemaphore *)extSemArray,
+                        (const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *)paramsArray, numExtSems,
+                        PT(stream)));
+}
+
+EXPORT cudaError_t cudaWaitExternalSemaphoresAsync_ptsz(
+    const cudaExternalSemaphore_t *extSemArray,
+    const struct cudaExternalSemaphoreWaitParams *paramsArray, unsigned int numExtSems,
+    cudaStream_t stream)
+{
+    CALL(drv_pt.wait_sem((const CUexternalSemaphore *)extSemArray,
+                      (const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *)paramsArray, numExtSems,
+                      PT(stream)));
+}
+
 EXPORT cudaError_t cudaDestroyExternalSemaphore(cudaExternalSemaphore_t extSem)
 {
     CALL(drv.destroy_sem((CUexternalSemaphore)extSem));
@@ -514,13 +667,17 @@ EXPORT cudaError_t cudaDestroyExternalSemaphore(cudaExternalSemaphore_t extSem)
 
 /* ---- driver entry points through the runtime -------------------------------------- */
 
-EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn,
-                                                    unsigned int version, unsigned long long flags,
-                                                    enum cudaDriverEntryPointQueryResult *status)
+/* A _ptsz lookup's default (no cudaEnableLegacyStream) is the per-thread
+ * variant: the driver's per-thread flag (the same value). */
+static cudaError_t entry_point(const char *symbol, void **fn, unsigned int version,
+                               unsigned long long flags, int per_thread,
+                               enum cudaDriverEntryPointQueryResult *status)
 {
     pthread_once(&once, load_driver);
     if (init_error)
         return init_error;
+    if (per_thread && !(flags & cudaEnableLegacyStream))
+        flags |= cudaEnablePerThreadDefaultStream;
     CUdriverProcAddressQueryResult s;
     CUresult r = get_proc(symbol, fn, (int)version, flags, &s);
     if (status)
@@ -529,10 +686,31 @@ EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **f
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorSymbolNotFound;
 }
 
+EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn,
+                                                    unsigned int version, unsigned long long flags,
+                                                    enum cudaDriverEntryPointQueryResult *status)
+{
+    return entry_point(symbol, fn, version, flags, 0, status);
+}
+
+EXPORT cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
+    const char *symbol, void **fn, unsigned int version, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult *status)
+{
+    return entry_point(symbol, fn, version, flags, 1, status);
+}
+
 EXPORT cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **fn, unsigned long long flags,
                                            enum cudaDriverEntryPointQueryResult *status);
 cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **fn, unsigned long long flags,
                                     enum cudaDriverEntryPointQueryResult *status)
 {
-    return cudaGetDriverEntryPointByVersion(symbol, fn, CUDART_VERSION, flags, status);
+    return entry_point(symbol, fn, CUDART_VERSION, flags, 0, status);
+}
+
+EXPORT cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **fn,
+                                                unsigned long long flags,
+                                                enum cudaDriverEntryPointQueryResult *status)
+{
+    return entry_point(symbol, fn, CUDART_VERSION, flags, 1, status);
 }

@@ -1,0 +1,28 @@
+/*
+ * device_per_thread.h — included before a device table's expansion into the
+ * list of its functions with per-thread-default-stream twins: each _PTSZ or
+ * _PTDS line becomes DS_PER_THREAD_NAME(name, _ptsz or _ptds), which the
+ * including file defines; the other lines become nothing.
+ */
+#undef DS_HOOK
+#undef DS_HOT
+#undef DS_FREE
+#undef DS_HOST_FN
+#undef DS_LOOKUP
+#undef DS_HOOK_PTSZ
+#undef DS_HOOK_PTDS
+#undef DS_HOT_PTSZ
+#undef DS_FREE_PTSZ
+#undef DS_HOST_FN_PTSZ
+#undef DS_LOOKUP_PTSZ
+#define DS_HOOK(name, params, args, before, after)
+#define DS_HOT(name, params, args, before, after)
+#define DS_FREE(name, params, args, pointer, KIND)
+#define DS_HOST_FN(name, params, args, stream, fn, data, KIND)
+#define DS_LOOKUP(name, params, args, after)
+#define DS_HOOK_PTSZ(name, params, args, before, after) DS_PER_THREAD_NAME(name, _ptsz)
+#define DS_HOOK_PTDS(name, params, args, before, after) DS_PER_THREAD_NAME(name, _ptds)
+#define DS_HOT_PTSZ(name, params, args, before, after) DS_PER_THREAD_NAME(name, _ptsz)
+#define DS_FREE_PTSZ(name, params, args, pointer, KIND) DS_PER_THREAD_NAME(name, _ptsz)
+#define DS_HOST_FN_PTSZ(name, params, args, stream, fn, data, KIND) DS_PER_THREAD_NAME(name, _ptsz)
+#define DS_LOOKUP_PTSZ(name, params, args, after) DS_PER_THREAD_NAME(name, _ptsz)
