@@ -11,6 +11,11 @@ import pytest
 
 from conftest import BUILD, LIB, ROOT
 
+# A property of the plain build: the sanitizer, TSan and valgrind runs of the
+# suite would rebuild the plain library and run it outside their variant.
+pytestmark = pytest.mark.skipif(BUILD != ROOT / "build",
+                                reason="the SDK-free build is checked in the plain suite")
+
 CUDA_INCLUDE = pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"
 HIDDEN_DIRS = ["/usr/include/vulkan", "/usr/include/dlpack", "/usr/include/hip",
                str(CUDA_INCLUDE.resolve())]
