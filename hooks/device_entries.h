@@ -16,7 +16,7 @@
 #undef DS_FREE_PTSZ
 #undef DS_HOST_FN_PTSZ
 #undef DS_LOOKUP_PTSZ
-#define DS_ENTRY(str, wrap, real) {str, (void *)wrap, (void **)&real, NULL},
+#define DS_ENTRY(str, wrap, real) {str, (void *)(wrap), (void **)&(real), NULL},
 #define DS_HOOK(name, params, args, before, after) DS_ENTRY(#name, wrap_##name, real_##name)
 #define DS_HOT(name, params, args, before, after) DS_ENTRY(#name, wrap_##name, real_##name)
 #define DS_FREE(name, params, args, pointer, KIND) DS_ENTRY(#name, wrap_##name, real_##name)
