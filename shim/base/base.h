@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/put.h"
 
@@ -103,6 +104,13 @@ enum ds_violation_kind {
 uint64_t ds_now_ns(void);             /* monotonic ns since the shim loaded */
 uint64_t ds_now_coarse_ns(void);      /* the same at tick resolution: a few ns to read */
 uint64_t ds_clock_origin_ns(void);    /* CLOCK_MONOTONIC when the shim loaded */
+/* CLOCK_REALTIME_COARSE, ns since 1970: the clock file times are stamped
+ * with, so that "written before now" can be asked of a file. */
+uint64_t ds_file_clock_ns(void);
+static inline uint64_t ds_ns_of(struct timespec ts)
+{
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 void ds_clock_start(void);
 long ds_tid(void);
 int ds_pid(void);                     /* cached; re-read after fork */

@@ -25,7 +25,7 @@ static uint64_t monotonic_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return ds_ns_of(ts);
 }
 
 void ds_clock_start(void)
@@ -54,8 +54,15 @@ uint64_t ds_now_coarse_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    uint64_t t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    uint64_t t = ds_ns_of(ts);
     return t > load_ns ? t - load_ns : 0; /* the coarse clock lags by up to a tick */
+}
+
+uint64_t ds_file_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    return ds_ns_of(ts);
 }
 
 long ds_tid(void)

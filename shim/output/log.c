@@ -99,12 +99,6 @@ static bool fd_is_pipe(int fd)
     return ds_fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
-/* When a file was last written, on the clock of ds_log_set_run. */
-static uint64_t modified_ns(const struct stat *st)
-{
-    return (uint64_t)st->st_mtim.tv_sec * 1000000000ull + (uint64_t)st->st_mtim.tv_nsec;
-}
-
 int ds_output_open(const char *spec, const char *option, uint64_t fresh_before_ns)
 {
     char path[DS_PATH_MAX];
@@ -137,7 +131,7 @@ int ds_output_open(const char *spec, const char *option, uint64_t fresh_before_n
         close(fd);
         return -1;
     }
-    if (S_ISREG(st.st_mode) && st.st_size > 0 && modified_ns(&st) < fresh_before_ns &&
+    if (S_ISREG(st.st_mode) && st.st_size > 0 && ds_ns_of(st.st_mtim) < fresh_before_ns &&
         ftruncate(fd, 0) != 0) {
         close(fd);
         return -1;

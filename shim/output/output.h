@@ -60,8 +60,7 @@ void ds_ev_begin_with(ds_ev *e, int id, char *buf, size_t cap, uint64_t ns,
 char *ds_put_context(char *p, const char *limit, const ds_context *c, bool text);
 
 /* ---- log.c: the event sink ---------------------------------------------- */
-/* The run this process belongs to: when it began (CLOCK_REALTIME_COARSE,
- * the clock of file times), whether this process began it, and whether old
+/* The run this process belongs to: when it began (ds_file_clock_ns), whether this process began it, and whether old
  * lines are kept (DLSHIM_LOG_APPEND).  Set before ds_log_open; unset, every
  * file is appended to. */
 void ds_log_set_run(uint64_t start_ns, bool first, bool append);

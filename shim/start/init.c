@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/auxv.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "start/start.h"
@@ -71,9 +70,7 @@ static void join_run(void)
 {
     bool first = ds_cfg.run < 0;
     if (first) {
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME_COARSE, &now);
-        ds_cfg.run = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+        ds_cfg.run = (int64_t)ds_file_clock_ns();
         char value[24];
         ds_fmt(value, sizeof(value), "%lld", (long long)ds_cfg.run);
         setenv("DLSHIM_RUN", value, 1);

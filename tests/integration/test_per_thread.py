@@ -7,7 +7,11 @@ runtime and driver export those twins.  The shim's wrappers of the twins
 model with stream 0 as the calling thread's default stream: the races of a
 normal build are reported and fixed the same, and driver functions looked
 up with the per-thread flag come back as the per-thread wrappers."""
+import functools
+
 import pytest
+
+import test_sync
 
 FRESH, STALE = "consumer saw 16843009", "consumer saw 0"
 PROGRAM = "handoff_ptsz"
@@ -20,9 +24,7 @@ SYNCHRONIZED = ["event", "event_driver", "host_sync", "same_stream", "semaphore"
                 "host_fn_driver", "stream_callback", "stream_callback_driver"]
 
 
-def handoff(dlshim, mode, sync=None, shim=True):
-    env = {"DLSHIM_SYNC": sync} if sync else {}
-    return dlshim.device(PROGRAM, mode, shim=shim, env=env)
+handoff = functools.partial(test_sync.handoff, program=PROGRAM)
 
 
 def test_the_program_calls_the_per_thread_twins():

@@ -6,14 +6,13 @@ the table by Python line, and the page as Chromium draws it."""
 import json
 import os
 import re
-import shutil
 import subprocess
 import tomllib
 
 import pytest
 
 from conftest import REPORT, ROOT, SYSTEM_PYTHON
-from test_reports import decode_png
+from test_reports import screenshot
 
 WORKER = ROOT / "tests" / "python" / "forked_worker.py"
 COPIED_ORANGE = (0xe0, 0x8a, 0x1e)  # the report's "copied share" colour
@@ -224,21 +223,10 @@ def test_table_by_python_line_in_text_json_and_html(dlshim, forked_run, tmp_path
 # ---- the page as Chromium draws it ---------------------------------------------
 
 def test_screenshot_shows_the_timeline_and_the_copied_share(forked_run, tmp_path):
-    chromium = shutil.which("chromium")
-    if not chromium:
-        pytest.skip("chromium is not installed (scripts/install-deps check installs it)")
     _, logs = forked_run
-    page, shot = tmp_path / "r.html", tmp_path / "shot.png"
+    page = tmp_path / "r.html"
     report(*logs, "--html", page, "--quiet")
-    p = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                        "--hide-scrollbars", f"--screenshot={shot}", "--window-size=1400,1000",
-                        page.as_uri()], capture_output=True, text=True, timeout=120,
-                       stdin=subprocess.DEVNULL)
-    assert shot.exists(), p.stderr
-    w, h, ch, rows = decode_png(shot.read_bytes())
-    assert (w, h) == (1400, 1000)
-    colors = {row[i:i + 3] for row in rows[::4] for i in range(0, w * ch, 4 * ch)}
-    assert len(colors) > 20  # not blank
+    w, h, ch, rows = screenshot(page, tmp_path / "shot.png", 1400, 1000)
     orange = sum(1 for row in rows for i in range(0, w * ch, ch)
                  if all(abs(row[i + k] - COPIED_ORANGE[k]) < 16 for k in range(3)))
     # The legend's swatch is 12 x 12; the copied share's bar adds 8 x 10 more.

@@ -280,9 +280,24 @@ def decode_png(data):
     return w, h, ch, rows
 
 
-def test_html_page_renders_and_shows_the_violation(dlshim, tmp_path):
+def screenshot(page, shot, width, height):
+    """The page as headless Chromium draws it: (width, height, channels,
+    rows), after checking it is that size and not blank."""
     chromium = shutil.which("chromium")
     assert chromium, "chromium is installed by scripts/install-deps check"
+    p = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--hide-scrollbars", f"--screenshot={shot}",
+                        f"--window-size={width},{height}", page.as_uri()],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert shot.exists(), p.stderr
+    w, h, ch, rows = decode_png(shot.read_bytes())
+    assert (w, h) == (width, height)
+    colors = {row[i:i + 3] for row in rows[::4] for i in range(0, w * ch, 4 * ch)}
+    assert len(colors) > 20  # not blank
+    return w, h, ch, rows
+
+
+def test_html_page_renders_and_shows_the_violation(dlshim, tmp_path):
     r = dlshim.consumer("double_release", env={"DLSHIM_ON_ERROR": "protect"})
     page = tmp_path / "report.html"
     report(r.log_path, "--html", page, "--quiet")
@@ -290,16 +305,7 @@ def test_html_page_renders_and_shows_the_violation(dlshim, tmp_path):
     for external in ("<script", "src=", "href=", "url(", "@import", "<link"):
         assert external not in text  # self-contained: nothing is fetched
     assert "double_release" in text
-    shot = tmp_path / "shot.png"
-    p = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                        "--hide-scrollbars", f"--screenshot={shot}", "--window-size=1200,900",
-                        page.as_uri()], capture_output=True, text=True, timeout=120,
-                       stdin=subprocess.DEVNULL)
-    assert shot.exists(), p.stderr
-    w, h, ch, rows = decode_png(shot.read_bytes())
-    assert (w, h) == (1200, 900)
-    colors = {row[i:i + 3] for row in rows[::4] for i in range(0, w * ch, 4 * ch)}
-    assert len(colors) > 20  # not blank
+    w, h, ch, rows = screenshot(page, tmp_path / "shot.png", 1200, 900)
     red = sum(1 for row in rows for i in range(0, w * ch, ch)
               if row[i] > 180 and row[i + 1] < 60 and row[i + 2] < 60)
     assert red > 200  # the violation banner and timeline marks
