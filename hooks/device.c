@@ -98,22 +98,89 @@ void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigne
  * A queued host function's run (or a stream callback's) tells the host that
  * its stream got that far: the stream model hears it as an event recorded
  * where the function was queued and waited for by the host when it runs.
- * Each function in flight takes a slot of a fixed table (its address is the
- * event's handle, which no API hands out); with none free it is queued as it
- * is, and the model learns nothing from it (a later use may then be
- * reported as a race). */
-#define HOST_FN_SLOTS 1024 /* a power of two */
-#define HOST_FN_PROBES 16
+ * Each function in flight takes a slot (its address is the event's handle,
+ * which no API hands out).  Slots come in blocks mapped as they are needed
+ * and kept (a program that once had 10,000 functions in flight may again);
+ * the free ones form one lock-free stack.  Only past HOST_FN_BLOCKS blocks
+ * (as many functions in flight as the stream model holds events), or when
+ * the kernel refuses a block, is a function queued as it is, and the model
+ * learns nothing from it (a later use may then be reported as a race). */
+#define HOST_FN_BLOCK 1024u
+#define HOST_FN_BLOCKS 256u /* 262,144 in flight, 8 MiB of slots */
 
 typedef struct {
-    atomic_int taken;
     int api;
-    void (*fn)(void); /* the program's, called as the trampoline that took it */
+    uint32_t index;        /* in the blocks, for the free stack's links */
+    _Atomic uint32_t next; /* on the free stack: index + 1 of the next slot, 0 at the end */
+    void (*fn)(void);      /* the program's, called as the trampoline that took it */
     void *data;
 } host_fn_slot;
 
-static host_fn_slot host_fns[HOST_FN_SLOTS];
-static atomic_uint host_fn_next;
+static _Atomic(host_fn_slot *) host_fn_blocks[HOST_FN_BLOCKS];
+static atomic_uint host_fn_blocks_used;
+/* The free stack's top: a count of changes in the high half, the top
+ * slot's index + 1 in the low half (0: empty).  The count makes a stale
+ * compare-and-swap fail when the top was taken and given back meanwhile
+ * (the ABA problem of lock-free stacks). */
+static _Atomic uint64_t host_fn_free;
+
+static host_fn_slot *slot_at(uint32_t index)
+{
+    /* Acquire: the block was published (release) before any of its slots
+     * went on the stack. */
+    host_fn_slot *block = atomic_load_explicit(&host_fn_blocks[index / HOST_FN_BLOCK],
+                                               memory_order_acquire);
+    return block + index % HOST_FN_BLOCK;
+}
+
+/* Puts the chain first..last (already linked through `next`) on the stack. */
+static void push_chain(host_fn_slot *first, host_fn_slot *last)
+{
+    uint64_t top = atomic_load_explicit(&host_fn_free, memory_order_relaxed);
+    uint64_t next;
+    do {
+        atomic_store_explicit(&last->next, (uint32_t)top, memory_order_relaxed);
+        next = ((top >> 32) + 1) << 32 | (first->index + 1);
+    } while (!atomic_compare_exchange_weak_explicit(&host_fn_free, &top, next,
+                                                    memory_order_release, memory_order_relaxed));
+}
+
+static host_fn_slot *pop(void)
+{
+    uint64_t top = atomic_load_explicit(&host_fn_free, memory_order_acquire);
+    while ((uint32_t)top) {
+        host_fn_slot *h = slot_at((uint32_t)top - 1);
+        /* May be stale when another thread took h meanwhile: then the
+         * count has moved and the exchange fails. */
+        uint64_t next = ((top >> 32) + 1) << 32 |
+                        atomic_load_explicit(&h->next, memory_order_relaxed);
+        if (atomic_compare_exchange_weak_explicit(&host_fn_free, &top, next,
+                                                  memory_order_acquire, memory_order_acquire))
+            return h;
+    }
+    return NULL;
+}
+
+/* A new block: its first slot for the caller, the rest on the stack. */
+static host_fn_slot *grow(void)
+{
+    unsigned n = atomic_load_explicit(&host_fn_blocks_used, memory_order_relaxed);
+    do {
+        if (n >= HOST_FN_BLOCKS)
+            return NULL;
+    } while (!atomic_compare_exchange_weak_explicit(&host_fn_blocks_used, &n, n + 1,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    host_fn_slot *block = ds_map(HOST_FN_BLOCK * sizeof(*block), true);
+    if (!block)
+        return NULL; /* the index stays unused: no slot names it */
+    for (uint32_t i = 0; i < HOST_FN_BLOCK; i++) {
+        block[i].index = n * HOST_FN_BLOCK + i;
+        atomic_store_explicit(&block[i].next, block[i].index + 2, memory_order_relaxed);
+    }
+    atomic_store_explicit(&host_fn_blocks[n], block, memory_order_release);
+    push_chain(&block[1], &block[HOST_FN_BLOCK - 1]);
+    return &block[0];
+}
 
 typedef struct {
     void (*fn)(void);
@@ -125,7 +192,7 @@ void ds_device_host_fn_unused(void *slot)
 {
     host_fn_slot *h = slot;
     ds_sync_event_destroyed(h->api, (uintptr_t)h);
-    atomic_store_explicit(&h->taken, 0, memory_order_release);
+    push_chain(h, h);
 }
 
 /* The model hears of the run before the program's function can tell anyone;
@@ -158,23 +225,17 @@ void *ds_device_host_fn(int api, uintptr_t stream, bool ptsz, int kind, void (**
 {
     if (!*fn || !ds_sync_enabled())
         return NULL; /* a NULL function is the API's error to report */
-    for (int i = 0; i < HOST_FN_PROBES; i++) {
-        unsigned k = atomic_fetch_add_explicit(&host_fn_next, 1, memory_order_relaxed);
-        host_fn_slot *h = &host_fns[k % HOST_FN_SLOTS];
-        int free_slot = 0;
-        if (!atomic_compare_exchange_strong_explicit(&h->taken, &free_slot, 1,
-                                                     memory_order_acquire, memory_order_relaxed))
-            continue;
-        h->api = api;
-        h->fn = *fn;
-        h->data = *data;
-        ds_sync_event_recorded(api, (uintptr_t)h, stream, ptsz);
-        *fn = kind == DS_HOST_FN_STREAM_CALLBACK ? (void (*)(void))stream_callback_ran
-                                                 : (void (*)(void))host_fn_ran;
-        *data = h;
-        return h;
-    }
-    return NULL;
+    host_fn_slot *h = pop();
+    if (!h && !(h = grow()))
+        return NULL;
+    h->api = api;
+    h->fn = *fn;
+    h->data = *data;
+    ds_sync_event_recorded(api, (uintptr_t)h, stream, ptsz);
+    *fn = kind == DS_HOST_FN_STREAM_CALLBACK ? (void (*)(void))stream_callback_ran
+                                             : (void (*)(void))host_fn_ran;
+    *data = h;
+    return h;
 }
 
 void ds_device_stream_created(int api, const void *out_stream, size_t ptr_size, bool non_blocking)

@@ -1,7 +1,8 @@
 /*
  * copies.c — copy accounting: every transfer that touches a tracked
  * allocation or a DLPack share becomes a `copy` event; an export filled by
- * a copy from another tracked buffer is a copy, not a zero-copy share; and a
+ * a copy from another tracked buffer made inside the export call is a copy,
+ * not a zero-copy share; and a
  * device→host copy out of one owner followed by a host→device copy of the
  * same host bytes into another owner is a `roundtrip` that a DLPack handoff
  * would have avoided.
@@ -19,8 +20,12 @@
 #define DS_RECENT_COPIES 256   /* for exports filled by a copy (a power of two) */
 #define DS_PENDING_TRIPS 256   /* device→host copies waiting for their way back */
 
+/* `tid` and `site`: the thread and the line of the interpreted program
+ * that made it (0: none known). */
 typedef struct {
     uintptr_t dst, dst_end, src;
+    long tid;
+    uint16_t site;
     bool src_tracked;
     int8_t direction;
 } recent_copy;
@@ -166,14 +171,18 @@ __attribute__((noinline)) static void record_general(uintptr_t dst, uintptr_t sr
     bool roundtrip = false;
     s.share = ds_shares_at(src, bytes);
     d.share = ds_shares_at(dst, bytes);
-    ds_lock_take(DS_LOCK_COPIES);
     bool relevant = needs_share ? (s.share || d.share)
                                 : (s.tracked || d.tracked || s.share || d.share);
+    if (relevant && direction == DS_COPY_INFER)
+        direction = infer_direction(&s, &d);
+    /* Where it was made, for an export it may fill (asked before the lock:
+     * the locator reads the interpreter's frames). */
+    bool fills = relevant && (s.tracked || s.share) && direction != DS_COPY_H2D;
+    uint16_t site = fills ? ds_context_site() : 0;
+    ds_lock_take(DS_LOCK_COPIES);
     if (relevant) {
-        if (direction == DS_COPY_INFER)
-            direction = infer_direction(&s, &d);
-        recent[nrecent % DS_RECENT_COPIES] =
-            (recent_copy){dst, dst + bytes, src, s.tracked || s.share, (int8_t)direction};
+        recent[nrecent % DS_RECENT_COPIES] = (recent_copy){
+            dst, dst + bytes, src, ds_tid(), site, s.tracked || s.share, (int8_t)direction};
         __atomic_store_n(&nrecent, nrecent + 1, __ATOMIC_RELAXED);
         memo.nrecent = nrecent;
         if (direction == DS_COPY_D2H && s.tracked) {
@@ -249,27 +258,34 @@ void ds_copy_record(uintptr_t dst, uintptr_t src, uint64_t bytes, int direction,
 
 bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source)
 {
-    bool found = false;
     if (__atomic_load_n(&nrecent, __ATOMIC_RELAXED) == 0)
         return false; /* no copy seen yet: no lock on every export */
+    recent_copy newest = {0};
     ds_lock_take(DS_LOCK_COPIES);
     uint64_t oldest = nrecent > DS_RECENT_COPIES ? nrecent - DS_RECENT_COPIES : 0;
     for (uint64_t n = nrecent; n > oldest; n--) {
         const recent_copy *c = &recent[(n - 1) % DS_RECENT_COPIES];
         if (c->dst < data + bytes && data < c->dst_end) {
-            /* The newest copy into these bytes: a copy of another tracked
-             * buffer that covers the export (__dlpack__(dl_device=cpu) and
-             * __dlpack__(copy=True) copy so).  A copy from the host onto a
-             * device is the program's own (jax.device_put): no producer's
-             * __dlpack__ moves host bytes onto a device for its consumer. */
-            found = c->src_tracked && c->direction != DS_COPY_H2D && c->dst <= data &&
-                    data + bytes <= c->dst_end;
-            if (found && source)
-                *source = c->src + (data - c->dst);
+            newest = *c;
             break;
         }
     }
     ds_lock_give(DS_LOCK_COPIES);
+    /* The newest copy into these bytes is the producer's, for its consumer,
+     * when it copied another tracked buffer whole into them inside the
+     * export call: __dlpack__(dl_device=cpu) and __dlpack__(copy=True) copy
+     * so, on the thread and at the line of the interpreted program that
+     * asked for the tensor (np.from_dlpack(x)).  A copy the program made
+     * before, at another line (x.copy_(src), then from_dlpack(x)) is its
+     * own, and so is one from the host onto a device (jax.device_put): no
+     * producer's __dlpack__ moves host bytes onto a device for its consumer.
+     * Without a line (no interpreter, or DLSHIM_PY=0) no call is known, and
+     * no copy is the producer's. */
+    bool found = newest.src_tracked && newest.direction != DS_COPY_H2D && newest.dst <= data &&
+                 data + bytes <= newest.dst_end && newest.site && newest.tid == ds_tid() &&
+                 newest.site == ds_context_site();
+    if (found && source)
+        *source = newest.src + (data - newest.dst);
     return found;
 }
 

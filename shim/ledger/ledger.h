@@ -254,8 +254,9 @@ void ds_unloads_share_ended(void);
 
 /* ---- copies.c: copy accounting ------------------------------------------ */
 /* True when the newest copy into these bytes came from another tracked
- * buffer, was no host-to-device copy and covers them; *source: where the
- * bytes came from. */
+ * buffer, was no host-to-device copy, covers them, and was made inside the
+ * export call (this thread, this line of the interpreted program);
+ * *source: where the bytes came from. */
 bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source);
 void ds_copies_totals(uint64_t *count, uint64_t *bytes, uint64_t *roundtrips);
 void ds_copies_after_fork(void);

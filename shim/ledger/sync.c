@@ -45,7 +45,8 @@
 
 #define DS_CLOCKS 64            /* slot 0: the host; streams beyond 63 are not modelled */
 #define DS_CLOCKS_FEW 8         /* a snapshot this narrow is copied whole */
-#define DS_EVENTS_MAX 4096
+#define DS_EVENTS_FIRST 4096    /* events' table at first (a power of two, as it stays) */
+#define DS_EVENTS_MAX (1u << 18) /* and at most (74 MiB): each host function in flight is one */
 #define DS_WRITES 4096          /* ring of recent writes (a power of two) */
 #define DS_PENDING 128          /* handoffs waiting for the consumer's first use */
 #define DS_STREAM_MEMOS 8       /* recent stream handles' slots (a power of two) */
@@ -113,7 +114,10 @@ static uint32_t slots_freed = 1; /* events' snapshots name it (see snapshot) */
 /* Bumped when the host's clock or a legacy stream's changes: a stream
  * settled before (see settled) may have to merge them again. */
 static uint64_t merges = 1;
-static event events[DS_EVENTS_MAX]; /* open addressing by handle */
+/* Open addressing by handle, doubled when three quarters full. */
+static event events_first[DS_EVENTS_FIRST];
+static event *events = events_first;
+static size_t events_mask = DS_EVENTS_FIRST - 1, events_live;
 static write_rec writes[DS_WRITES];
 static uint64_t nwrites;
 static pending pend[DS_PENDING];  /* [0, npending) */
@@ -241,14 +245,43 @@ static inline int stream_index(int api, uintptr_t handle, bool ptsz, bool create
                                             : stream_remembered(m, api, handle, ptsz, create);
 }
 
+/* The first hole at or after handle's home slot in table t (mask: its size - 1). */
+static event *event_hole(event *t, size_t mask, uintptr_t handle)
+{
+    size_t k = (handle >> 4) & mask;
+    while (t[k].used)
+        k = (k + 1) & mask;
+    return &t[k];
+}
+
+/* A table twice the size, the events moved into it; the old one kept when
+ * no memory could be had (then the table fills up, and events recorded past
+ * its last hole are not modelled). */
+static void events_grow(void)
+{
+    size_t size = (events_mask + 1) * 2;
+    event *t = size <= DS_EVENTS_MAX ? ds_map(size * sizeof(*t), true) : NULL;
+    if (!t)
+        return;
+    for (size_t k = 0; k <= events_mask; k++)
+        if (events[k].used)
+            *event_hole(t, size - 1, events[k].handle) = events[k];
+    if (events != events_first)
+        ds_unmap(events, (events_mask + 1) * sizeof(*events));
+    events = t;
+    events_mask = size - 1;
+}
+
 /* event_of past the event's home slot: the probe on to the first hole, and
  * (create) the event put there. */
 __attribute__((noinline)) static event *event_probed(int api, uintptr_t handle, bool create)
 {
-    size_t start = (handle >> 4) % DS_EVENTS_MAX;
+    if (create && events_live >= (events_mask + 1) / 4 * 3)
+        events_grow();
+    size_t start = (handle >> 4) & events_mask;
     event *free_slot = NULL;
-    for (size_t k = 0; k < DS_EVENTS_MAX; k++) {
-        event *e = &events[(start + k) % DS_EVENTS_MAX];
+    for (size_t k = 0; k <= events_mask; k++) {
+        event *e = &events[(start + k) & events_mask];
         if (e->used && e->api == api && e->handle == handle)
             return e;
         if (!e->used) {
@@ -262,13 +295,14 @@ __attribute__((noinline)) static event *event_probed(int api, uintptr_t handle, 
     free_slot->used = true;
     free_slot->api = api; /* a family (event_of) */
     free_slot->handle = handle;
+    events_live++;
     return free_slot;
 }
 
 /* The event if it is in its home slot (where it usually is), else NULL. */
 static inline event *event_at_home(int api, uintptr_t handle)
 {
-    event *e = &events[(handle >> 4) % DS_EVENTS_MAX];
+    event *e = &events[(handle >> 4) & events_mask];
     return e->used && e->handle == handle && e->api == api ? e : NULL;
 }
 
@@ -434,14 +468,16 @@ void ds_sync_event_destroyed(int api, uintptr_t ev)
         return;
     ds_lock_take(DS_LOCK_SYNC);
     event *e = event_of(api, ev, false);
-    if (e)
-        e->used = false; /* a record later re-creates it; probes stop at holes: rehash below */
     if (e) {
-        /* Backward-shift the cluster after the hole so probes stay correct. */
+        /* A record later re-creates it.  Probes stop at holes, so the
+         * cluster after the hole is shifted back into place. */
+        e->used = false;
+        events_live--;
         size_t hole = (size_t)(e - events);
-        for (size_t k = (hole + 1) % DS_EVENTS_MAX; events[k].used; k = (k + 1) % DS_EVENTS_MAX) {
+        for (size_t k = (hole + 1) & events_mask; events[k].used; k = (k + 1) & events_mask) {
             event moved = events[k];
             events[k].used = false;
+            events_live--;
             event *dst = event_of(moved.api, moved.handle, true);
             if (dst)
                 *dst = moved;

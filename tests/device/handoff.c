@@ -39,7 +39,7 @@
  *                     CuPy's Stream.add_callback)
  *   stream_callback_driver  the same with the driver's cuStreamAddCallback
  *                     (as Numba's)
- *   host_fn_many      as host_fn, with 2,000 host functions queued behind the
+ *   host_fn_many      as host_fn, with 10,000 host functions queued behind the
  *                     gate first (more than the shim's table holds): each
  *                     runs once, and the count is printed
  *   semaphore         an imported external semaphore signalled after the
@@ -200,7 +200,7 @@ static void produce(cudaStream_t s, int record)
     if (record == 1)
         CHECK(cudaEventRecord(ev, s)); /* too early: before the write */
     CHECK(cudaLaunchHostFunc(s, wait_flag, &gate));
-    for (int i = 0; !strcmp(mode, "host_fn_many") && i < 2000; i++)
+    for (int i = 0; !strcmp(mode, "host_fn_many") && i < 10000; i++)
         CHECK(cudaLaunchHostFunc(s, count_run, NULL));
     if (!strcmp(mode, "settled"))
         CHECK(cudaMemsetAsync(other, 1, N * sizeof(int), s));

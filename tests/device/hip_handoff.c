@@ -1,7 +1,10 @@
 /*
- * The HIP version of handoff.c's main cases: `hip_handoff unsynced|event|per_thread`
- * (per_thread: the producer writes on its own thread's per-thread default
- * stream, hipStreamPerThread, which the consumer's thread cannot name).
+ * The HIP version of handoff.c's main cases:
+ * `hip_handoff unsynced|event|per_thread|stream_callback` (per_thread: the
+ * producer writes on its own thread's per-thread default stream,
+ * hipStreamPerThread, which the consumer's thread cannot name;
+ * stream_callback: a hipStreamAddCallback queued after the write tells the
+ * host it is done, and the consumer, told by the host alone, copies on s2).
  * Real HIP calls only; hipLaunchHostFunc is HIP 6 and found at run time,
  * since Debian's HIP 5.2 does not export it (the simulated device does).
  */
@@ -45,6 +48,28 @@ static void open_gate(void)
     pthread_mutex_unlock(&gate_lock);
 }
 
+static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ready_cond = PTHREAD_COND_INITIALIZER;
+static int ready;
+
+static void write_done(hipStream_t s, hipError_t status, void *arg)
+{
+    (void)s;
+    (void)arg;
+    pthread_mutex_lock(&ready_lock);
+    ready = status == hipSuccess;
+    pthread_cond_broadcast(&ready_cond);
+    pthread_mutex_unlock(&ready_lock);
+}
+
+static void wait_ready(void)
+{
+    pthread_mutex_lock(&ready_lock);
+    while (!ready)
+        pthread_cond_wait(&ready_cond, &ready_lock);
+    pthread_mutex_unlock(&ready_lock);
+}
+
 static int64_t shape[1] = {N};
 
 static void drop(DLManagedTensor *t)
@@ -83,7 +108,7 @@ static void *produce_per_thread(void *arg)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "unsynced";
-    int synced = !strcmp(mode, "event");
+    int synced = !strcmp(mode, "event"), callback = !strcmp(mode, "stream_callback");
     setvbuf(stdout, NULL, _IOLBF, 0);
     *(void **)&launch_host_func = dlsym(RTLD_DEFAULT, "hipLaunchHostFunc");
     if (!launch_host_func) {
@@ -107,9 +132,13 @@ int main(int argc, char **argv)
         produce(s1);
     }
     CHECK(hipEventRecord(ev, s1));
+    if (callback)
+        CHECK(hipStreamAddCallback(s1, write_done, NULL, 0));
     DLManagedTensor *t = shared;
-    if (synced)
+    if (synced || callback)
         open_gate();
+    if (callback)
+        wait_ready(); /* no HIP call: the callback's word alone */
 
     dlshim_import(t, "consumer");
     if (synced)

@@ -16,21 +16,39 @@ def test_zero_copy_device_handoff(dlshim):
     assert r.of("copy") == [] and r.summary["copies"] == 0
 
 
-def test_export_filled_by_a_copy_is_a_copy(dlshim):
+def test_a_copy_the_program_made_before_exporting_is_its_own(dlshim):
+    # A C program copies device bytes to the host, then annotates their
+    # export: no export call made the copy, so the consumer shares the host
+    # buffer zero-copy, and the copy is counted as a transfer.
     r = copies(dlshim, "to_host")
     [c] = r.of("copy")
     [exp] = r.of("export")
-    [dev] = [a for a in r.of("alloc") if a["base"] == c["src"]]
     assert (c["direction"], c["bytes"]) == ("d2h", 65536)
     assert (c["src_owner"], c["src_device"], c["dst_owner"], c["dst_device"]) == \
         ("copies", "cuda:0", None, "cpu:0")
-    assert exp["device"] == "cpu:0" and exp["copied_from"] == dev["base"]
+    assert exp["device"] == "cpu:0" and "copied_from" not in exp
     [imp] = r.of("import")
-    assert imp["zero_copy"] is False
+    assert imp["zero_copy"] is True
     s = r.summary
-    assert (s["shares"], s["zero_copy"], s["copies"], s["bytes_copied"]) == (1, 0, 1, 65536)
-    [pair] = [p for p in s["pairs"] if p["producer"] == "producer"]
-    assert (pair["copies"], pair["bytes_copied"]) == (1, 65536)
+    assert (s["shares"], s["zero_copy"], s["copies"], s["transfers"]) == (1, 1, 0, 1)
+
+
+def test_only_a_copy_inside_the_export_call_is_the_producers(dlshim):
+    """A device-to-host copy made inside the call that makes the capsule is
+    the producer's copy for its consumer (copied_from); the same copy made by
+    the program at the line before its export is the program's own."""
+    from conftest import SIMDEV, between
+    r = dlshim.python("copy_in_export.py",
+                      env={"LD_LIBRARY_PATH": str(SIMDEV), "DLSHIM_EVENTS": "all"})
+    assert r.rc == 0, r.stderr[-2000:]
+    handed = ("copy", "export")
+    [c1, inside] = [e for e in between(r.events, "start", "copied inside") if e["event"] in handed]
+    [c2, before] = [e for e in between(r.events, "copied inside", "copied before")
+                    if e["event"] in handed]
+    assert (c1["event"], c1["direction"], inside["event"]) == ("copy", "d2h", "export")
+    assert inside["copied_from"] == c1["src"] and inside["py"].endswith("copy_in_export.py:10 in <module>")
+    assert (c2["event"], c2["direction"], before["event"]) == ("copy", "d2h", "export")
+    assert "copied_from" not in before and before["py"].endswith("copy_in_export.py:13 in <module>")
 
 
 def test_a_device_buffer_filled_from_the_host_is_shared_zero_copy(dlshim):

@@ -70,12 +70,17 @@ def test_synchronized_programs_stay_silent(dlshim, mode, sync):
     assert r.summary["barriers_inserted"] == 0
 
 
-def test_host_functions_beyond_the_table_run_as_queued(dlshim):
-    # 2,000 host functions wait behind a gate, more than the shim's 1,024
-    # slots: those without one are queued as they are; every one runs once.
-    bare, traced = handoff(dlshim, "host_fn_many", shim=False), handoff(dlshim, "host_fn_many")
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+def test_ten_thousand_host_functions_in_flight_are_all_tracked(dlshim, sync):
+    # 10,000 host functions wait behind the gate before the one that tells
+    # the host the write is done: each is tracked (no false race, no
+    # barrier) and runs once, as without the shim.
+    bare = handoff(dlshim, "host_fn_many", shim=False)
+    traced = handoff(dlshim, "host_fn_many", sync)
     assert_same_behaviour(bare, traced)
-    assert "host functions ran 2000" in traced.stdout and FRESH in traced.stdout
+    assert "host functions ran 10000" in traced.stdout and FRESH in traced.stdout
+    assert traced.violations() == [] and traced.of("sync") == []
+    assert traced.summary["barriers_inserted"] == 0
 
 
 def test_sync_off_skips_the_model(dlshim):
@@ -104,6 +109,17 @@ def test_hip_handoffs(dlshim):
     assert FRESH in enforced.stdout and len(enforced.of("sync")) == 1
     synced = handoff(dlshim, "event", "check", program="hip_handoff")
     assert FRESH in synced.stdout and synced.violations() == []
+
+
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+def test_hip_stream_callback_tells_the_host(dlshim, sync):
+    """hipStreamAddCallback queued after the write: the consumer, told by the
+    callback alone, reads the write (no race, no barrier), as without the shim."""
+    bare = handoff(dlshim, "stream_callback", shim=False, program="hip_handoff")
+    traced = handoff(dlshim, "stream_callback", sync, program="hip_handoff")
+    assert_same_behaviour(bare, traced)
+    assert FRESH in traced.stdout
+    assert traced.violations() == [] and traced.of("sync") == []
 
 
 def test_hip_enforce_cannot_name_another_threads_default_stream(dlshim):

@@ -268,6 +268,32 @@ hipError_t hipLaunchHostFunc(hipStream_t stream, host_fn fn, void *data)
     return hipSuccess;
 }
 
+typedef struct {
+    hipStreamCallback_t fn;
+    hipStream_t stream;
+    void *data;
+} callback_call;
+
+static void call_stream_callback(void *arg)
+{
+    callback_call *c = arg;
+    c->fn(c->stream, hipSuccess, c->data);
+    free(c);
+}
+
+/* As HIP documents it: flags must be 0. */
+EXPORT hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback_t fn, void *data,
+                                       unsigned int flags)
+{
+    CHECK_DEVICE;
+    if (!fn || flags)
+        return hipErrorInvalidValue;
+    callback_call *c = malloc(sizeof(*c));
+    *c = (callback_call){fn, stream, data};
+    sim_enqueue(sim_stream_of(stream), call_stream_callback, c);
+    return hipSuccess;
+}
+
 /* ---- external memory: an opaque descriptor (Vulkan's export) mapped, as
  * the simulated CUDA driver does ------------------------------------------------ */
 
