@@ -244,7 +244,7 @@ $(DEVICE_BIN)/culike_user: tests/device/culike_user.c $(DEVICE_BIN)/libculike.so
 # programs (no HIP, Python extensions or Rust), bench/streams for the cost of
 # a stream operation; `simdev` for its --simdev runs.
 CUDA_DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN)/handoff \
-                     $(DEVICE_BIN)/copies
+                     $(DEVICE_BIN)/copies $(DEVICE_BIN)/handoff_ptsz
 # Vulkan programs: the loader (libvulkan-dev), CUDA's runtime and HIP's, the
 # simulated device's in CI (tests/vulkan).
 VULKAN_PROGS := $(BUILD)/tests/vulkan/vk_share $(BUILD)/tests/vulkan/vk_hip
