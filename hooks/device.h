@@ -17,7 +17,8 @@
  *   DS_LOOKUP(name, (params), (args), after)            hands out function pointers
  *
  * and each of these forms with _PTSZ (DS_HOOK, DS_HOT also _PTDS) after it:
- * the same, and the function's per-thread-default-stream twin (see below).
+ * the same, and the function's per-thread-default-stream twin (see below);
+ * DS_HOOK, DS_HOT and DS_HOST_FN also with _SPT, HIP's name for both.
  *
  * Every DS_HOOK, DS_HOT, DS_FREE and DS_HOST_FN wrapper finds the caller's own real
  * function; inside another device call (the runtime's own calls into the
@@ -396,8 +397,8 @@ extern DS_TLS const void *ds_device_caller;
 /* The rows' forms.  A function with a per-thread-default-stream twin (code
  * built with --default-stream per-thread, or CUDA_API_PER_THREAD_DEFAULT_-
  * STREAM, calls name_ptsz for a stream call and name_ptds for a synchronous
- * one) is one row in its _PTSZ or _PTDS form: the wrapper of `name` and the
- * twin's, generated from the same row.  The twin calls the real twin, and
+ * one; HIP's name_spt for either) is one row in its _PTSZ, _PTDS or _SPT
+ * form: the wrapper of `name` and the twin's, generated from the same row.  The twin calls the real twin, and
  * its actions see ds_ptsz true (stream 0 is this thread's default stream);
  * `name`'s see it false, a constant the compiler folds away. */
 #define DS_HOOK(name, params, args, before, after)                                           \
@@ -411,24 +412,41 @@ extern DS_TLS const void *ds_device_caller;
 #define DS_HOST_FN(name, params, args, stream, fn, data, KIND)                               \
     DS_HOST_FN_(name, false, params, args, stream, fn, data, KIND)
 #define DS_LOOKUP(name, params, args, after) DS_LOOKUP_(name, false, params, args, after)
-#define DS_HOOK_PTSZ(name, params, args, before, after)                                      \
+/* A row and its twin, `twin` the name with the twin's suffix pasted on. */
+#define DS_HOOK_TWIN(name, twin, params, args, before, after)                                \
     DS_HOOK(name, params, args, before, after)                                               \
-    DS_HOOK_(name##_ptsz, true, params, args, before, after)
-#define DS_HOOK_PTDS(name, params, args, before, after)                                      \
-    DS_HOOK(name, params, args, before, after)                                               \
-    DS_HOOK_(name##_ptds, true, params, args, before, after)
-#define DS_HOT_PTSZ(name, params, args, before, after)                                       \
-    DS_HOT_(name, false, params, args, before, after, DS_NOW_##before, DS_NOW_##after)       \
-    DS_HOT_(name##_ptsz, true, params, args, before, after, DS_NOW_##before, DS_NOW_##after)
+    DS_HOOK_(twin, true, params, args, before, after)
+#define DS_HOT_TWIN(name, twin, params, args, before, after, now_before, now_after)          \
+    DS_HOT_(name, false, params, args, before, after, now_before, now_after)                 \
+    DS_HOT_(twin, true, params, args, before, after, now_before, now_after)
 #define DS_FREE_PTSZ(name, params, args, pointer, KIND)                                      \
     DS_FREE(name, params, args, pointer, KIND)                                               \
     DS_FREE_(name##_ptsz, true, params, args, pointer, KIND)
-#define DS_HOST_FN_PTSZ(name, params, args, stream, fn, data, KIND)                          \
+#define DS_HOST_FN_TWIN(name, twin, params, args, stream, fn, data, KIND)                    \
     DS_HOST_FN(name, params, args, stream, fn, data, KIND)                                   \
-    DS_HOST_FN_(name##_ptsz, true, params, args, stream, fn, data, KIND)
+    DS_HOST_FN_(twin, true, params, args, stream, fn, data, KIND)
 #define DS_LOOKUP_PTSZ(name, params, args, after)                                            \
     DS_LOOKUP(name, params, args, after)                                                     \
     DS_LOOKUP_(name##_ptsz, true, params, args, after)
+/* CUDA names a stream call's twin name_ptsz and a synchronous one's
+ * name_ptds; HIP names both name_spt (-fgpu-default-stream=per-thread,
+ * HIP_API_PER_THREAD_DEFAULT_STREAM). */
+#define DS_HOOK_PTSZ(name, params, args, before, after)                                      \
+    DS_HOOK_TWIN(name, name##_ptsz, params, args, before, after)
+#define DS_HOOK_PTDS(name, params, args, before, after)                                      \
+    DS_HOOK_TWIN(name, name##_ptds, params, args, before, after)
+#define DS_HOOK_SPT(name, params, args, before, after)                                       \
+    DS_HOOK_TWIN(name, name##_spt, params, args, before, after)
+#define DS_HOT_PTSZ(name, params, args, before, after)                                       \
+    DS_HOT_TWIN(name, name##_ptsz, params, args, before, after, DS_NOW_##before,             \
+                DS_NOW_##after)
+#define DS_HOT_SPT(name, params, args, before, after)                                        \
+    DS_HOT_TWIN(name, name##_spt, params, args, before, after, DS_NOW_##before,              \
+                DS_NOW_##after)
+#define DS_HOST_FN_PTSZ(name, params, args, stream, fn, data, KIND)                          \
+    DS_HOST_FN_TWIN(name, name##_ptsz, params, args, stream, fn, data, KIND)
+#define DS_HOST_FN_SPT(name, params, args, stream, fn, data, KIND)                           \
+    DS_HOST_FN_TWIN(name, name##_spt, params, args, stream, fn, data, KIND)
 
 /* The API's descriptor (ds_device_api) from its barrier() and release():
  * its name, the DLPack device names of its allocations (device and

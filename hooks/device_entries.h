@@ -16,6 +16,9 @@
 #undef DS_FREE_PTSZ
 #undef DS_HOST_FN_PTSZ
 #undef DS_LOOKUP_PTSZ
+#undef DS_HOOK_SPT
+#undef DS_HOT_SPT
+#undef DS_HOST_FN_SPT
 #define DS_ENTRY(str, wrap, real) {str, (void *)(wrap), (void **)&(real), NULL},
 #define DS_HOOK(name, params, args, before, after) DS_ENTRY(#name, wrap_##name, real_##name)
 #define DS_HOT(name, params, args, before, after) DS_ENTRY(#name, wrap_##name, real_##name)
@@ -34,3 +37,8 @@
 #define DS_FREE_PTSZ(name, params, args, pointer, KIND) DS_HOOK_PTSZ(name, , , , )
 #define DS_HOST_FN_PTSZ(name, params, args, stream, fn, data, KIND) DS_HOOK_PTSZ(name, , , , )
 #define DS_LOOKUP_PTSZ(name, params, args, after) DS_HOOK_PTSZ(name, , , , )
+#define DS_HOOK_SPT(name, params, args, before, after)                                      \
+    DS_ENTRY(#name, wrap_##name, real_##name)                                               \
+    DS_ENTRY(#name "_spt", wrap_##name##_spt, real_##name##_spt)
+#define DS_HOT_SPT(name, params, args, before, after) DS_HOOK_SPT(name, , , , )
+#define DS_HOST_FN_SPT(name, params, args, stream, fn, data, KIND) DS_HOOK_SPT(name, , , , )

@@ -193,6 +193,7 @@ CUDA_DRIVER := $(SIMDEV)/libcuda.so.1
 DEVICE_BIN := $(BUILD)/tests/device
 DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN)/hip_alloc \
                 $(DEVICE_BIN)/culike_user $(DEVICE_BIN)/handoff $(DEVICE_BIN)/hip_handoff \
+                $(DEVICE_BIN)/hip_handoff_spt \
                 $(DEVICE_BIN)/copies $(DEVICE_BIN)/handoff_ptsz
 DEVICE_PROG_FLAGS = $(BASE_CFLAGS) $(DEVICE_INCLUDES) $(CFLAGS) $(VARIANT_CFLAGS) \
                     -Wno-missing-prototypes -pthread
@@ -227,6 +228,14 @@ $(DEVICE_BIN)/drv_alloc: tests/device/drv_alloc.c $(CUDA_DRIVER)
 $(DEVICE_BIN)/hip_handoff: tests/device/hip_handoff.c include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -lamdhip64 $(VARIANT_LDFLAGS)
+
+# The same program built as `hipcc -fgpu-default-stream=per-thread` builds it,
+# linked against the simulated runtime (HIP 6's twins; Debian's HIP 5 lacks
+# three of them): it records only the SONAME.
+$(DEVICE_BIN)/hip_handoff_spt: tests/device/hip_handoff.c include/dlshim.h $(SIMDEV)/libamdhip64.so.5
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -DHIP_API_PER_THREAD_DEFAULT_STREAM -o $@ $< \
+	    $(SIMDEV)/libamdhip64.so.5 $(VARIANT_LDFLAGS)
 
 $(DEVICE_BIN)/hip_alloc: tests/device/hip_alloc.c
 	@mkdir -p $(dir $@)

@@ -4,7 +4,14 @@
  * producer writes on its own thread's per-thread default stream,
  * hipStreamPerThread, which the consumer's thread cannot name;
  * stream_callback: a hipStreamAddCallback queued after the write tells the
- * host it is done, and the consumer, told by the host alone, copies on s2).
+ * host it is done, and the consumer, told by the host alone, copies on s2;
+ * default_consumer: the consumer copies on stream 0, HIP's null stream,
+ * which waits for s1).
+ *
+ * Built with -DHIP_API_PER_THREAD_DEFAULT_STREAM (hip_handoff_spt), as
+ * `hipcc -fgpu-default-stream=per-thread` builds it, the stream calls are
+ * HIP 6's _spt twins and stream 0 is each thread's own default stream: the
+ * default_consumer mode races there.
  * Real HIP calls only; hipLaunchHostFunc is HIP 6 and found at run time,
  * since Debian's HIP 5.2 does not export it (the simulated device does).
  */
@@ -16,6 +23,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#ifdef HIP_API_PER_THREAD_DEFAULT_STREAM
+/* HIP's header turns most calls into their _spt twins itself; HIP 5's
+ * lacks these three of HIP 6 (its hipEventRecord macro names an undeclared
+ * twin). */
+hipError_t hipEventRecord_spt(hipEvent_t event, hipStream_t stream);
+hipError_t hipMemsetAsync_spt(void *dst, int value, size_t n, hipStream_t stream);
+hipError_t hipStreamAddCallback_spt(hipStream_t stream, hipStreamCallback_t callback,
+                                    void *data, unsigned int flags);
+#define hipMemsetAsync hipMemsetAsync_spt
+#define hipStreamAddCallback hipStreamAddCallback_spt
+#define LAUNCH_HOST_FUNC "hipLaunchHostFunc_spt"
+#define PER_THREAD_BUILD 1
+#else
+#define LAUNCH_HOST_FUNC "hipLaunchHostFunc"
+#define PER_THREAD_BUILD 0
+#endif
 
 #define N 256
 #define CHECK(call)                                                   \
@@ -108,11 +132,14 @@ static void *produce_per_thread(void *arg)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "unsynced";
-    int synced = !strcmp(mode, "event"), callback = !strcmp(mode, "stream_callback");
+    int callback = !strcmp(mode, "stream_callback");
+    int default_consumer = !strcmp(mode, "default_consumer");
+    /* Ordered before the consumer's copy: by an event, or by the null stream. */
+    int synced = !strcmp(mode, "event") || (default_consumer && !PER_THREAD_BUILD);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    *(void **)&launch_host_func = dlsym(RTLD_DEFAULT, "hipLaunchHostFunc");
+    *(void **)&launch_host_func = dlsym(RTLD_DEFAULT, LAUNCH_HOST_FUNC);
     if (!launch_host_func) {
-        printf("hipLaunchHostFunc: not in this HIP runtime\n");
+        printf("%s: not in this HIP runtime\n", LAUNCH_HOST_FUNC);
         return 1;
     }
     hipStream_t s1, s2;
@@ -141,11 +168,12 @@ int main(int argc, char **argv)
         wait_ready(); /* no HIP call: the callback's word alone */
 
     dlshim_import(t, "consumer");
-    if (synced)
-        CHECK(hipStreamWaitEvent(s2, ev, 0));
+    hipStream_t cs = default_consumer ? (hipStream_t)0 : s2;
+    if (!strcmp(mode, "event"))
+        CHECK(hipStreamWaitEvent(cs, ev, 0));
     int host[N];
-    CHECK(hipMemcpyAsync(host, buf, sizeof(host), hipMemcpyDeviceToHost, s2));
-    CHECK(hipEventRecord(copied, s2));
+    CHECK(hipMemcpyAsync(host, buf, sizeof(host), hipMemcpyDeviceToHost, cs));
+    CHECK(hipEventRecord(copied, cs));
     for (int i = 0; i < 100 && hipEventQuery(copied) != hipSuccess; i++) {
         struct timespec ten_ms = {0, 10 * 1000 * 1000};
         nanosleep(&ten_ms, NULL);

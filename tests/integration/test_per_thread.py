@@ -79,3 +79,51 @@ def test_synchronized_programs_stay_silent(dlshim, mode, sync):
     assert r.rc == 0 and FRESH in r.stdout
     assert r.violations() == [] and r.of("sync") == []
     assert r.summary["barriers_inserted"] == 0
+
+
+# ---- HIP: hip_handoff built with HIP_API_PER_THREAD_DEFAULT_STREAM, as
+# `hipcc -fgpu-default-stream=per-thread` builds it: HIP names each twin
+# name_spt (stream and synchronous calls alike); the simulated runtime
+# exports HIP 6's set.
+hip = functools.partial(test_sync.handoff, program="hip_handoff_spt")
+
+
+def test_the_hip_program_calls_the_spt_twins():
+    from conftest import DEVICE_BIN
+    import subprocess
+    out = subprocess.run(["nm", "-D", str(DEVICE_BIN / "hip_handoff_spt")], capture_output=True,
+                         text=True, check=True).stdout
+    for name in ("hipMemsetAsync_spt", "hipEventRecord_spt", "hipMemcpyAsync_spt",
+                 "hipStreamWaitEvent_spt", "hipStreamAddCallback_spt", "hipMemset_spt"):
+        assert f" {name}@" in out, name
+    assert " hipMemsetAsync@" not in out and " hipMemcpyAsync@" not in out
+
+
+@pytest.mark.parametrize("mode", ["unsynced", "default_consumer"])
+def test_hip_per_thread_races_are_reported_and_fixed(dlshim, mode):
+    # default_consumer: the consumer's copy on stream 0, which the legacy
+    # build orders after the producer's stream (the null stream) and the
+    # per-thread build does not (this thread's own default stream).
+    assert STALE in hip(dlshim, mode, shim=False).stdout
+    checked = hip(dlshim, mode, "check")
+    assert STALE in checked.stdout
+    [v] = checked.violations()
+    assert v["kind"] == "unsynchronized_handoff"
+    if mode == "default_consumer":
+        assert v["consumer_stream"].startswith("per-thread default stream of thread")
+    enforced = hip(dlshim, mode, "enforce")
+    assert FRESH in enforced.stdout and enforced.violations() == []
+    assert len(enforced.of("sync")) == 1
+
+
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+@pytest.mark.parametrize("mode", ["event", "stream_callback"])
+def test_hip_per_thread_synchronized_stays_silent(dlshim, mode, sync):
+    r = hip(dlshim, mode, sync)
+    assert r.rc == 0 and FRESH in r.stdout
+    assert r.violations() == [] and r.of("sync") == []
+
+
+def test_hip_null_stream_orders_the_legacy_build(dlshim):
+    r = test_sync.handoff(dlshim, "default_consumer", "check", program="hip_handoff")
+    assert FRESH in r.stdout and r.violations() == [] and r.of("sync") == []

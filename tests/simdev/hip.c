@@ -1,7 +1,8 @@
 /*
  * The simulated device's HIP runtime (libamdhip64.so.5): the subset of HIP
- * the tests use, with HIP's names and error codes, plus hipGetProcAddress
- * and hipLaunchHostFunc of HIP 6, declared here (Debian's headers are HIP 5).
+ * the tests use, with HIP's names and error codes, plus hipGetProcAddress,
+ * hipLaunchHostFunc and the _spt twins of HIP 6, declared here (Debian's
+ * headers are HIP 5).
  */
 #include <hip/hip_runtime_api.h>
 #include <errno.h>
@@ -9,6 +10,14 @@
 #include <string.h>
 
 #include "engine.h"
+
+/* HIP 6's per-thread-default-stream twins (name_spt, the same parameters)
+ * are exported beside each function, as libamdhip64 exports them: stream 0
+ * there is the calling thread's default stream. */
+static sim_stream *stream_of(hipStream_t s, bool spt)
+{
+    return sim_stream_of(spt && !s ? (void *)hipStreamPerThread : (void *)s);
+}
 
 #define EXPORT __attribute__((visibility("default")))
 #define CHECK_DEVICE                  \
@@ -119,35 +128,77 @@ EXPORT hipError_t hipFreeAsync(void *p, hipStream_t stream)
 
 EXPORT hipError_t hipHostFree(void *p) { return release(p, SIM_HOST); }
 
-EXPORT hipError_t hipMemcpy(void *dst, const void *src, size_t n, hipMemcpyKind kind)
+static hipError_t memcpy_on(void *dst, const void *src, size_t n, hipMemcpyKind kind, bool spt)
 {
     (void)kind;
     CHECK_DEVICE;
-    sim_memcpy(dst, src, n, sim_stream_of(NULL), true);
+    sim_memcpy(dst, src, n, stream_of(NULL, spt), true);
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipMemcpy(void *dst, const void *src, size_t n, hipMemcpyKind kind)
+{
+    return memcpy_on(dst, src, n, kind, false);
+}
+
+EXPORT hipError_t hipMemcpy_spt(void *dst, const void *src, size_t n, hipMemcpyKind kind)
+{
+    return memcpy_on(dst, src, n, kind, true);
+}
+
+static hipError_t memcpyAsync_on(void *dst, const void *src, size_t n, hipMemcpyKind kind,
+                                 hipStream_t stream, bool spt)
+{
+    (void)kind;
+    CHECK_DEVICE;
+    sim_memcpy(dst, src, n, stream_of(stream, spt), false);
     return hipSuccess;
 }
 
 EXPORT hipError_t hipMemcpyAsync(void *dst, const void *src, size_t n, hipMemcpyKind kind,
                                  hipStream_t stream)
 {
-    (void)kind;
+    return memcpyAsync_on(dst, src, n, kind, stream, false);
+}
+
+EXPORT hipError_t hipMemcpyAsync_spt(void *dst, const void *src, size_t n, hipMemcpyKind kind,
+                                     hipStream_t stream)
+{
+    return memcpyAsync_on(dst, src, n, kind, stream, true);
+}
+
+static hipError_t memset_on(void *dst, int value, size_t n, bool spt)
+{
     CHECK_DEVICE;
-    sim_memcpy(dst, src, n, sim_stream_of(stream), false);
+    sim_memset(dst, value, n, stream_of(NULL, spt), true);
     return hipSuccess;
 }
 
 EXPORT hipError_t hipMemset(void *dst, int value, size_t n)
 {
+    return memset_on(dst, value, n, false);
+}
+
+EXPORT hipError_t hipMemset_spt(void *dst, int value, size_t n)
+{
+    return memset_on(dst, value, n, true);
+}
+
+static hipError_t memsetAsync_on(void *dst, int value, size_t n, hipStream_t stream, bool spt)
+{
     CHECK_DEVICE;
-    sim_memset(dst, value, n, sim_stream_of(NULL), true);
+    sim_memset(dst, value, n, stream_of(stream, spt), false);
     return hipSuccess;
 }
 
 EXPORT hipError_t hipMemsetAsync(void *dst, int value, size_t n, hipStream_t stream)
 {
-    CHECK_DEVICE;
-    sim_memset(dst, value, n, sim_stream_of(stream), false);
-    return hipSuccess;
+    return memsetAsync_on(dst, value, n, stream, false);
+}
+
+EXPORT hipError_t hipMemsetAsync_spt(void *dst, int value, size_t n, hipStream_t stream)
+{
+    return memsetAsync_on(dst, value, n, stream, true);
 }
 
 EXPORT hipError_t hipStreamCreate(hipStream_t *stream)
@@ -175,28 +226,59 @@ EXPORT hipError_t hipStreamDestroy(hipStream_t stream)
     return hipSuccess;
 }
 
-EXPORT hipError_t hipStreamSynchronize(hipStream_t stream)
+static hipError_t streamSynchronize_on(hipStream_t stream, bool spt)
 {
     CHECK_DEVICE;
-    sim_stream_sync(sim_stream_of(stream));
+    sim_stream_sync(stream_of(stream, spt));
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipStreamSynchronize(hipStream_t stream)
+{
+    return streamSynchronize_on(stream, false);
+}
+
+EXPORT hipError_t hipStreamSynchronize_spt(hipStream_t stream)
+{
+    return streamSynchronize_on(stream, true);
+}
+
+static hipError_t streamQuery_on(hipStream_t stream, bool spt)
+{
+    CHECK_DEVICE;
+    sim_stream_sync(stream_of(stream, spt)); /* the simulation answers "done" by finishing */
     return hipSuccess;
 }
 
 EXPORT hipError_t hipStreamQuery(hipStream_t stream)
 {
-    CHECK_DEVICE;
-    sim_stream_sync(sim_stream_of(stream)); /* the simulation answers "done" by finishing */
-    return hipSuccess;
+    return streamQuery_on(stream, false);
 }
 
-EXPORT hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags)
+EXPORT hipError_t hipStreamQuery_spt(hipStream_t stream)
+{
+    return streamQuery_on(stream, true);
+}
+
+static hipError_t streamWaitEvent_on(hipStream_t stream, hipEvent_t event, unsigned int flags,
+                                     bool spt)
 {
     (void)flags;
     CHECK_DEVICE;
     if (!event)
         return hipErrorInvalidHandle;
-    sim_stream_wait_event(sim_stream_of(stream), (sim_event *)event);
+    sim_stream_wait_event(stream_of(stream, spt), (sim_event *)event);
     return hipSuccess;
+}
+
+EXPORT hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags)
+{
+    return streamWaitEvent_on(stream, event, flags, false);
+}
+
+EXPORT hipError_t hipStreamWaitEvent_spt(hipStream_t stream, hipEvent_t event, unsigned int flags)
+{
+    return streamWaitEvent_on(stream, event, flags, true);
 }
 
 EXPORT hipError_t hipEventCreate(hipEvent_t *event)
@@ -214,13 +296,23 @@ EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned flags)
     return hipEventCreate(event);
 }
 
-EXPORT hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream)
+static hipError_t eventRecord_on(hipEvent_t event, hipStream_t stream, bool spt)
 {
     CHECK_DEVICE;
     if (!event)
         return hipErrorInvalidHandle;
-    sim_event_record((sim_event *)event, sim_stream_of(stream));
+    sim_event_record((sim_event *)event, stream_of(stream, spt));
     return hipSuccess;
+}
+
+EXPORT hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream)
+{
+    return eventRecord_on(event, stream, false);
+}
+
+EXPORT hipError_t hipEventRecord_spt(hipEvent_t event, hipStream_t stream)
+{
+    return eventRecord_on(event, stream, true);
 }
 
 EXPORT hipError_t hipEventQuery(hipEvent_t event)
@@ -256,16 +348,25 @@ static void call_host(void *arg)
     free(c);
 }
 
-EXPORT hipError_t hipLaunchHostFunc(hipStream_t stream, host_fn fn, void *data);
-hipError_t hipLaunchHostFunc(hipStream_t stream, host_fn fn, void *data)
+static hipError_t launchHostFunc_on(hipStream_t stream, host_fn fn, void *data, bool spt)
 {
     CHECK_DEVICE;
     if (!fn)
         return hipErrorInvalidValue;
     host_call *c = malloc(sizeof(*c));
     *c = (host_call){fn, data};
-    sim_enqueue(sim_stream_of(stream), call_host, c);
+    sim_enqueue(stream_of(stream, spt), call_host, c);
     return hipSuccess;
+}
+
+EXPORT hipError_t hipLaunchHostFunc(hipStream_t stream, host_fn fn, void *data)
+{
+    return launchHostFunc_on(stream, fn, data, false);
+}
+
+EXPORT hipError_t hipLaunchHostFunc_spt(hipStream_t stream, host_fn fn, void *data)
+{
+    return launchHostFunc_on(stream, fn, data, true);
 }
 
 typedef struct {
@@ -282,16 +383,28 @@ static void call_stream_callback(void *arg)
 }
 
 /* As HIP documents it: flags must be 0. */
-EXPORT hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback_t fn, void *data,
-                                       unsigned int flags)
+static hipError_t streamAddCallback_on(hipStream_t stream, hipStreamCallback_t fn, void *data,
+                                       unsigned int flags, bool spt)
 {
     CHECK_DEVICE;
     if (!fn || flags)
         return hipErrorInvalidValue;
     callback_call *c = malloc(sizeof(*c));
     *c = (callback_call){fn, stream, data};
-    sim_enqueue(sim_stream_of(stream), call_stream_callback, c);
+    sim_enqueue(stream_of(stream, spt), call_stream_callback, c);
     return hipSuccess;
+}
+
+EXPORT hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback_t fn, void *data,
+                                       unsigned int flags)
+{
+    return streamAddCallback_on(stream, fn, data, flags, false);
+}
+
+EXPORT hipError_t hipStreamAddCallback_spt(hipStream_t stream, hipStreamCallback_t fn,
+                                           void *data, unsigned int flags)
+{
+    return streamAddCallback_on(stream, fn, data, flags, true);
 }
 
 /* ---- external memory: an opaque descriptor (Vulkan's export) mapped, as
