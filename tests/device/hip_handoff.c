@@ -182,6 +182,8 @@ int main(int argc, char **argv)
     CHECK(hipDeviceSynchronize());
     printf("consumer saw %d\n", host[0]);
     t->deleter(t);
+    CHECK(hipEventDestroy(ev));
+    CHECK(hipEventDestroy(copied));
     CHECK(hipFree(buf));
     return 0;
 }
