@@ -173,7 +173,7 @@ check-integration: test-programs
 # CPython 3.14 (tests/py314): Debian unstable's python3.14 and python3-numpy
 # in a root that debootstrap builds once into a cache folder outside the
 # clone, so that a clean clone (CI's) reuses it; rebuilt when its recipe in
-# scripts/py314-root changes (the first build: ~40 s and ~260 MB here).  The
+# scripts/py314-root changes (the first build: 40-70 s and 258 MB here).  The
 # Python tests that need only NumPy and ctypes run there, on the library
 # built here.  As root (debootstrap, chroot, a mount namespace).
 PY314_ROOT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/dlshim/py314
