@@ -64,7 +64,7 @@ VK_LAYER := $(BUILD)/vulkan/dlshim_layer.json
 
 EXAMPLE    := $(BUILD)/examples/exchange
 
-.PHONY: all deps venv check check-abi check-deps check-unit check-integration check-frameworks check-docs check-layers \
+.PHONY: all deps venv check check-abi check-deps check-unit check-integration check-frameworks check-docs check-layers check-py314 \
         check-sanitize check-tsan check-valgrind check-fuzz check-quick lint gpu-check-programs \
         simdev demo docs clean test-programs wheel
 
@@ -122,7 +122,7 @@ check-docs: $(BUILD)/options-md
 # linters, then the suites again under ASan+UBSan, TSan and memcheck.
 # `make check-quick` is the first part alone.
 check: deps venv
-	$(MAKE) check-quick check-frameworks check-fuzz lint
+	$(MAKE) check-quick check-frameworks check-py314 check-fuzz lint
 	$(MAKE) check-sanitize
 	$(MAKE) check-tsan
 	$(MAKE) check-valgrind
@@ -169,6 +169,19 @@ check-unit: $(UNIT_BINS)
 
 check-integration: test-programs
 	DLSHIM_TEST_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration tests/stress
+
+# CPython 3.14 (tests/py314): Debian unstable's python3.14 and python3-numpy
+# in a root that debootstrap builds once into a cache folder outside the
+# clone, so that a clean clone (CI's) reuses it; rebuilt when its recipe in
+# scripts/py314-root changes (the first build: 40-70 s and 258 MB here).  The
+# Python tests that need only NumPy and ctypes run there, on the library
+# built here.  As root (debootstrap, chroot, a mount namespace).
+PY314_ROOT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/dlshim/py314
+check-py314: $(LIB)
+	@scripts/install-deps py314
+	scripts/py314-root $(PY314_ROOT)
+	PY314_ROOT=$(PY314_ROOT) DLSHIM_TEST_BUILD=$(abspath $(BUILD)) \
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/py314
 
 # The whole suite again with AddressSanitizer and UndefinedBehaviorSanitizer
 # in the shim and in the test programs.  libasan must come first in

@@ -1,8 +1,8 @@
 /*
- * python_frames.c — the Python code behind a call, on any thread, with or
- * without the GIL.
+ * python_frames.c — the Python code behind a call, on any thread, attached
+ * to the interpreter or not, with a GIL or without one.
  *
- * Asked by the capsule hooks (inside a Python C API call, the GIL held) and
+ * Asked by the capsule hooks (inside a Python C API call, so attached) and
  * by the core for every event and violation, wherever it happens: in a
  * deleter PyTorch runs after releasing the GIL, in a CUDA call a framework
  * makes without it, in a function ctypes called (ctypes lets the GIL go
@@ -20,7 +20,8 @@
  *     code).  Any mismatch, and the API stays.
  *   - CPython's C API (PyEval_GetFrame, PyFrame_GetLasti, ...): where the
  *     layout is not known or did not check out, and only by a thread that
- *     holds the GIL (it makes frame objects).
+ *     is attached (holds the GIL; in a free-threaded build, has its thread
+ *     state active), about its own frames (it makes frame objects).
  *
  * Why this thread's frames may be read without the GIL (docs/design.md,
  * "Python lines without the GIL"): a thread's frame list is written only by
@@ -37,10 +38,21 @@
  * object must prove itself one (its type is PyCode_Type).  The line comes
  * from PyCode_Addr2Line, which only reads the code object's line table; the
  * names are read out of the string objects where they are compact ASCII
- * (where they are not, Python is asked only by a thread holding the GIL).
- * Nothing here depends on the GIL for its own data either: the table of
- * locations is read and written by any thread at once (a sequence count per
- * slot), and everything else is per thread or written once at start-up.
+ * (where they are not, Python is asked only by an attached thread).
+ * Nothing here depends on the GIL for its own data either, and nothing
+ * takes "attached" for "alone": in a free-threaded build every attached
+ * thread runs at once.  The table of locations is read and written by any
+ * thread at once (a sequence count per slot, atomic words); the layout is
+ * checked by one thread (a compare-and-swap claims the check) and published
+ * with a release store that every reader acquires; the bound API likewise;
+ * everything else is per thread.  Whether a thread may call the API is
+ * whether its own thread state is the current one (attached_here), never
+ * PyGILState_Check.  A free-threaded build is recognised at the check (its
+ * objects' header is 32 bytes, not 16) and served by the C API alone: its
+ * frames, strings and, from 3.14t, per-thread copies of the bytecode are
+ * laid out otherwise, and no such interpreter was here to check a row
+ * against (docs/design.md, "Free-threaded CPython").  tests/unit/
+ * test_py_frames.c drives all of this from 8 threads under TSan.
  *
  * No Python header: the few prototypes and offsets are declared below, so
  * the shim builds and loads without Python.
@@ -56,7 +68,6 @@ typedef struct _object PyObject;
 
 static struct {
     int (*is_initialized)(void);
-    int (*gil_check)(void);
     PyObject *(*err_occurred)(void);
     void (*err_clear)(void);
     PyObject *(*get_frame)(void);         /* PyEval_GetFrame: borrowed */
@@ -87,17 +98,24 @@ typedef struct {
     int frame_instr;       /* .prev_instr (3.11, 3.12), .instr_ptr (3.13+) */
     int frame_previous;    /* _PyInterpreterFrame.previous */
     int frame_owner;       /* _PyInterpreterFrame.owner (a char) */
-    int owner_cstack;      /* FRAME_OWNED_BY_CSTACK (a shim frame, no code); -1: none */
+    int owner_cstack;      /* the first owner of frames with no code of the program's: that
+                            * and above are skipped; -1: none (3.11) */
     uintptr_t code_tag;    /* bits of f_executable that tag the reference (3.14) */
 } frame_layout;
 static const frame_layout layouts[] = {
     {0x030b0000, 56, 8, 32, 40, 56, 48, 69, -1, 0}, /* 3.11 */
     {0x030c0000, 56, 0, 0, 48, 56, 8, 70, 3, 0},    /* 3.12 */
     {0x030d0000, 72, -1, 0, 48, 56, 8, 70, 3, 0},   /* 3.13 */
-    {0x030e0000, 72, -1, 0, 48, 56, 8, 74, 4, 7},   /* 3.14 */
+    {0x030e0000, 72, -1, 0, 48, 56, 8, 74, 3, 7},   /* 3.14 */
 };
+/* Frames with no code of the program's: 3.12's and 3.13's entry frames,
+ * FRAME_OWNED_BY_CSTACK (3); 3.14's entry frames, FRAME_OWNED_BY_INTERPRETER
+ * (3; their executable is None), and FRAME_OWNED_BY_CSTACK (4).  3.14's row
+ * once said 4 alone: its py_stack walked into an entry frame and took None
+ * for a code object (tests/py314 found it). */
 #define PYFRAMEOBJECT_F_FRAME 24 /* PyFrameObject.f_frame, 3.11 to 3.14 */
 #define PYOBJECT_TYPE 8          /* PyObject.ob_type (not the free-threaded build's) */
+#define PYOBJECT_TYPE_FT 24      /* the free-threaded build's (ob_tid, flags, refcounts first) */
 /* Where a code object keeps co_filename, co_qualname and its instructions,
  * and where a compact ASCII string keeps its length, its state bits and its
  * characters: found by check_layout in this process. */
@@ -116,7 +134,7 @@ static atomic_int tstate_thread_id;
 enum { UNBOUND, BINDING, BOUND, ABSENT };
 static atomic_int state = UNBOUND;
 /* BOUND: whether the layout was checked yet (once, by the first thread that
- * reads a frame holding the GIL; another thread meanwhile finds none). */
+ * reads a frame attached; another thread meanwhile finds none). */
 enum { UNCHECKED, CHECKING, CHECKED };
 static atomic_int layout_state = UNCHECKED;
 
@@ -141,7 +159,6 @@ void ds_py_bind_first(const void *python_function)
         return; /* bound, absent, or another thread binds it */
 #define FIND(field, name) *(void **)&py.field = find(name, python_function)
     FIND(is_initialized, "Py_IsInitialized");
-    FIND(gil_check, "PyGILState_Check");
     FIND(err_occurred, "PyErr_Occurred");
     FIND(err_clear, "PyErr_Clear");
     FIND(get_frame, "PyEval_GetFrame");
@@ -160,7 +177,7 @@ void ds_py_bind_first(const void *python_function)
     FIND(get_back, "PyFrame_GetBack");
     FIND(get_lineno, "PyFrame_GetLineNumber");
 #undef FIND
-    bool all = py.is_initialized && py.gil_check && py.err_occurred && py.err_clear &&
+    bool all = py.is_initialized && py.this_thread_state && py.err_occurred && py.err_clear &&
                py.get_frame && py.get_lasti && py.get_code && py.getattr && py.as_utf8 &&
                py.decref && py.addr2line && py.get_back && py.get_lineno;
     atomic_store_explicit(&state, all ? BOUND : ABSENT, memory_order_release);
@@ -182,7 +199,7 @@ static bool read_ptr(uintptr_t at, uintptr_t *out)
     return ds_safe_read(out, (const void *)at, sizeof(*out)) == sizeof(*out);
 }
 
-/* A word of the interpreter's: a plain load where this thread holds the GIL
+/* A word of the interpreter's: a plain load where this thread is attached
  * (its frames and their code cannot change under it), else the no-fault
  * reader (a signal may have stopped the thread halfway through a call). */
 static inline __attribute__((always_inline)) bool load(uintptr_t at, uintptr_t *out, bool checked)
@@ -194,16 +211,24 @@ static inline __attribute__((always_inline)) bool load(uintptr_t at, uintptr_t *
     return at > 4096 && read_ptr(at, out);
 }
 
-/* ---- this thread and its GIL ----------------------------------------------- */
+/* ---- this thread: attached or not -------------------------------------------- */
 
-/* This thread's thread state, as read inside a Python C API call (with the
- * GIL held): what tells, later and without asking Python, whether this
- * thread holds the GIL again (own_tstate_current). */
+/* "Attached" below: the thread may call the C API.  With a GIL, it holds
+ * it; in a free-threaded build (3.13t, 3.14t), its thread state is active,
+ * and any number of threads are attached at once, running in parallel.
+ * Nothing here takes "attached" to mean "alone": an attached thread calls
+ * the API about its own frames only, and what threads share (the layout,
+ * the location table, the sites) is written once and published, or kept
+ * with atomics (see each). */
+
+/* This thread's thread state, as read inside a Python C API call (so
+ * attached): what tells, later and without asking Python, whether this
+ * thread is attached again (own_tstate_current). */
 static DS_TLS uintptr_t own_tstate;
 
 /* The current thread state (on 3.11 the GIL holder's, from 3.12 this
- * thread's while it holds the GIL) if it is this thread's own and names
- * this thread: then this thread holds the GIL with it.  0 otherwise, or
+ * thread's while it is attached) if it is this thread's own and names
+ * this thread: then this thread is attached with it.  0 otherwise, or
  * where the layout's check did not find the thread id in a thread state. */
 static inline __attribute__((always_inline)) uintptr_t own_tstate_current(void)
 {
@@ -216,36 +241,43 @@ static inline __attribute__((always_inline)) uintptr_t own_tstate_current(void)
     return own ? t : 0;
 }
 
-/* Whether this thread holds the GIL: its own thread state current says so
- * without a question to Python (PyGILState_Check is a call and a lookup,
- * on every release); otherwise Python is asked. */
-static bool gil_held_here(void)
+/* Whether this thread is attached: its own thread state (a thread-local,
+ * PyGILState_GetThisThreadState) is the current one.  With a GIL that is
+ * holding it (3.11's current thread state is the holder's, 3.12's a
+ * thread-local set while it holds it); in a free-threaded build it is what
+ * the C API asks of a caller, true of any number of threads at once.  Not
+ * PyGILState_Check: once a subinterpreter has been made it answers yes to
+ * every thread (CPython clears gilstate.check_enabled), GIL or none. */
+static bool attached_here(void)
 {
-    return own_tstate_current() || py.gil_check();
+    if (own_tstate_current())
+        return true;
+    uintptr_t t = (uintptr_t)py.thread_state();
+    return t && t == (uintptr_t)py.this_thread_state();
 }
 
 /* Whether Python may be asked about this thread's frames now: bound, and
- * the thread holds the GIL. */
+ * the thread attached. */
 static bool api_readable(void)
 {
     return atomic_load_explicit(&state, memory_order_acquire) == BOUND && py.is_initialized() &&
-           gil_held_here();
+           attached_here();
 }
 
-/* This thread's own thread state, whether it holds the GIL or not (0: it
- * has none, or Python is not running); *held: it holds the GIL. */
+/* This thread's own thread state, attached or not (0: it has none, or
+ * Python is not running); .attached: it is attached with it. */
 typedef struct {
     uintptr_t tstate;
-    bool held; /* plain loads may be used */
+    bool attached; /* plain loads may be used */
 } thread_view;
 
 static inline __attribute__((always_inline)) thread_view this_thread(void)
 {
-    /* Inside a Python C API call the GIL is held with this thread's own
+    /* Inside a Python C API call this thread is attached with its own
      * thread state, as a rule; but Python code may run from there (a
-     * capsule destructor written in Python) and let the GIL go around a
-     * call of its own (ctypes does): then the current one is another's,
-     * or none, and the check below tells. */
+     * capsule destructor written in Python) and detach around a call of
+     * its own (ctypes does): then the current one is another's, or none,
+     * and the check below tells. */
     if (ds_py_in_capsule_call) {
         uintptr_t t = (uintptr_t)py.thread_state();
         if (t && t == own_tstate)
@@ -264,11 +296,11 @@ static inline __attribute__((always_inline)) thread_view this_thread(void)
      * longer this thread's). */
     if (!t || !read_ptr(t + (uintptr_t)id_at, &id) || id != (uintptr_t)pthread_self())
         return (thread_view){0, false};
-    /* Current: this thread holds the GIL with it (plain loads will do). */
-    bool held = (uintptr_t)py.thread_state() == t;
-    if (held)
+    /* Current: this thread is attached with it (plain loads will do). */
+    bool attached = (uintptr_t)py.thread_state() == t;
+    if (attached)
         own_tstate = t;
-    return (thread_view){t, held};
+    return (thread_view){t, attached};
 }
 
 /* ---- frames by layout ------------------------------------------------------- */
@@ -293,15 +325,18 @@ static inline __attribute__((always_inline)) bool shim_frame(const frame_layout 
 {
     if (lay->owner_cstack < 0)
         return false;
-    char owner;
+    unsigned char owner;
     if (checked)
         return ds_safe_read(&owner, (const void *)(frame + (uintptr_t)lay->frame_owner), 1) == 1 &&
-               owner == (char)lay->owner_cstack;
-    return *(const char *)(frame + (uintptr_t)lay->frame_owner) == (char)lay->owner_cstack;
+               owner >= (unsigned char)lay->owner_cstack;
+    return *(const unsigned char *)(frame + (uintptr_t)lay->frame_owner) >=
+           (unsigned char)lay->owner_cstack;
 }
 
 /* A frame's code object and instruction; false where they cannot be read
- * or the code is not one (checked reads only). */
+ * or the code is not one: its type is checked on every read, attached or
+ * not, so a frame of a kind the row does not know (None where a code object
+ * would be) ends the walk instead of being read as code. */
 static inline __attribute__((always_inline)) bool
 code_of(const frame_layout *lay, uintptr_t frame, bool checked, uintptr_t *code, uintptr_t *instr)
 {
@@ -310,7 +345,8 @@ code_of(const frame_layout *lay, uintptr_t frame, bool checked, uintptr_t *code,
         !load(frame + (uintptr_t)lay->frame_instr, instr, checked))
         return false;
     *code &= ~lay->code_tag;
-    return !checked || (load(*code + PYOBJECT_TYPE, &type, true) && type == (uintptr_t)py.code_type);
+    return *code > 4096 && load(*code + PYOBJECT_TYPE, &type, checked) &&
+           type == (uintptr_t)py.code_type;
 }
 
 static inline __attribute__((always_inline)) uintptr_t
@@ -374,11 +410,31 @@ static bool find_string_layout(uintptr_t s)
     return false;
 }
 
-/* Checks the layout of this Python against the C API, once (GIL held, no
+/* Whether the code object's type is at the free-threaded build's place in
+ * its header, and not at the default build's. */
+static bool free_threaded_object(PyObject *code)
+{
+    uintptr_t type;
+    return py.code_type && read_ptr((uintptr_t)code + PYOBJECT_TYPE_FT, &type) &&
+           type == (uintptr_t)py.code_type &&
+           !(read_ptr((uintptr_t)code + PYOBJECT_TYPE, &type) && type == (uintptr_t)py.code_type);
+}
+
+/* The check's outcome, for DLSHIM_VERBOSE (and the tests, which read it to
+ * know which way lines were read). */
+static void tell_layout(unsigned long version, const char *how)
+{
+    if (ds_cfg.verbose)
+        ds_diag("python frames: CPython %lu.%lu, %s", version >> 24, (version >> 16) & 0xff, how);
+}
+
+/* Checks the layout of this Python against the C API, once (attached, no
  * exception pending): the frame object PyEval_GetFrame returns must point at
  * the interpreter frame the layout leads to, which must point back at it and
  * at the same code object, with its instruction inside that code, and the
- * code must say it is one. */
+ * code must say it is one.  Other threads, attached too in a free-threaded
+ * build, meanwhile find it CHECKING and read no frames; what the check
+ * finds is published by the release store of CHECKED. */
 static void check_layout(void)
 {
     int expected = UNCHECKED;
@@ -389,10 +445,17 @@ static void check_layout(void)
     for (size_t i = 0; py.thread_state && i < DS_ARRAY_LEN(layouts); i++)
         if (layouts[i].version == version)
             found = &layouts[i];
-    PyObject *f = found ? py.get_frame() : NULL;
+    PyObject *f = py.get_frame();
     PyObject *code = f ? py.get_code(f) : NULL;
+    const char *how = !found ? "no frame layout known: frames through the C API"
+                      : !code ? "no frame to check the layout with: frames through the C API"
+                      : NULL;
+    if (code && free_threaded_object(code)) { /* before the rows: they are the default build's */
+        found = NULL;
+        how = "free-threaded build: frames through the C API, by attached threads";
+    }
     uintptr_t frame = 0, frame_of_f = 0, back = 0, code_of_frame = 0, instr = 0, type = 0;
-    bool same = code && read_ptr((uintptr_t)f + PYFRAMEOBJECT_F_FRAME, &frame_of_f) &&
+    bool same = found && code && read_ptr((uintptr_t)f + PYFRAMEOBJECT_F_FRAME, &frame_of_f) &&
                 (frame = frame_of((uintptr_t)py.thread_state(), found, true)) != 0 &&
                 frame == frame_of_f &&
                 read_ptr(frame + (uintptr_t)found->frame_obj, &back) && back == (uintptr_t)f &&
@@ -401,6 +464,15 @@ static void check_layout(void)
                 read_ptr(frame + (uintptr_t)found->frame_instr, &instr) &&
                 read_ptr((uintptr_t)code + PYOBJECT_TYPE, &type) &&
                 py.code_type && type == (uintptr_t)py.code_type;
+    if (same) { /* the owner: the API's frame is the program's, and so is every frame of the
+                 * chain the row does not skip (a code object: the row knows the kinds) */
+        same = !shim_frame(found, frame, true);
+        uintptr_t fr = frame, c, at;
+        for (int depth = 0; same && fr && depth < 64; depth++) {
+            same = shim_frame(found, fr, true) || code_of(found, fr, true, &c, &at);
+            fr = previous_frame(found, fr, true);
+        }
+    }
     if (same) { /* the instruction: bytes (PyFrame_GetLasti counts them) after the header */
         int lasti = py.get_lasti(f);
         uintptr_t start = instr - (uintptr_t)(lasti > 0 ? lasti : 0);
@@ -410,7 +482,7 @@ static void check_layout(void)
     if (same) /* the names, where the code object's own attributes are */
         same = (code_at.filename = field_holding(code, "co_filename")) > 0 &&
                (code_at.qualname = field_holding(code, "co_qualname")) > 0;
-    if (same) { /* this thread holds the GIL: the current thread state is its own */
+    if (same) { /* this thread is attached: the current thread state is its own */
         uintptr_t tstate = (uintptr_t)py.thread_state(), word, file;
         for (int off = 8; off < 512; off += 8)
             if (read_ptr(tstate + (uintptr_t)off, &word) && word == (uintptr_t)pthread_self()) {
@@ -419,12 +491,15 @@ static void check_layout(void)
             }
         if (read_ptr((uintptr_t)code + (uintptr_t)code_at.filename, &file) &&
             !find_string_layout(file))
-            str_at.data = 0; /* names through the API only, with the GIL */
+            str_at.data = 0; /* names through the API only, by attached threads */
         layout = found;
+        how = str_at.data ? "frames read through its checked layout, names in place"
+                          : "frames read through its checked layout, names through the C API";
     }
     if (code)
         py.decref(code);
     atomic_store_explicit(&layout_state, CHECKED, memory_order_release);
+    tell_layout(version, how ? how : "its frame layout did not match the C API: frames through it");
 }
 
 static bool layout_checked(void)
@@ -432,7 +507,7 @@ static bool layout_checked(void)
     return atomic_load_explicit(&layout_state, memory_order_acquire) == CHECKED && layout;
 }
 
-/* Checks the layout where it is unchecked and may be now (GIL held, no
+/* Checks the layout where it is unchecked and may be now (attached, no
  * exception pending, no shim lock held: the check makes a frame object). */
 static bool ensure_checked(void)
 {
@@ -475,8 +550,8 @@ __attribute__((noinline)) static bool mark_through_api(ds_py_mark *out)
 /* The mark at the innermost frame of this thread (layout checked). */
 static inline __attribute__((always_inline)) bool mark_at(thread_view t, ds_py_mark *out)
 {
-    uintptr_t frame = frame_of(t.tstate, layout, !t.held), instr;
-    if (!frame || !load(frame + (uintptr_t)layout->frame_instr, &instr, !t.held))
+    uintptr_t frame = frame_of(t.tstate, layout, !t.attached), instr;
+    if (!frame || !load(frame + (uintptr_t)layout->frame_instr, &instr, !t.attached))
         return false;
     out->frame = (const void *)frame;
     out->at = instr;
@@ -490,7 +565,7 @@ inline __attribute__((always_inline)) bool ds_py_mark_here(ds_py_mark *out)
         return false;
     if (!layout_checked())
         return mark_through_api(out);
-    own_tstate = (uintptr_t)py.thread_state(); /* inside a C API call: GIL held */
+    own_tstate = (uintptr_t)py.thread_state(); /* inside a C API call: attached */
     return mark_at((thread_view){own_tstate, true}, out);
 }
 
@@ -637,9 +712,9 @@ static void set_text(location *l, const char *file, int line, const char *functi
 }
 
 /* A string's text into out (cap bytes): read out of a compact ASCII string
- * object, or, by a thread holding the GIL with no exception pending, asked
+ * object, or, by an attached thread with no exception pending, asked
  * of Python; NULL otherwise. */
-static const char *text_of(uintptr_t str, char *out, size_t cap, bool held)
+static const char *text_of(uintptr_t str, char *out, size_t cap, bool attached)
 {
     uint32_t st;
     uintptr_t len;
@@ -650,7 +725,7 @@ static const char *text_of(uintptr_t str, char *out, size_t cap, bool held)
         out[len] = '\0';
         return out;
     }
-    if (!held || py.err_occurred())
+    if (!attached || py.err_occurred())
         return NULL;
     const char *s = py.as_utf8((PyObject *)str);
     if (!s)
@@ -659,15 +734,15 @@ static const char *text_of(uintptr_t str, char *out, size_t cap, bool held)
 }
 
 /* A location not in the table yet, made (and then kept). */
-static __attribute__((noinline)) bool make_location(location *l, bool held)
+static __attribute__((noinline)) bool make_location(location *l, bool attached)
 {
     uintptr_t filename, qualname;
     if (!read_ptr(l->code + (uintptr_t)code_at.filename, &filename) ||
         !read_ptr(l->code + (uintptr_t)code_at.qualname, &qualname))
         return false;
     char file_buf[DS_WHERE_MAX], name_buf[DS_WHERE_MAX];
-    const char *file = text_of(filename, file_buf, sizeof(file_buf), held);
-    const char *function = text_of(qualname, name_buf, sizeof(name_buf), held);
+    const char *file = text_of(filename, file_buf, sizeof(file_buf), attached);
+    const char *function = text_of(qualname, name_buf, sizeof(name_buf), attached);
     if (!file)
         return false;
     /* Bytes into the instructions: the one before the next to run.  The
@@ -687,12 +762,12 @@ static inline __attribute__((always_inline)) bool locate_frame(uintptr_t frame, 
                                                                location *out)
 {
     uintptr_t code, instr;
-    if (!code_of(layout, frame, !t.held, &code, &instr))
+    if (!code_of(layout, frame, !t.attached, &code, &instr))
         return false;
     location key; /* only the key's words set: the text is not cleared at every event */
     key.code = code, key.instr = instr;
-    if (!load(code + (uintptr_t)code_at.filename, &key.filename, !t.held) ||
-        !load(code + (uintptr_t)code_at.qualname, &key.qualname, !t.held))
+    if (!load(code + (uintptr_t)code_at.filename, &key.filename, !t.attached) ||
+        !load(code + (uintptr_t)code_at.qualname, &key.qualname, !t.attached))
         return false;
     slot *set = locations[set_of(code, instr)];
     for (int w = 0; w < LOCATION_WAYS; w++)
@@ -700,7 +775,7 @@ static inline __attribute__((always_inline)) bool locate_frame(uintptr_t frame, 
             return true;
     *out = (location){.code = code, .instr = instr, .filename = key.filename,
                       .qualname = key.qualname};
-    return make_location(out, t.held);
+    return make_location(out, t.attached);
 }
 
 #define FRAMES_WALKED 64 /* deeper than that, the user's line is lost in recursion */
@@ -709,18 +784,18 @@ static inline __attribute__((always_inline)) bool locate_frame(uintptr_t frame, 
  * `each` is told each location until it returns false. */
 static void walk_layout(thread_view t, bool (*each)(const location *, void *), void *arg)
 {
-    uintptr_t frame = frame_of(t.tstate, layout, !t.held);
+    uintptr_t frame = frame_of(t.tstate, layout, !t.attached);
     for (int depth = 0; frame && depth < FRAMES_WALKED; depth++) {
-        if (!shim_frame(layout, frame, !t.held)) {
+        if (!shim_frame(layout, frame, !t.attached)) {
             location l;
             if (!locate_frame(frame, t, &l) || !each(&l, arg))
                 return;
         }
-        frame = previous_frame(layout, frame, !t.held);
+        frame = previous_frame(layout, frame, !t.attached);
     }
 }
 
-/* The same through the C API (GIL held): each frame object (made if
+/* The same through the C API (attached): each frame object (made if
  * needed), its code, its file, name and line. */
 static void walk_api(bool (*each)(const location *, void *), void *arg)
 {
@@ -753,7 +828,7 @@ static void walk_api(bool (*each)(const location *, void *), void *arg)
 DS_TLS unsigned ds_py_in_capsule_call;
 
 /* Walks this thread's frames where that is possible now: false if not.
- * Through the layout, any time; through the API only with the GIL held,
+ * Through the layout, any time; through the API only by an attached thread,
  * no exception pending and no shim lock held (it makes frame objects). */
 static bool walk(bool (*each)(const location *, void *), void *arg)
 {
@@ -802,10 +877,10 @@ static inline void copy_location(location *dst, const location *src)
  * the location is known. */
 static inline __attribute__((always_inline)) bool user_location(thread_view t, location *out)
 {
-    uintptr_t frame = frame_of(t.tstate, layout, !t.held);
+    uintptr_t frame = frame_of(t.tstate, layout, !t.attached);
     location later, *at = out; /* the innermost into *out, kept if no user's frame comes */
     for (int depth = 0; frame && depth < FRAMES_WALKED; depth++) {
-        if (!shim_frame(layout, frame, !t.held)) {
+        if (!shim_frame(layout, frame, !t.attached)) {
             if (!locate_frame(frame, t, at))
                 break;
             if (!at->framework) {
@@ -815,7 +890,7 @@ static inline __attribute__((always_inline)) bool user_location(thread_view t, l
             }
             at = &later;
         }
-        frame = previous_frame(layout, frame, !t.held);
+        frame = previous_frame(layout, frame, !t.attached);
     }
     return at != out;
 }
@@ -838,7 +913,7 @@ static bool python_here(ds_where *out, char scratch[DS_WHERE_MAX])
     return true;
 }
 
-/* The innermost frame's file, as the API gives it (GIL held). */
+/* The innermost frame's file, as the API gives it (attached). */
 static bool package_through_api(char *out, size_t cap)
 {
     if (!api_readable() || py.err_occurred())
@@ -865,13 +940,13 @@ bool ds_py_package_here(char *out, size_t cap)
     if (!layout_checked() && !ensure_checked())
         return package_through_api(out, cap);
     thread_view t = this_thread();
-    uintptr_t frame = frame_of(t.tstate, layout, !t.held), code, instr, filename;
-    while (frame && shim_frame(layout, frame, !t.held))
-        frame = previous_frame(layout, frame, !t.held);
+    uintptr_t frame = frame_of(t.tstate, layout, !t.attached), code, instr, filename;
+    while (frame && shim_frame(layout, frame, !t.attached))
+        frame = previous_frame(layout, frame, !t.attached);
     char path[DS_WHERE_MAX];
-    const char *file = frame && code_of(layout, frame, !t.held, &code, &instr) &&
+    const char *file = frame && code_of(layout, frame, !t.attached, &code, &instr) &&
                                read_ptr(code + (uintptr_t)code_at.filename, &filename)
-                           ? text_of(filename, path, sizeof(path), t.held)
+                           ? text_of(filename, path, sizeof(path), t.attached)
                            : NULL;
     if (file)
         ds_python_package_name(file, out, cap);

@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -190,3 +191,77 @@ class Runner:
 @pytest.fixture
 def dlshim(tmp_path):
     return Runner(tmp_path)
+
+
+# ---- many threads exchanging at once: tests/python/free_threads.py ----------
+FREE_THREADS = PYTHON_DIR / "free_threads.py"
+_HANDOFF_EVENT = re.compile(r'\{"event":"(export|import|release)","pid":\d+,"tid":(\d+),'
+                            r'"t_ns":\d+,(?:"py":"([^"]*)",)?"tensor":"(\w+)"')
+
+
+def free_threads_expected():
+    """(export, import, release) `py` of each kind of handoff the script runs
+    in turn, from the lines it and ctypes_tensor.py tag `# py: TAG`."""
+    at = {}
+    for script in (FREE_THREADS, PYTHON_DIR / "ctypes_tensor.py"):
+        function = None
+        for n, text in enumerate(script.read_text().splitlines(), 1):
+            if text.startswith("def "):
+                function = text[4:text.index("(")]
+            if "# py: " in text:
+                at[text.split("# py: ")[1]] = f"{script}:{n} in {function}"
+    return [(at["numpy handoff"], at["numpy handoff"], at["numpy release"]),
+            (at["ctypes export"], at["ctypes to numpy"], at["numpy frees ctypes'"]),
+            (at["ctypes export"], at["ctypes import"], at["released without the GIL"])]
+
+
+def run_free_threads(runner, host, threads, handoffs, env=None):
+    """Runs free_threads.py on `host` with its jsonl log in a file, and checks
+    every line as it streams by (the log of 10^5 handoffs a thread is too
+    large to hold parsed): each thread's events are export, import, release
+    of one tensor, of kinds 0, 1, 2 in turn, each naming its tagged line;
+    the summary counts every handoff and nothing outstanding or wrong.
+    Returns the number of handoff events seen."""
+    log = runner.tmp / f"free-threads-{next(runner.counter)}.jsonl"
+    e = {"DLSHIM_LOG": str(log), "PYTHONDONTWRITEBYTECODE": "1"}
+    if PRELOAD_FIRST:
+        e["ASAN_OPTIONS"] = "detect_leaks=0"
+    e.update(env or {})
+    r = runner.run([host, FREE_THREADS, str(threads), str(handoffs)], log=False, env=e,
+                   timeout=1800)
+    assert r.rc == 0, r.stderr[-3000:]
+    tids = r.stdout.split("tids ")[1].split()
+    assert len(set(tids)) == threads
+    expected = free_threads_expected()
+    seen = {tid: 0 for tid in tids}
+    tensor = {}
+    wrong, summaries = [], []
+    with open(log) as f:
+        for n, line in enumerate(f, 1):
+            m = _HANDOFF_EVENT.match(line)
+            if not m:
+                if line.startswith('{"event":"summary"'):
+                    summaries.append(json.loads(line))
+                else:
+                    wrong.append(f"{n}: unexpected {line[:300]}")
+                continue
+            event, tid, py, t = m.groups()
+            if tid not in seen:
+                wrong.append(f"{n}: thread {tid} is no exchanging thread")
+                continue
+            i = seen[tid]
+            seen[tid] += 1
+            step = i % 3
+            want = (("export", "import", "release")[step], expected[(i // 3) % 3][step])
+            if step == 0:
+                tensor[tid] = t
+            if (event, py) != want or t != tensor[tid]:
+                wrong.append(f"{n}: handoff {i // 3} of thread {tid}: {(event, py, t)}, "
+                             f"expected {want + (tensor[tid],)}")
+            if len(wrong) > 20:
+                break
+    assert not wrong, "\n".join(wrong[:20])
+    assert seen == {tid: 3 * handoffs for tid in tids}
+    [s] = summaries
+    assert (s["shares"], s["outstanding"], s["violations"]) == (threads * handoffs, 0, {})
+    return sum(seen.values())

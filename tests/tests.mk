@@ -17,6 +17,7 @@ UNIT_LAYER_test_allocs := LEDGER
 UNIT_LAYER_test_copies := LEDGER
 UNIT_LAYER_test_sync := LEDGER
 UNIT_LAYER_test_names := START
+UNIT_LAYER_test_py_frames := START
 unit_objs = $($(or $(UNIT_LAYER_$(1)),$(error tests/unit/$(1).c: no UNIT_LAYER_$(1) in tests/tests.mk))_OBJS)
 
 .SECONDEXPANSION:
@@ -59,6 +60,11 @@ $(BUILD)/tests/unit/test_elf: EXTRA_UNIT_FLAGS = -DELF_TEST_DIR='"$(abspath $(EL
 # The names of modules and Python files: hooks/frameworks.c on its own.
 $(BUILD)/tests/unit/test_names: hooks/frameworks.c
 $(BUILD)/tests/unit/test_names: EXTRA_UNIT_FLAGS = -Ihooks hooks/frameworks.c
+# python_frames.c against the fake interpreter the test defines (its C API
+# found in the test's own dynamic symbols).
+$(BUILD)/tests/unit/test_py_frames: hooks/python_frames.c hooks/frameworks.c hooks/hooks.h
+$(BUILD)/tests/unit/test_py_frames: EXTRA_UNIT_FLAGS = -Ihooks hooks/python_frames.c \
+    hooks/frameworks.c -rdynamic
 
 # ---- integration test programs (annotation API users, no dlshim link) -----
 PROG_BINS  := $(BUILD)/tests/libprod.so $(BUILD)/tests/consumer $(BUILD)/tests/secure_probe

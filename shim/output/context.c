@@ -15,13 +15,17 @@
 
 #include "output/output.h"
 
-static const ds_locator *locator;
+/* Set by the thread that binds the interpreter while others write events,
+ * any number of them at once (a free-threaded Python runs its threads in
+ * parallel): published with release, read with acquire, so a thread that
+ * finds the locator finds what the family set up before it. */
+static _Atomic(const ds_locator *) locator;
 static int rank = -1;
 atomic_bool ds_context_any;
 
 void ds_context_set_locator(const ds_locator *l)
 {
-    locator = l;
+    atomic_store_explicit(&locator, l, memory_order_release);
     if (l)
         atomic_store_explicit(&ds_context_any, true, memory_order_relaxed);
 }
@@ -78,7 +82,8 @@ void ds_context_set_test(const char *name)
 /* ---- the source line ---------------------------------------------------- */
 static bool where_now(ds_where *w, char scratch[DS_WHERE_MAX])
 {
-    return ds_cfg.py && locator && locator->here(w, scratch);
+    const ds_locator *l = atomic_load_explicit(&locator, memory_order_acquire);
+    return ds_cfg.py && l && l->here(w, scratch);
 }
 
 size_t ds_context_where(char *out, size_t cap)
@@ -102,9 +107,10 @@ uint16_t ds_context_site(void)
 
 int ds_context_stack(char (*frames)[DS_WHERE_MAX], int max)
 {
-    if (!ds_cfg.py || !locator || max <= 0)
+    const ds_locator *l = atomic_load_explicit(&locator, memory_order_acquire);
+    if (!ds_cfg.py || !l || max <= 0)
         return 0;
-    return locator->stack(frames, max < DS_PYSTACK_MAX ? max : DS_PYSTACK_MAX);
+    return l->stack(frames, max < DS_PYSTACK_MAX ? max : DS_PYSTACK_MAX);
 }
 
 /* ---- the fields --------------------------------------------------------- */

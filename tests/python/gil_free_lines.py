@@ -10,42 +10,14 @@ thread releases from a function of its own, so a line read from the wrong
 thread's frames shows.  The tensor and its deleter are C (malloc'd, libc's
 free): nothing in the release needs the GIL.
 Usage: gil_free_lines.py [THREADS] [ROUNDS]"""
-import ctypes
 import gc
 import sys
 import threading
 
+from ctypes_tensor import api, deleter_of, export
+
 THREADS = int(sys.argv[1]) if len(sys.argv) > 1 else 4
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 200
-
-libc = ctypes.CDLL(None)
-libc.malloc.restype = ctypes.c_void_p
-libc.malloc.argtypes = [ctypes.c_size_t]
-FREE = ctypes.cast(libc.free, ctypes.c_void_p).value
-api = ctypes.pythonapi
-api.PyCapsule_New.restype = ctypes.py_object
-api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # a foreign call: the GIL let go
-
-# DLManagedTensor: DLTensor (data, device, ndim, dtype, shape, strides,
-# byte_offset: 48 bytes), manager_ctx, deleter; then the shape's one extent.
-SIZE, DELETER_AT, SHAPE_AT = 64, 56, 64
-
-
-def export():
-    m = libc.malloc(SIZE + 8)
-    ctypes.memset(m, 0, SIZE + 8)
-    ctypes.c_void_p.from_address(m).value = m + SHAPE_AT  # data: any readable bytes
-    ctypes.c_int32.from_address(m + 8).value = 1           # kDLCPU
-    ctypes.c_int32.from_address(m + 16).value = 1          # ndim
-    ctypes.c_uint32.from_address(m + 20).value = 0x00010801  # uint8, lanes 1
-    ctypes.c_void_p.from_address(m + 24).value = m + SHAPE_AT
-    ctypes.c_int64.from_address(m + SHAPE_AT).value = 8
-    ctypes.c_void_p.from_address(m + DELETER_AT).value = FREE
-    return api.PyCapsule_New(m, b"dltensor", None)
 
 
 def take(cap):
@@ -55,11 +27,11 @@ def take(cap):
 
 
 def release_in_a(m):
-    DELETER(ctypes.c_void_p.from_address(m + DELETER_AT).value)(m)  # released in a
+    deleter_of(m)(m)  # released in a
 
 
 def release_in_b(m):
-    DELETER(ctypes.c_void_p.from_address(m + DELETER_AT).value)(m)  # released in b
+    deleter_of(m)(m)  # released in b
 
 
 def exchange(release):
