@@ -76,10 +76,14 @@ typedef struct {
 #define VK_HOOK(name, params, args, after) PFN_##name name;
 #define VK_VOID(name, params, args, before) PFN_##name name;
 #define VK_FREE(name, params, args, check, done) PFN_##name name;
+#define VK_HOOK_ON(object, name, params, args, after) PFN_##name name;
+#define VK_VOID_ON(object, name, params, args, before) PFN_##name name;
 #include "vulkan.def"
 #undef VK_HOOK
 #undef VK_VOID
 #undef VK_FREE
+#undef VK_HOOK_ON
+#undef VK_VOID_ON
 } device_slot;
 
 /* Written under the lock as instances and devices come and go; read
@@ -113,6 +117,8 @@ typedef struct {
     uint64_t handle; /* 0: free; ~0: deleted */
     uint64_t memory; /* a buffer's memory (0: unbound); a memory's device slot + 1 */
     uint64_t mapped; /* a memory's host address while mapped, or 0 */
+    uint64_t offset; /* a buffer's offset in its memory; where a memory's mapping starts */
+    uint64_t size;   /* a buffer's size */
     VkAllocationCallbacks cb; /* a memory's callbacks, kept for a deferred free */
     bool has_cb;
 } object;
@@ -147,19 +153,29 @@ static object *find(object **t, uint64_t handle, bool insert)
     return insert ? hole : NULL;
 }
 
-static void buffer_bound(VkBuffer buffer, VkDeviceMemory memory)
+static void buffer_created(VkBuffer buffer, const VkBufferCreateInfo *info)
 {
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     object *o = find(&buffers, P(buffer), true);
     if (o)
-        *o = (object){.handle = P(buffer), .memory = P(memory)};
+        *o = (object){.handle = P(buffer), .size = info->size};
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+static void buffer_bound(VkBuffer buffer, VkDeviceMemory memory, VkDeviceSize offset)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    object *o = find(&buffers, P(buffer), true);
+    if (o)
+        *o = (object){.handle = P(buffer), .memory = P(memory), .offset = offset,
+                      .size = o->handle == P(buffer) ? o->size : 0};
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
 static void buffers_bound(uint32_t count, const VkBindBufferMemoryInfo *infos)
 {
     for (uint32_t i = 0; i < count && i < 4096; i++)
-        buffer_bound(infos[i].buffer, infos[i].memory);
+        buffer_bound(infos[i].buffer, infos[i].memory, infos[i].memoryOffset);
 }
 
 static void buffer_forget(VkBuffer buffer)
@@ -282,8 +298,10 @@ static void mapped(VkDeviceMemory memory, VkDeviceSize offset, VkDeviceSize size
         size = offset < m.size ? m.size - offset : 0;
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     object *o = find(&memories, P(memory), false);
-    if (o)
+    if (o) {
         o->mapped = P(data);
+        o->offset = offset;
+    }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
     ds_alloc_info a = {.base = P(data), .size = size, .kind = DS_ALLOC_MAPPED,
                        .api = ds_mapping_api, .alias_of = P(memory),
@@ -358,6 +376,187 @@ static void release_mapping(uintptr_t base, int kind)
         d->vkUnmapMemory(d->device, (VkDeviceMemory)copy.handle);
 }
 
+/* ---- queues: what a submission writes, in the stream model ---------------------
+ * A queue is a stream of the model, a submission an operation on it, a
+ * fence or a semaphore it signals an event recorded there; a fence waited
+ * for (or found signalled), a queue or device waited idle, the host's wait.
+ * What a submission writes is what its command buffers recorded: fills,
+ * updates and copies into buffers, as bytes of their memory's host mapping
+ * (where a CPU tensor over it is read: ds_sync_host_reads).  Dispatches
+ * write through descriptor sets, which are not followed: such a write is
+ * unseen, which can hide a race, never make one. */
+#define DS_VK_RECORDINGS 4096u /* command buffers (a power of two) */
+#define DS_VK_RECORDED 16u     /* writes kept per command buffer; more are unseen */
+
+typedef struct {
+    uint64_t buffer, offset, size;
+} recorded;
+
+typedef struct {
+    uint64_t handle; /* the command buffer; 0: free */
+    uint32_t n;
+    recorded w[DS_VK_RECORDED];
+} recording;
+
+static recording *recordings;
+
+/* Lock held.  The recording of a command buffer, or (insert) a slot for
+ * it; NULL when the table is full (its writes go unseen).  A command
+ * buffer freed is never removed: its handle, made again, begins afresh. */
+static recording *recording_of(VkCommandBuffer cb, bool insert)
+{
+    if (!recordings)
+        recordings = ds_map(sizeof(recording) * DS_VK_RECORDINGS, false);
+    if (!recordings || !cb)
+        return NULL;
+    uint64_t h = (P(cb) * 0x9e3779b97f4a7c15ull) >> 52;
+    for (unsigned i = 0; i < DS_VK_RECORDINGS; i++) {
+        recording *r = &recordings[(h + i) & (DS_VK_RECORDINGS - 1)];
+        if (r->handle == P(cb))
+            return r;
+        if (!r->handle) {
+            if (!insert)
+                return NULL;
+            r->handle = P(cb);
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static void recording_reset(VkCommandBuffer cb)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    recording *r = recording_of(cb, false);
+    if (r)
+        r->n = 0;
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+static void recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
+                           VkDeviceSize size)
+{
+    if (!ds_sync_enabled())
+        return;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    recording *r = recording_of(cb, true);
+    if (r && r->n < DS_VK_RECORDED)
+        r->w[r->n++] = (recorded){P(buffer), offset, size};
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+static void recorded_copies(VkCommandBuffer cb, VkBuffer dst, uint32_t count,
+                            const VkBufferCopy *regions)
+{
+    for (uint32_t i = 0; i < count && i < DS_VK_RECORDED; i++)
+        recorded_write(cb, dst, regions[i].dstOffset, regions[i].size);
+}
+
+/* Lock held.  Where a recorded write lands in its memory's host mapping;
+ * false where the buffer is unbound or its memory not mapped there. */
+static bool mapped_range(const recorded *w, ds_range *out)
+{
+    const object *b = find(&buffers, w->buffer, false);
+    const object *m = b && b->memory ? find(&memories, b->memory, false) : NULL;
+    if (!m || !m->mapped)
+        return false;
+    uint64_t size = w->size == VK_WHOLE_SIZE ? (b->size > w->offset ? b->size - w->offset : 0)
+                                             : w->size;
+    uint64_t at = b->offset + w->offset; /* in the memory */
+    if (!size || at < m->offset)
+        return false;
+    *out = (ds_range){.start = (uintptr_t)(m->mapped + (at - m->offset)), .len = size,
+                      .write = true};
+    return true;
+}
+
+/* The writes of one submission's command buffers, as mapped ranges. */
+static int submission_writes(const VkSubmitInfo *submit, ds_range *out, int max)
+{
+    int n = 0;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    for (uint32_t c = 0; c < submit->commandBufferCount && c < 64; c++) {
+        const recording *r = recording_of(submit->pCommandBuffers[c], false);
+        for (uint32_t k = 0; r && k < r->n && n < max; k++)
+            n += mapped_range(&r->w[k], &out[n]);
+    }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+    return n;
+}
+
+/* Each queue's device and the fence of its last fenced submission, for the
+ * host's wait under DLSHIM_SYNC=enforce (queue_host_wait). */
+#define DS_VK_QUEUES 64u
+typedef struct {
+    VkQueue queue; /* NULL: free */
+    VkFence fence;
+    const device_slot *device;
+} queue_fence;
+static queue_fence queue_fences[DS_VK_QUEUES];
+
+static void fence_queued(VkQueue queue, VkFence fence)
+{
+    const device_slot *d = device_of(queue);
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    for (unsigned i = 0; d && i < DS_VK_QUEUES; i++)
+        if (queue_fences[i].queue == queue || !queue_fences[i].queue) {
+            queue_fences[i] = (queue_fence){queue, fence, d};
+            break;
+        }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* The host waits, a second at most, for the queue's last fenced submission
+ * (and, as drivers complete a queue's work in order, for what was submitted
+ * before it): never forever, since the program may hold the queue back
+ * itself until after the read (a wait on an event the host sets later). */
+static bool queue_host_wait(uintptr_t queue)
+{
+    queue_fence q = {0};
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    for (unsigned i = 0; i < DS_VK_QUEUES && queue_fences[i].queue; i++)
+        if (P(queue_fences[i].queue) == queue)
+            q = queue_fences[i];
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+    if (!q.fence || !q.device->vkWaitForFences ||
+        q.device->vkWaitForFences(q.device->device, 1, &q.fence, 1, 1000000000ull) != VK_SUCCESS)
+        return false;
+    ds_sync_host_waits_event(ds_api, P(q.fence));
+    return true;
+}
+
+static void submitted(VkQueue queue, uint32_t count, const VkSubmitInfo *submits, VkFence fence,
+                      const void *caller)
+{
+    if (!ds_sync_enabled())
+        return;
+    for (uint32_t i = 0; i < count && i < 64; i++) {
+        const VkSubmitInfo *s = &submits[i];
+        for (uint32_t k = 0; k < s->waitSemaphoreCount && k < 64; k++)
+            ds_sync_stream_waits(ds_api, P(queue), P(s->pWaitSemaphores[k]), false);
+        ds_range writes[64];
+        int n = submission_writes(s, writes, (int)DS_ARRAY_LEN(writes));
+        ds_sync_op(ds_api, P(queue), false, writes, n, caller);
+        for (uint32_t k = 0; k < s->signalSemaphoreCount && k < 64; k++)
+            ds_sync_event_recorded(ds_api, P(s->pSignalSemaphores[k]), P(queue), false);
+    }
+    if (fence) {
+        ds_sync_event_recorded(ds_api, P(fence), P(queue), false);
+        fence_queued(queue, fence);
+    }
+}
+
+/* vkWaitForFences returned VK_SUCCESS: all of them signalled, or (waitAll
+ * false) at least one, found by asking each. */
+static void fences_waited(const device_slot *d, uint32_t count, const VkFence *fences,
+                          VkBool32 all)
+{
+    for (uint32_t i = 0; i < count && i < 64; i++)
+        if (all || count == 1 ||
+            (d->vkGetFenceStatus && d->vkGetFenceStatus(d->device, fences[i]) == VK_SUCCESS))
+            ds_sync_host_waits_event(ds_api, P(fences[i]));
+}
+
 /* ---- the wrappers ---------------------------------------------------------------- */
 /* Each finds its device's next function (none: the loader never hands out
  * a wrapper for a function the device lacks, so this is garbage), records
@@ -368,16 +567,19 @@ static bool on(void)
     return ds_api >= 0 && ds_active();
 }
 
-#define VK_BEGIN(type, fail, name, params)                                                    \
+/* `object`: the first parameter, the dispatchable object whose device's
+ * table the call goes through (a queue's and a command buffer's are their
+ * device's). */
+#define VK_BEGIN(type, fail, object, name, params)                                            \
     static VKAPI_ATTR type VKAPI_CALL wrap_##name params /* NOLINT */                         \
     {                                                                                         \
         const void *caller = __builtin_return_address(0);                                    \
-        device_slot *d_ = device_of(device);                                                  \
+        device_slot *d_ = device_of(object);                                                  \
         if (!d_ || !d_->name)                                                                 \
             return fail;                                                                      \
         (void)caller;
-#define VK_HOOK(name, params, args, after)                                                    \
-    VK_BEGIN(VkResult, VK_ERROR_INITIALIZATION_FAILED, name, params)                          \
+#define VK_HOOK_ON(object, name, params, args, after)                                          \
+    VK_BEGIN(VkResult, VK_ERROR_INITIALIZATION_FAILED, object, name, params)                  \
         VkResult r_ = d_->name args; /* NOLINT */                                             \
         int errno_ = errno;                                                                   \
         if (r_ == VK_SUCCESS && on()) {                                                       \
@@ -386,8 +588,8 @@ static bool on(void)
         errno = errno_;                                                                       \
         return r_;                                                                            \
     }
-#define VK_VOID(name, params, args, before)                                                   \
-    VK_BEGIN(void, , name, params)                                                            \
+#define VK_VOID_ON(object, name, params, args, before)                                        \
+    VK_BEGIN(void, , object, name, params)                                                    \
         int errno_ = errno;                                                                   \
         if (on()) {                                                                           \
             before;                                                                           \
@@ -400,7 +602,7 @@ static bool on(void)
  * protects; a deferred one is made at the last release (release(),
  * release_mapping()). */
 #define VK_FREE(name, params, args, check, done)                                              \
-    VK_BEGIN(void, , name, params)                                                            \
+    VK_BEGIN(void, , device, name, params)                                                    \
         int errno_ = errno;                                                                   \
         bool on_ = on();                                                                      \
         int action_ = on_ ? (check) : DS_FREE_FORWARD;                                        \
@@ -414,10 +616,14 @@ static bool on(void)
         }                                                                                     \
         errno = errno_;                                                                       \
     }
+#define VK_HOOK(name, params, args, after) VK_HOOK_ON(device, name, params, args, after)
+#define VK_VOID(name, params, args, before) VK_VOID_ON(device, name, params, args, before)
 #include "vulkan.def"
 #undef VK_HOOK
 #undef VK_VOID
 #undef VK_FREE
+#undef VK_HOOK_ON
+#undef VK_VOID_ON
 
 /* ---- the layer: instances, devices and the loader's lookups ------------------- */
 
@@ -518,10 +724,14 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice physic
 #define VK_HOOK(name, params, args, after) s.name = (PFN_##name)next_gdpa(*out, #name);
 #define VK_VOID(name, params, args, before) s.name = (PFN_##name)next_gdpa(*out, #name);
 #define VK_FREE(name, params, args, check, done) s.name = (PFN_##name)next_gdpa(*out, #name);
+#define VK_HOOK_ON(object, name, params, args, after) VK_HOOK(name, params, args, after)
+#define VK_VOID_ON(object, name, params, args, before) VK_HOOK(name, params, args, before)
 #include "vulkan.def"
 #undef VK_HOOK
 #undef VK_VOID
 #undef VK_FREE
+#undef VK_HOOK_ON
+#undef VK_VOID_ON
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     for (unsigned i = 0; i < DS_VK_DEVICES; i++)
         if (!devices[i].key) {
@@ -557,10 +767,14 @@ static PFN_vkVoidFunction device_wrapper(const device_slot *d, const char *name)
         return d && !d->fn ? NULL : (PFN_vkVoidFunction)wrap_##fn;
 #define VK_VOID(fn, params, args, before) VK_HOOK(fn, params, args, before)
 #define VK_FREE(fn, params, args, check, done) VK_HOOK(fn, params, args, check)
+#define VK_HOOK_ON(object, fn, params, args, after) VK_HOOK(fn, params, args, after)
+#define VK_VOID_ON(object, fn, params, args, before) VK_HOOK(fn, params, args, before)
 #include "vulkan.def"
 #undef VK_HOOK
 #undef VK_VOID
 #undef VK_FREE
+#undef VK_HOOK_ON
+#undef VK_VOID_ON
     if (!strcmp(name, "vkDestroyDevice"))
         return (PFN_vkVoidFunction)layer_DestroyDevice;
     return NULL;
@@ -636,7 +850,9 @@ static const ds_device_api api = {
     .handles = true,
     .tensor_device_type = kDLVulkan,
     .memory_of = memory_of,
-    .property_names = property_names};
+    .property_names = property_names,
+    .stream_noun = "queue",
+    .host_wait = queue_host_wait};
 
 #define DS_VK_LAYER "VK_LAYER_DLSHIM_ledger"
 

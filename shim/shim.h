@@ -208,6 +208,14 @@ typedef struct ds_device_api {
     bool (*memory_of)(uintptr_t handle, uintptr_t *memory);
     /* Names of the bits of ds_alloc_info.properties (NULL: none). */
     const char *const *property_names;
+    /* What its streams are called in reports (NULL: "stream"; Vulkan's are
+     * queues). */
+    const char *stream_noun;
+    /* Makes the host wait, for a bounded time, for the work queued so far
+     * on `stream`, and tells the model so (DLSHIM_SYNC=enforce, a consumer
+     * reading on the host); false when it cannot or the time ran out.
+     * NULL: the API has no such wait. */
+    bool (*host_wait)(uintptr_t stream);
 } ds_device_api;
 /* What a hooked free must do (ds_alloc_free_check). */
 enum { DS_FREE_FORWARD, DS_FREE_DEFER, DS_FREE_REFUSE };

@@ -33,17 +33,26 @@ typedef VkFlags VkMemoryPropertyFlags;
 typedef VkFlags VkMemoryHeapFlags;
 typedef VkFlags VkInstanceCreateFlags;
 typedef VkFlags VkDeviceCreateFlags;
+typedef VkFlags VkPipelineStageFlags;
+typedef VkFlags VkCommandBufferResetFlags;
+typedef uint32_t VkBool32;
 
 typedef struct VkInstance_T *VkInstance;
 typedef struct VkPhysicalDevice_T *VkPhysicalDevice;
 typedef struct VkDevice_T *VkDevice;
 typedef struct VkDeviceMemory_T *VkDeviceMemory;
 typedef struct VkBuffer_T *VkBuffer;
+typedef struct VkQueue_T *VkQueue;
+typedef struct VkCommandBuffer_T *VkCommandBuffer;
+typedef struct VkFence_T *VkFence;
+typedef struct VkSemaphore_T *VkSemaphore;
 
 #ifndef DS_ABI_SDK_TYPES
 /* Vulkan's enums are 32 bits wide by their MAX_ENUM values. */
 typedef enum VkResult {
     VK_SUCCESS = 0,
+    VK_NOT_READY = 1,
+    VK_TIMEOUT = 2,
     VK_ERROR_INITIALIZATION_FAILED = -3,
     VK_RESULT_MAX_ENUM = 0x7FFFFFFF
 } VkResult;
@@ -81,7 +90,6 @@ typedef void (*PFN_vkInternalFreeNotification)(void *pUserData, size_t size,
 typedef struct VkApplicationInfo VkApplicationInfo;
 typedef struct VkDeviceQueueCreateInfo VkDeviceQueueCreateInfo;
 typedef struct VkPhysicalDeviceFeatures VkPhysicalDeviceFeatures;
-typedef struct VkBufferCreateInfo VkBufferCreateInfo;
 
 #ifndef DS_ABI_SDK_TYPES
 typedef struct VkBaseInStructure {
@@ -160,7 +168,39 @@ typedef struct VkMemoryGetFdInfoKHR {
     VkDeviceMemory memory;
     VkExternalMemoryHandleTypeFlagBits handleType;
 } VkMemoryGetFdInfoKHR;
+
+/* Its size is what the layer reads. */
+typedef enum VkSharingMode { VK_SHARING_MODE_MAX_ENUM = 0x7FFFFFFF } VkSharingMode;
+typedef struct VkBufferCreateInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkFlags flags;
+    VkDeviceSize size;
+    VkFlags usage;
+    VkSharingMode sharingMode;
+    uint32_t queueFamilyIndexCount;
+    const uint32_t *pQueueFamilyIndices;
+} VkBufferCreateInfo;
+
+typedef struct VkSubmitInfo {
+    VkStructureType sType;
+    const void *pNext;
+    uint32_t waitSemaphoreCount;
+    const VkSemaphore *pWaitSemaphores;
+    const VkPipelineStageFlags *pWaitDstStageMask;
+    uint32_t commandBufferCount;
+    const VkCommandBuffer *pCommandBuffers;
+    uint32_t signalSemaphoreCount;
+    const VkSemaphore *pSignalSemaphores;
+} VkSubmitInfo;
+
+typedef struct VkBufferCopy {
+    VkDeviceSize srcOffset;
+    VkDeviceSize dstOffset;
+    VkDeviceSize size;
+} VkBufferCopy;
 #endif
+typedef struct VkCommandBufferBeginInfo VkCommandBufferBeginInfo;
 
 /* The functions the layer forwards to or answers for. */
 typedef PFN_vkVoidFunction (*PFN_vkGetInstanceProcAddr)(VkInstance instance,
@@ -199,6 +239,28 @@ typedef VkResult (*PFN_vkBindBufferMemory2)(VkDevice device, uint32_t bindInfoCo
     const VkBindBufferMemoryInfo *pBindInfos);
 typedef VkResult (*PFN_vkBindBufferMemory2KHR)(VkDevice device,
     uint32_t bindInfoCount, const VkBindBufferMemoryInfo *pBindInfos);
+/* Queues and what they run: recorded writes, submissions, fences. */
+typedef VkResult (*PFN_vkBeginCommandBuffer)(VkCommandBuffer commandBuffer,
+    const VkCommandBufferBeginInfo *pBeginInfo);
+typedef VkResult (*PFN_vkResetCommandBuffer)(VkCommandBuffer commandBuffer,
+    VkCommandBufferResetFlags flags);
+typedef void (*PFN_vkCmdFillBuffer)(VkCommandBuffer commandBuffer, VkBuffer dstBuffer,
+    VkDeviceSize dstOffset, VkDeviceSize size, uint32_t data);
+typedef void (*PFN_vkCmdUpdateBuffer)(VkCommandBuffer commandBuffer, VkBuffer dstBuffer,
+    VkDeviceSize dstOffset, VkDeviceSize dataSize, const void *pData);
+typedef void (*PFN_vkCmdCopyBuffer)(VkCommandBuffer commandBuffer, VkBuffer srcBuffer,
+    VkBuffer dstBuffer, uint32_t regionCount, const VkBufferCopy *pRegions);
+typedef VkResult (*PFN_vkQueueSubmit)(VkQueue queue, uint32_t submitCount,
+    const VkSubmitInfo *pSubmits, VkFence fence);
+typedef VkResult (*PFN_vkQueueWaitIdle)(VkQueue queue);
+typedef VkResult (*PFN_vkDeviceWaitIdle)(VkDevice device);
+typedef VkResult (*PFN_vkWaitForFences)(VkDevice device, uint32_t fenceCount,
+    const VkFence *pFences, VkBool32 waitAll, uint64_t timeout);
+typedef VkResult (*PFN_vkGetFenceStatus)(VkDevice device, VkFence fence);
+typedef void (*PFN_vkDestroyFence)(VkDevice device, VkFence fence,
+    const VkAllocationCallbacks *pAllocator);
+typedef void (*PFN_vkDestroySemaphore)(VkDevice device, VkSemaphore semaphore,
+    const VkAllocationCallbacks *pAllocator);
 typedef VkResult (*PFN_vkGetMemoryFdKHR)(VkDevice device,
     const VkMemoryGetFdInfoKHR *pGetFdInfo, int *pFd);
 

@@ -224,6 +224,11 @@ void ds_extmem_after_fork(void);
  * by the consumer's first use. */
 void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t producer,
                     uint16_t consumer);
+/* A CPU tensor over host-visible device memory (a Vulkan mapping, pinned or
+ * managed memory) was imported: the consumer reads it on the host now, so
+ * the last write to its bytes must be covered by the host's clock. */
+void ds_sync_host_reads(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t producer,
+                        uint16_t consumer);
 uint64_t ds_sync_barriers(void);
 
 /* ---- shares.c: the live shares by the bytes they cover ------------------- */

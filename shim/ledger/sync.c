@@ -566,20 +566,25 @@ void ds_sync_host_waits_all(int api)
 
 /* ---- handoffs --------------------------------------------------------------- */
 
+/* Lock held: the newest write overlapping [data, data + bytes), or NULL. */
+static const write_rec *newest_write(uintptr_t data, uint64_t bytes)
+{
+    uint64_t oldest = nwrites > DS_WRITES ? nwrites - DS_WRITES : 0;
+    for (uint64_t n = nwrites; n > oldest; n--) {
+        const write_rec *w = &writes[(n - 1) % DS_WRITES];
+        if (w->start < data + bytes && data < w->end)
+            return w;
+    }
+    return NULL;
+}
+
 void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t producer,
                     uint16_t consumer)
 {
     if (!ds_sync_enabled() || !bytes)
         return;
     ds_lock_take(DS_LOCK_SYNC);
-    /* The newest write overlapping the tensor's bytes. */
-    const write_rec *last = NULL;
-    uint64_t oldest = nwrites > DS_WRITES ? nwrites - DS_WRITES : 0;
-    for (uint64_t n = nwrites; n > oldest && !last; n--) {
-        const write_rec *w = &writes[(n - 1) % DS_WRITES];
-        if (w->start < data + bytes && data < w->end)
-            last = w;
-    }
+    const write_rec *last = newest_write(data, bytes);
     int n = atomic_load_explicit(&npending, memory_order_relaxed), i = 0;
     while (i < n && pend[i].tensor != tensor) /* imported again: replaced */
         i++;
@@ -598,12 +603,13 @@ void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t p
 
 static void stream_name(char *out, size_t cap, const stream *s)
 {
+    const char *noun = ds_device_api_at(s->api)->stream_noun;
     if (s->kind == KIND_LEGACY)
         ds_fmt(out, cap, "legacy default stream");
     else if (s->tid)
         ds_fmt(out, cap, "per-thread default stream of thread %ld", s->tid);
     else
-        ds_fmt(out, cap, "stream 0x%lx", (unsigned long)s->handle);
+        ds_fmt(out, cap, "%s 0x%lx", noun ? noun : "stream", (unsigned long)s->handle);
 }
 
 typedef struct {
@@ -635,6 +641,29 @@ static void emit_barrier(const race *r)
     ds_ev_end(&e);
 }
 
+static void report_race(race *x)
+{
+    char detail[DS_DETAIL_MAX + 4 * DS_NAME_MAX];
+    ds_fmt(detail, sizeof(detail),
+           "%s used tensor %p on the %s before %s's write to it on the %s was "
+           "synchronized (no event record and stream wait, no synchronize)",
+           ds_name(x->handoff.consumer), (void *)x->handoff.tensor, x->consumer_name,
+           ds_name(x->handoff.producer), x->producer_name);
+    ds_violation_with(DS_VIO_UNSYNCHRONIZED_HANDOFF, "tensor", x->handoff.tensor, detail,
+                      race_fields, x);
+}
+
+/* Lock held: a race of handoff p, written by stream slot p.stream. */
+static void race_of(race *x, const pending *p)
+{
+    x->handoff = *p;
+    x->producer_stream = p->stream;
+    x->producer_handle = streams[p->stream].handle;
+    x->producer_tid = streams[p->stream].tid;
+    x->api = streams[p->stream].api;
+    stream_name(x->producer_name, sizeof(x->producer_name), &streams[p->stream]);
+}
+
 /* Whether an operation touching r[0..n) (n < 0: a launch by module
  * `caller`, or NO_CALLER) is the consumer's first use of handoff p. */
 static bool touches(const pending *p, const ds_range *r, int n, uint16_t caller)
@@ -662,16 +691,49 @@ static int take_due(int s, const ds_range *r, int n, uint16_t caller, race *out,
         if (streams[s].vc[p.stream] >= p.tick || found == max)
             continue; /* covered: the producer's write happens before */
         race *x = &out[found++];
-        x->handoff = p;
-        x->producer_stream = p.stream;
-        x->producer_handle = streams[p.stream].handle;
-        x->producer_tid = streams[p.stream].tid;
-        x->api = streams[p.stream].api;
-        stream_name(x->producer_name, sizeof(x->producer_name), &streams[p.stream]);
+        race_of(x, &p);
         stream_name(x->consumer_name, sizeof(x->consumer_name), &streams[s]);
     }
     atomic_store_explicit(&npending, left, memory_order_relaxed);
     return found;
+}
+
+void ds_sync_host_reads(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t producer,
+                        uint16_t consumer)
+{
+    if (!ds_sync_enabled() || !bytes)
+        return;
+    race x;
+    ds_lock_take(DS_LOCK_SYNC);
+    const write_rec *last = newest_write(data, bytes);
+    bool racy = last && !covered_by_host(last->stream, last->tick);
+    if (racy) {
+        pending p = {.tensor = tensor, .start = data, .end = data + bytes, .stream = last->stream,
+                     .tick = last->tick, .producer = producer, .consumer = consumer};
+        race_of(&x, &p);
+        ds_fmt(x.consumer_name, sizeof(x.consumer_name), "host");
+    }
+    ds_lock_give(DS_LOCK_SYNC);
+    if (!racy)
+        return;
+    /* Enforced: the host waits for the producer's stream, where its API can
+     * make it wait (bounded: a program whose own logic holds the stream
+     * back until after this read gets the report instead). */
+    bool (*host_wait)(uintptr_t) = ds_device_api_at(x.api)->host_wait;
+    if (ds_cfg.sync == DS_SYNC_ENFORCE && host_wait && host_wait(x.producer_handle)) {
+        ds_lock_take(DS_LOCK_SYNC);
+        bool fixed = covered_by_host(x.producer_stream, x.handoff.tick);
+        if (fixed) {
+            barriers_inserted++;
+            ds_note_work();
+        }
+        ds_lock_give(DS_LOCK_SYNC);
+        if (fixed) {
+            emit_barrier(&x);
+            return;
+        }
+    }
+    report_race(&x);
 }
 
 /* Lock held, and given back meanwhile: the handoffs this operation on slot
@@ -706,16 +768,8 @@ __attribute__((noinline)) static void handoffs_due(int api, uintptr_t handle, in
             ds_lock_give(DS_LOCK_SYNC);
             emit_barrier(x);
         }
-        if (!fixed) {
-            char detail[DS_DETAIL_MAX + 4 * DS_NAME_MAX];
-            ds_fmt(detail, sizeof(detail),
-                   "%s used tensor %p on the %s before %s's write to it on the %s was "
-                   "synchronized (no event record and stream wait, no synchronize)",
-                   ds_name(x->handoff.consumer), (void *)x->handoff.tensor, x->consumer_name,
-                   ds_name(x->handoff.producer), x->producer_name);
-            ds_violation_with(DS_VIO_UNSYNCHRONIZED_HANDOFF, "tensor", x->handoff.tensor, detail,
-                              race_fields, x);
-        }
+        if (!fixed)
+            report_race(x);
     }
     ds_lock_take(DS_LOCK_SYNC);
 }

@@ -524,6 +524,8 @@ import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t a
                 report_import_of_freed(m, &c, id, name);
             if (device)
                 ds_sync_import(c.tensor, c.data, c.bytes, c.producer, c.consumer);
+            else if (has_alloc) /* a CPU tensor in a device API's memory: read on the host */
+                ds_sync_host_reads(c.tensor, c.data, c.bytes, c.producer, c.consumer);
             if (show)
                 ds_emit_import(&shown, ds_now_ns());
             return;

@@ -10,7 +10,8 @@
 #define DS_HEADER_FIELDS(T) DS_TYPE(T), DS_FIELD(T, sType), DS_FIELD(T, pNext)
 
 DS_FACTS(vulkan) = {
-    DS_FACT(VK_SUCCESS), DS_FACT(VK_ERROR_INITIALIZATION_FAILED), DS_FACT(sizeof(VkResult)),
+    DS_FACT(VK_SUCCESS), DS_FACT(VK_NOT_READY), DS_FACT(VK_TIMEOUT),
+    DS_FACT(VK_ERROR_INITIALIZATION_FAILED), DS_FACT(sizeof(VkResult)),
     DS_FACT(VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO),
     DS_FACT(VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO),
     DS_FACT(VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO),
@@ -53,6 +54,16 @@ DS_FACTS(vulkan) = {
     DS_FIELD(VkBindBufferMemoryInfo, memory), DS_FIELD(VkBindBufferMemoryInfo, memoryOffset),
     DS_HEADER_FIELDS(VkMemoryGetFdInfoKHR), DS_FIELD(VkMemoryGetFdInfoKHR, memory),
     DS_FIELD(VkMemoryGetFdInfoKHR, handleType),
+    DS_HEADER_FIELDS(VkBufferCreateInfo), DS_FIELD(VkBufferCreateInfo, flags),
+    DS_FIELD(VkBufferCreateInfo, size), DS_FIELD(VkBufferCreateInfo, usage),
+    DS_FIELD(VkBufferCreateInfo, sharingMode), DS_FIELD(VkBufferCreateInfo, queueFamilyIndexCount),
+    DS_FIELD(VkBufferCreateInfo, pQueueFamilyIndices), DS_FACT(sizeof(VkSharingMode)),
+    DS_HEADER_FIELDS(VkSubmitInfo), DS_FIELD(VkSubmitInfo, waitSemaphoreCount),
+    DS_FIELD(VkSubmitInfo, pWaitSemaphores), DS_FIELD(VkSubmitInfo, pWaitDstStageMask),
+    DS_FIELD(VkSubmitInfo, commandBufferCount), DS_FIELD(VkSubmitInfo, pCommandBuffers),
+    DS_FIELD(VkSubmitInfo, signalSemaphoreCount), DS_FIELD(VkSubmitInfo, pSignalSemaphores),
+    DS_TYPE(VkBufferCopy), DS_FIELD(VkBufferCopy, srcOffset), DS_FIELD(VkBufferCopy, dstOffset),
+    DS_FIELD(VkBufferCopy, size),
     DS_TYPE(VkLayerInstanceLink), DS_FIELD(VkLayerInstanceLink, pNext),
     DS_FIELD(VkLayerInstanceLink, pfnNextGetInstanceProcAddr),
     DS_FIELD(VkLayerInstanceLink, pfnNextGetPhysicalDeviceProcAddr),

@@ -162,3 +162,54 @@ def test_free_of_mapped_memory_waits_for_the_cpu_tensor_under_protect(dlshim):
     assert free["by"] == "dlshim (deferred free)"
     assert r.events.index(free) > r.events.index(r.of("release")[0])
     assert r.summary["allocations_live"] == 0
+
+
+# ---- queues in the stream model: tests/vulkan/vk_queue (a fill submitted to
+# the queue, held back by an event the host sets, then a CPU tensor over the
+# buffer's host mapping handed to a consumer that reads it)
+VK_QUEUE = BUILD / "tests" / "vulkan" / "vk_queue"
+FILLED, OLD = "consumer saw 16843009", "consumer saw 1"
+
+
+def queue(dlshim, mode, sync=None, shim=True):
+    return run(dlshim, mode, shim=shim, program=VK_QUEUE,
+               env={"DLSHIM_SYNC": sync} if sync else None)
+
+
+@pytest.mark.parametrize("mode", ["unsynced", "early_fence"])
+def test_a_queue_write_read_on_the_host_before_it_is_waited_for(dlshim, mode):
+    assert OLD in queue(dlshim, mode, shim=False).stdout  # the race is real
+    r = queue(dlshim, mode, "check")
+    assert OLD in r.stdout  # check changes nothing
+    [v] = r.violations()
+    [exp] = r.of("export")
+    assert (v["kind"], v["tensor"], v["producer"], v["consumer"]) == \
+        ("unsynchronized_handoff", exp["tensor"], "vkproducer", "cpuconsumer")
+    assert v["producer_stream"].startswith("queue 0x") and v["consumer_stream"] == "host"
+
+
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+@pytest.mark.parametrize("mode", ["fence", "fence_status", "queue_idle", "device_idle"])
+def test_a_queue_write_waited_for_is_silent(dlshim, mode, sync):
+    bare, r = queue(dlshim, mode, shim=False), queue(dlshim, mode, sync)
+    assert FILLED in r.stdout and r.stdout == bare.stdout
+    assert r.violations() == [] and r.of("sync") == []
+
+
+def test_enforce_waits_for_the_queue_on_the_consumers_behalf(dlshim):
+    # The fill may run, but nothing waits for it: the shim waits for the
+    # submission's fence before the consumer reads.
+    r = queue(dlshim, "unwaited", "enforce")
+    assert FILLED in r.stdout and r.violations() == []
+    [s] = r.of("sync")
+    assert s["producer_stream"].startswith("queue 0x") and s["consumer_stream"] == "host"
+    assert r.summary["barriers_inserted"] == 1
+
+
+def test_enforce_never_waits_forever_for_a_queue_the_program_holds_back(dlshim):
+    # The program sets the event the fill waits for only after the read: a
+    # wait for the fence would never end, so it gives up and reports.
+    r = queue(dlshim, "unsynced", "enforce")
+    assert OLD in r.stdout
+    assert [v["kind"] for v in r.violations()] == ["unsynchronized_handoff"]
+    assert r.of("sync") == []

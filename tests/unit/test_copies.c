@@ -1,7 +1,8 @@
 /* Unit tests of copy accounting (shim/ledger/copies.c) on the core alone,
  * with a fake device API: copies named by direction, sides and owners, with
  * the API's device names (a managed allocation named alike in its alloc and
- * copy events); an export filled by a copy is a copy for its consumer; a
+ * copy events); an export filled by a copy inside the export call (at its
+ * line) is a copy for its consumer, one made at an earlier line is not; a
  * device -> host -> device trip between two owners is a roundtrip; a copy
  * repeated between the same buffers is counted each time, and weighed again
  * once an allocation, a share or the recent copies changed. */
@@ -26,6 +27,29 @@ static uint8_t host[SIZE];
 static void a_function_of_this_module(void) {}
 #define CALLER ((const void *)a_function_of_this_module)
 
+/* The line of the interpreted program the thread is at, as a hook family's
+ * locator tells the core: a copy made at the export's line was made inside
+ * the export call (__dlpack__(dl_device=cpu) under from_dlpack). */
+static const char *line = "unit.py:10 in <module>";
+
+static bool here(ds_where *w, char scratch[DS_WHERE_MAX])
+{
+    size_t n = strlen(line);
+    memcpy(scratch, line, n + 1);
+    *w = (ds_where){.text = scratch, .len = n, .plain = true, .spaced = true,
+                    .site = ds_site_intern(line, n)};
+    return true;
+}
+
+static int stack(char (*frames)[DS_WHERE_MAX], int max)
+{
+    (void)frames;
+    (void)max;
+    return 0;
+}
+
+static const ds_locator locator = {here, stack};
+
 static void allocate(uintptr_t base, int kind, const char *owner)
 {
     ds_alloc_info a = {.base = base, .size = SIZE, .kind = kind, .api = api};
@@ -38,6 +62,8 @@ static void start(const char *events)
     harness_init(env);
     if (api < 0)
         api = ds_device_api_add(&fake);
+    ds_context_set_locator(&locator);
+    line = "unit.py:10 in <module>";
     ds_stats_after_fork(); /* a fresh account for the summary */
     ds_copies_after_fork();
 }
@@ -91,11 +117,14 @@ static void test_copies_are_named_with_the_apis_devices(void **state)
     assert_true(count == 2 && bytes == 1536 && trips == 0);
 }
 
-static void test_an_export_filled_by_a_copy_is_a_copy(void **state)
+/* The host buffer filled from DEV1 at line `copied_at`, then exported,
+ * imported and released at line 10: the log. */
+static char *host_copy_shared(const char *copied_at)
 {
-    (void)state;
     allocate(DEV1, DS_ALLOC_DEVICE, "jaxlike");
+    line = copied_at;
     ds_copy_record((uintptr_t)host, DEV1, SIZE, DS_COPY_D2H, false, CALLER);
+    line = "unit.py:10 in <module>";
     DLManagedTensor t = {.dl_tensor = {.data = host, .device = {kDLCPU, 0}, .ndim = 1,
                                        .dtype = {kDLUInt, 8, 1}, .shape = shape},
                          .deleter = drop};
@@ -103,11 +132,26 @@ static void test_an_export_filled_by_a_copy_is_a_copy(void **state)
     ds_tensor_import(&t, false, "consumer", 0);
     t.deleter(&t);
     ds_alloc_forget(DEV1, api, "unit");
-    char *log = harness_read_log();
+    return harness_read_log();
+}
+
+static void test_an_export_filled_by_a_copy_is_a_copy(void **state)
+{
+    (void)state;
+    char *log = host_copy_shared("unit.py:10 in <module>"); /* inside from_dlpack(x) */
     char expect[64];
     snprintf(expect, sizeof(expect), "\"copied_from\":\"0x%lx\"", (unsigned long)DEV1);
     assert_non_null(strstr(log, expect));
     assert_non_null(strstr(log, "\"zero_copy\":false"));
+    free(log);
+}
+
+static void test_a_copy_made_at_an_earlier_line_is_the_programs_own(void **state)
+{
+    (void)state;
+    char *log = host_copy_shared("unit.py:9 in <module>"); /* x.copy_(src) the line before */
+    assert_null(strstr(log, "\"copied_from\""));
+    assert_non_null(strstr(log, "\"zero_copy\":true"));
     free(log);
 }
 
@@ -250,6 +294,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_copies_are_named_with_the_apis_devices, setup),
         cmocka_unit_test_setup(test_an_export_filled_by_a_copy_is_a_copy, setup),
+        cmocka_unit_test_setup(test_a_copy_made_at_an_earlier_line_is_the_programs_own, setup),
         cmocka_unit_test_setup(test_a_trip_through_host_memory_is_a_roundtrip, setup),
         cmocka_unit_test_setup(test_a_repeated_copy_is_weighed_again_after_a_change, setup_quiet),
         cmocka_unit_test_setup(test_a_repeated_copy_after_another_is_the_newest, setup_quiet),

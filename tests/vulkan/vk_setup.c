@@ -95,3 +95,17 @@ int memory_fd(VkDeviceMemory memory)
     VK_CHECK(get_fd(device, &gfi, &fd));
     return fd;
 }
+
+static int64_t mapped_shape[1] = {BYTES / 4};
+
+static void no_deleter(DLManagedTensor *t)
+{
+    (void)t;
+}
+
+DLManagedTensor mapped_tensor(uint32_t *p)
+{
+    return (DLManagedTensor){.dl_tensor = {.data = p, .device = {kDLCPU, 0}, .ndim = 1,
+                                           .dtype = {kDLUInt, 32, 1}, .shape = mapped_shape},
+                             .deleter = no_deleter};
+}

@@ -2,6 +2,7 @@
 #ifndef VK_SETUP_H
 #define VK_SETUP_H
 
+#include <dlpack/dlpack.h>
 #include <vulkan/vulkan.h>
 
 #define BYTES 65536u
@@ -20,6 +21,9 @@ extern VkDevice device;
 void open_device(void);
 /* An exportable buffer and its memory, filled with 0, 1, 2, ... */
 void make_buffer(VkBuffer *buffer, VkDeviceMemory *memory);
+/* A CPU tensor of the BYTES / 4 uint32 at p (a host mapping), whose
+ * deleter frees nothing. */
+DLManagedTensor mapped_tensor(uint32_t *p);
 /* The memory exported as an opaque file descriptor. */
 int memory_fd(VkDeviceMemory memory);
 

@@ -62,10 +62,7 @@ static void share_mapping(const char *mode, VkDeviceMemory memory)
 {
     uint32_t *p;
     VK_CHECK(vkMapMemory(device, memory, 0, VK_WHOLE_SIZE, 0, (void **)&p));
-    DLManagedTensor t = {
-        .dl_tensor = {.data = p, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLUInt, 32, 1},
-                      .shape = shape},
-        .deleter = no_deleter};
+    DLManagedTensor t = mapped_tensor(p);
     dlshim_export(&t, "vkproducer");
     dlshim_import(&t, "cpuconsumer");
     if (!strcmp(mode, "map_unmap"))
