@@ -39,8 +39,7 @@ typedef struct {
     uint32_t count;      /* shares in the shard */
     uint32_t bit;        /* the shard's in maybe_live */
     unsigned index;      /* its index: levels_seen[index] */
-    unsigned word;       /* its word in a filter entry, and its one there */
-    uint64_t one;
+    uint64_t one;        /* its group's one in a filter entry */
     uint16_t free_shares, next_share, free_placements, next_placement;
     uint16_t at_heads[1u << DS_SHARE_BUCKET_BITS], of_heads[1u << DS_SHARE_BUCKET_BITS];
     share shares[DS_SHARES_INDEXED + 1]; /* [0]: none */
@@ -54,12 +53,12 @@ static shard shards[DS_SHARE_SHARDS];
  * in every shard), where a lock a shard cost more than the lookup itself.
  *
  * filter[e]: for each entry (a granule and level hashed: the bits above
- * at_heads' of the same hash), how many of each shard's placements fall in
- * it, 16 bits a shard, four shards a word: shard s adds and subtracts at
- * bits 16 * (s % 4) of word s / 4 with atomic adds (each word is shared by
- * four shards; no count passes 2 * DS_SHARES_INDEXED, so no carry crosses
- * into a neighbour).  A lookup loads the entry's four words and takes the
- * shards whose count is not 0.
+ * at_heads' of the same hash), how many placements of each group of four
+ * shards fall in it, 16 bits a group: shard s adds and subtracts at bits
+ * 16 * (s / 4) with atomic adds (no group's count passes
+ * 8 * DS_SHARES_INDEXED, so no carry crosses into a neighbour).  A lookup
+ * loads one word per granule probed (most free checks: one load, 0, done)
+ * and takes the shards of the groups whose count is not 0.
  *
  * levels_seen[s]: the levels shard s has held shares at since it was last
  * found empty: set (under the shard's lock) as a level is first used,
@@ -71,7 +70,8 @@ static shard shards[DS_SHARE_SHARDS];
  * Relaxed throughout: both are written under the shard's lock, and a share
  * added before the lookup (happens-before) is seen by it; one added
  * meanwhile is as if added after. */
-static _Alignas(64) _Atomic uint64_t filter[1u << DS_SHARE_FILTER_BITS][DS_SHARE_SHARDS / 4];
+static _Alignas(64) _Atomic uint64_t filter[1u << DS_SHARE_FILTER_BITS];
+_Static_assert(DS_SHARE_SHARDS == 16 && 8 * DS_SHARES_INDEXED < 65536, "four 16-bit groups");
 static _Alignas(64) atomic_uint levels_seen[DS_SHARE_SHARDS];
 /* Every level any shard has seen, never cleared: what a lookup probes (a
  * level no shard holds any more costs it a probe of an empty entry). */
@@ -140,16 +140,16 @@ static uint16_t *at_bucket(shard *d, uint64_t gh)
 
 static _Atomic uint64_t *filter_entry(uint64_t gh)
 {
-    return filter[gh >> (64u - DS_SHARE_FILTER_BITS)];
+    return &filter[gh >> (64u - DS_SHARE_FILTER_BITS)];
 }
 
 /* Shard d's count at the entry, up or down by one (its lock held). */
 static void filter_add(const shard *d, uint64_t gh, bool up)
 {
     if (up)
-        atomic_fetch_add_explicit(&filter_entry(gh)[d->word], d->one, memory_order_relaxed);
+        atomic_fetch_add_explicit(filter_entry(gh), d->one, memory_order_relaxed);
     else
-        atomic_fetch_sub_explicit(&filter_entry(gh)[d->word], d->one, memory_order_relaxed);
+        atomic_fetch_sub_explicit(filter_entry(gh), d->one, memory_order_relaxed);
 }
 
 static void note_live(uint32_t bit);
@@ -250,6 +250,14 @@ static void add_share(shard *d, uintptr_t tensor, uintptr_t data, uint64_t bytes
     __atomic_store_n(&d->changes, d->changes + 1, __ATOMIC_RELAXED);
 }
 
+/* The shards this thread's releases emptied since its last lookup, a bit
+ * each: their bits in maybe_live are given up at this thread's next lookup
+ * (a free checked) if they are still empty, so that a thread that shares a
+ * few tensors at a time stops having its frees checked right after the
+ * releases, as with one exact count, and a thread that exports again before
+ * any free writes nothing. */
+static DS_TLS uint32_t emptied;
+
 /* Its shard held.  Its bit in maybe_live stays until a lookup finds the
  * shard empty. */
 static void remove_share(shard *d, uintptr_t tensor)
@@ -265,7 +273,8 @@ static void remove_share(shard *d, uintptr_t tensor)
     d->shares[n].level = LEVEL_FREE;
     d->shares[n].next_of = d->free_shares;
     d->free_shares = n;
-    d->count--;
+    if (--d->count == 0)
+        emptied |= d->bit;
     __atomic_store_n(&d->changes, d->changes + 1, __ATOMIC_RELAXED);
 }
 
@@ -289,8 +298,7 @@ static __attribute__((noinline)) void start_indexing(void)
             shards[s].next_share = shards[s].next_placement = 1; /* [0] is none */
             shards[s].bit = 1u << s;
             shards[s].index = s;
-            shards[s].word = s / 4;
-            shards[s].one = (uint64_t)1 << (16 * (s % 4));
+            shards[s].one = (uint64_t)1 << (16 * (s / 4));
         }
         ds_reg_foreach(index_record, NULL);
         atomic_store(&indexing, true);
@@ -379,14 +387,11 @@ static uint32_t candidates(uintptr_t a, uintptr_t b, uint32_t live)
         if (last - first >= GRANULES_PROBED)
             return live;
         for (uintptr_t g = first; g <= last; g++) {
-            _Atomic uint64_t *e = filter_entry(granule_hash(k, g));
-#pragma GCC unroll 4
-            for (unsigned w = 0; w < DS_SHARE_SHARDS / 4; w++) {
-                uint64_t counts = atomic_load_explicit(&e[w], memory_order_relaxed);
-                for (unsigned lane = 0; counts; lane++, counts >>= 16)
-                    if (counts & 0xffff)
-                        found |= 1u << (4 * w + lane);
-            }
+            uint64_t counts =
+                atomic_load_explicit(filter_entry(granule_hash(k, g)), memory_order_relaxed);
+            for (unsigned group = 0; counts; group++, counts >>= 16)
+                if (counts & 0xffff)
+                    found |= 0xfu << (4 * group);
         }
     }
     return found & live;
@@ -398,10 +403,10 @@ static DS_TLS unsigned lookups;
 /* The shards that may hold a share in the range, each under its lock, one
  * at a time.  A share added meanwhile to a shard already passed is as if
  * added after the lookup (as one added just after the lock was given back
- * would be).  Every 64th lookup of a thread also visits the live shards the
- * filter ruled out, so that those found empty give up their bits in
- * maybe_live (and the host free hooks stop looking once no share is left,
- * after a few frees). */
+ * would be).  A lookup also visits the shard its thread's last release
+ * emptied (see `emptied`), and every 64th lookup of a thread every live
+ * shard, so that those found empty give up their bits in maybe_live (and
+ * the host free hooks stop looking once no share is left). */
 uintptr_t ds_shares_at(uintptr_t a, uint64_t bytes)
 {
     uint32_t live = atomic_load_explicit(&maybe_live, memory_order_relaxed);
@@ -411,6 +416,9 @@ uintptr_t ds_shares_at(uintptr_t a, uint64_t bytes)
     uint32_t visit = candidates(a, b, live);
     if (++lookups % 64 == 0)
         visit = live;
+    else
+        visit |= live & emptied;
+    emptied = 0;
     for (; visit && !t; visit &= visit - 1) {
         unsigned s = (unsigned)__builtin_ctz(visit);
         ds_lock_take_shard(DS_LOCK_SHARES, s);
