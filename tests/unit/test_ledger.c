@@ -1,5 +1,9 @@
 /* Unit tests of the ownership ledger (shim/ledger/tensor.c over registry.c): the
  * export → import → release state machine and every violation it detects. */
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
 #include "ledger/ledger.h"
 #include "harness.h"
 
@@ -607,6 +611,71 @@ static void test_summary_names_outstanding_shares(void **state)
     dropped.deleter(&dropped);
 }
 
+/* Issue 53: a thread that holds one tensor's registry and shares shards
+ * (as its handoff does, or a thread stopped there) does not stop another
+ * thread handing over a tensor of other shards.  With one REGISTRY or one
+ * SHARES lock the second thread waited for the first: this fails instead
+ * of hanging (the holder lets go after the wait). */
+static DLManagedTensor pool_of_two[64];
+static atomic_bool holding, let_go, handed_over;
+static uintptr_t held_key;
+
+static void *hold_shards(void *arg)
+{
+    (void)arg;
+    uint64_t hash = ds_reg_lock(held_key);
+    ds_lock_take_shard(DS_LOCK_SHARES, (unsigned)(hash >> 60));
+    atomic_store(&holding, true);
+    while (!atomic_load(&let_go))
+        sched_yield();
+    ds_lock_give_shard(DS_LOCK_SHARES, (unsigned)(hash >> 60));
+    ds_reg_unlock(hash);
+    return NULL;
+}
+
+static void *hand_over(void *arg)
+{
+    DLManagedTensor *t = arg;
+    make(t);
+    ds_tensor_export(t, false, "p", 0);
+    ds_tensor_import(t, false, "c", 0);
+    t->deleter(t);
+    atomic_store(&handed_over, true);
+    return NULL;
+}
+
+static void test_handoffs_on_other_shards_do_not_wait(void **state)
+{
+    (void)state;
+    ds_shares_index(); /* the shares index kept: every handoff updates it */
+    DLManagedTensor *x = &pool_of_two[0], *y = NULL;
+    uint64_t hx = ds_reg_hash((uintptr_t)x);
+    for (int i = 1; i < 64 && !y; i++) {
+        uint64_t h = ds_reg_hash((uintptr_t)&pool_of_two[i]);
+        if (ds_reg_shard(h) != ds_reg_shard(hx) && h >> 60 != hx >> 60)
+            y = &pool_of_two[i];
+    }
+    assert_non_null(y);
+    held_key = (uintptr_t)x;
+    atomic_store(&holding, false);
+    atomic_store(&let_go, false);
+    atomic_store(&handed_over, false);
+    pthread_t holder, other;
+    assert_int_equal(pthread_create(&holder, NULL, hold_shards, NULL), 0);
+    while (!atomic_load(&holding))
+        sched_yield();
+    assert_int_equal(pthread_create(&other, NULL, hand_over, y), 0);
+    struct timespec nap = {0, 1000000};
+    for (int ms = 0; ms < 5000 && !atomic_load(&handed_over); ms++)
+        nanosleep(&nap, NULL);
+    bool done = atomic_load(&handed_over);
+    atomic_store(&let_go, true);
+    assert_int_equal(pthread_join(other, NULL), 0);
+    assert_int_equal(pthread_join(holder, NULL), 0);
+    assert_true(done);
+    assert_int_equal(deleted, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -633,6 +702,7 @@ int main(void)
         cmocka_unit_test_setup(test_copy_on_import, setup),
         cmocka_unit_test_setup(test_dropped_unconsumed, setup),
         cmocka_unit_test_setup(test_summary_names_outstanding_shares, setup),
+        cmocka_unit_test_setup(test_handoffs_on_other_shards_do_not_wait, setup),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
 }
