@@ -1,15 +1,19 @@
 # make bench: bench/run's programs, built like the tests (included by Makefile).
 BENCH_BIN := $(BUILD)/bench
-BENCH_PROGS := $(BENCH_BIN)/calls $(BENCH_BIN)/streams $(BENCH_BIN)/registry
+BENCH_PROGS := $(BENCH_BIN)/calls $(BENCH_BIN)/streams $(BENCH_BIN)/registry $(BENCH_BIN)/threads
 
 $(BENCH_BIN)/calls: bench/calls.c include/dlshim.h $(CUDA_DRIVER)
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart \
 	    $(CUDA_DRIVER) -ldl $(VARIANT_LDFLAGS)
 
-$(BENCH_BIN)/streams: bench/streams.c include/dlshim.h
+$(BENCH_BIN)/streams: bench/streams.c bench/device.h include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
+
+$(BENCH_BIN)/threads: bench/threads.c bench/device.h include/dlshim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart -pthread $(VARIANT_LDFLAGS)
 
 # Linked with the core's objects, as the unit tests are.
 $(BENCH_BIN)/registry: bench/registry.c $(CORE_OBJS)

@@ -29,23 +29,10 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(call)                                            \
-    do {                                                       \
-        if ((call) != cudaSuccess) {                           \
-            fprintf(stderr, "streams: %s failed\n", #call);    \
-            exit(1);                                           \
-        }                                                      \
-    } while (0)
+#define BENCH_NAME "streams"
+#include "device.h"
 
 #define BYTES 256
-
-static const char noop_ptx[] = ".version 7.0\n"
-                               ".target sm_75\n"
-                               ".address_size 64\n"
-                               ".visible .entry noop()\n"
-                               "{\n"
-                               "    ret;\n"
-                               "}\n";
 
 static double now_ns(void)
 {

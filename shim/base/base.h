@@ -142,22 +142,59 @@ enum ds_lock_id {
 #undef DS_LOCK
     DS_LOCK_COUNT
 };
-enum { DS_KIND_SPIN, DS_KIND_MUTEX, DS_KIND_RW };
+/* SPIN16 and SPIN64 are spin locks made of that many shards (one logical
+ * lock: one bit in ds_locks_held, one place in the order). */
+enum { DS_KIND_SPIN, DS_KIND_MUTEX, DS_KIND_RW, DS_KIND_SPIN16 = DS_KIND_SPIN,
+       DS_KIND_SPIN64 = DS_KIND_SPIN };
+enum { DS_SHARDS_SPIN = 1, DS_SHARDS_SPIN16 = 16, DS_SHARDS_SPIN64 = 64, DS_SHARDS_MUTEX = 0,
+       DS_SHARDS_RW = 0 };
 static const unsigned char ds_lock_kind[DS_LOCK_COUNT] = {
 #define DS_LOCK(ID, kind, what) [DS_LOCK_##ID] = DS_KIND_##kind,
 #include "locks.def"
 #undef DS_LOCK
 };
+/* Spin cells per lock (0 for a mutex or RW lock). */
+static const unsigned char ds_lock_shards[DS_LOCK_COUNT] = {
+#define DS_LOCK(ID, kind, what) [DS_LOCK_##ID] = DS_SHARDS_##kind,
+#include "locks.def"
+#undef DS_LOCK
+};
+/* Every spin lock's cells, one after another, a cache line each: a lock's
+ * first cell is DS_CELL_<ID> (each entry counts on from the one before by
+ * the shards of its lock; a mutex adds none). */
+enum {
+#define DS_LOCK(ID, kind, what) DS_CELL_##ID, DS_CELL_LAST_##ID = DS_CELL_##ID + DS_SHARDS_##kind - 1,
+#include "locks.def"
+#undef DS_LOCK
+    DS_SPIN_CELLS
+};
+static const unsigned short ds_lock_cell0[DS_LOCK_COUNT] = {
+#define DS_LOCK(ID, kind, what) [DS_LOCK_##ID] = DS_CELL_##ID,
+#include "locks.def"
+#undef DS_LOCK
+};
+typedef struct {
+    /* one atomic exchange to take, a release store to give back; alone on
+     * its cache line, so that threads on different shards (or locks) never
+     * write the same line */
+    _Alignas(64) atomic_bool held;
+} ds_spin_cell;
+extern ds_spin_cell ds_spin_cells[DS_SPIN_CELLS];
 typedef union {
-    atomic_bool spin; /* one atomic exchange to take, a release store to give back */
     pthread_mutex_t mutex;
     pthread_rwlock_t rw;
 } ds_lock_cell;
 extern ds_lock_cell ds_lock_cells[DS_LOCK_COUNT];
+static inline atomic_bool *ds_spin_of(int id, unsigned shard)
+{
+    return &ds_spin_cells[ds_lock_cell0[id] + shard].held;
+}
 /* The locks this thread holds or waits for, a bit each: set before a lock is
  * taken and cleared after it is given back, so that a signal handler (or a
  * deleter run from inside the shim) entering a hook on this thread sees it
- * and forwards untouched (ds_active) instead of waiting for itself. */
+ * and forwards untouched (ds_active) instead of waiting for itself.  A
+ * sharded lock has one bit: a thread holds one of its shards at a time, or
+ * all of them (ds_lock_take). */
 extern DS_TLS uint32_t ds_locks_held;
 static inline bool ds_holds_lock(void)
 {
@@ -171,7 +208,8 @@ void ds_lock_order_check(int id); /* aborts when a lock is taken out of order */
 void ds_spin_wait(atomic_bool *held);
 void ds_lock_slow_take(int id, bool read);
 void ds_lock_slow_give(int id);
-/* Takes lock `id` (a reader's share of an RW lock with ds_lock_read).
+/* Takes lock `id` (a reader's share of an RW lock with ds_lock_read); a
+ * sharded lock whole, every shard in order (ds_lock_slow_take).
  * Always inline, as ds_lock_give: `id` is a constant at the hot calls, and
  * each folds to one exchange or store, where GCC would otherwise make an
  * out-of-line copy of ds_lock_give that every handoff calls twice. */
@@ -181,9 +219,9 @@ __attribute__((always_inline)) static inline void ds_lock_take(int id)
     ds_lock_order_check(id);
 #endif
     ds_locks_held |= 1u << id;
-    if (ds_lock_kind[id] == DS_KIND_SPIN) {
-        if (atomic_exchange_explicit(&ds_lock_cells[id].spin, true, memory_order_acquire))
-            ds_spin_wait(&ds_lock_cells[id].spin);
+    if (ds_lock_kind[id] == DS_KIND_SPIN && ds_lock_shards[id] == 1) {
+        if (atomic_exchange_explicit(ds_spin_of(id, 0), true, memory_order_acquire))
+            ds_spin_wait(ds_spin_of(id, 0));
     } else {
         ds_lock_slow_take(id, false);
     }
@@ -198,23 +236,42 @@ static inline void ds_lock_read(int id)
 }
 __attribute__((always_inline)) static inline void ds_lock_give(int id)
 {
-    if (ds_lock_kind[id] == DS_KIND_SPIN)
-        atomic_store_explicit(&ds_lock_cells[id].spin, false, memory_order_release);
+    if (ds_lock_kind[id] == DS_KIND_SPIN && ds_lock_shards[id] == 1)
+        atomic_store_explicit(ds_spin_of(id, 0), false, memory_order_release);
     else
         ds_lock_slow_give(id);
     ds_locks_held &= ~(1u << id);
 }
-/* Spin lock `id` taken if it is free now (as ds_lock_take would): false,
- * not taken, while another thread holds it.  For a fast way that hands over
- * to a slower one which waits, rather than waiting itself: then it calls
- * nothing, and costs no frame. */
+/* One shard of sharded spin lock `id` (shard < ds_lock_shards[id]): what
+ * the hot paths take, so that threads on different shards share nothing.
+ * To the order check, re-entry and fork it is the lock itself: a thread
+ * holding a shard takes no other shard of it (ds_lock_take takes them all,
+ * in order). */
+__attribute__((always_inline)) static inline void ds_lock_take_shard(int id, unsigned shard)
+{
+#ifdef DS_DEBUG_LOCKS
+    ds_lock_order_check(id);
+#endif
+    ds_locks_held |= 1u << id;
+    if (atomic_exchange_explicit(ds_spin_of(id, shard), true, memory_order_acquire))
+        ds_spin_wait(ds_spin_of(id, shard));
+}
+__attribute__((always_inline)) static inline void ds_lock_give_shard(int id, unsigned shard)
+{
+    atomic_store_explicit(ds_spin_of(id, shard), false, memory_order_release);
+    ds_locks_held &= ~(1u << id);
+}
+/* Spin lock `id` (unsharded) taken if it is free now (as ds_lock_take
+ * would): false, not taken, while another thread holds it.  For a fast way
+ * that hands over to a slower one which waits, rather than waiting itself:
+ * then it calls nothing, and costs no frame. */
 static inline bool ds_spin_take_now(int id)
 {
 #ifdef DS_DEBUG_LOCKS
     ds_lock_order_check(id);
 #endif
     ds_locks_held |= 1u << id;
-    if (!atomic_exchange_explicit(&ds_lock_cells[id].spin, true, memory_order_acquire))
+    if (!atomic_exchange_explicit(ds_spin_of(id, 0), true, memory_order_acquire))
         return true;
     ds_locks_held &= ~(1u << id);
     return false;

@@ -12,6 +12,9 @@
  *     the child, over data that thread left half-updated);
  *   - a bounded try, for the summary written at _exit, which must never
  *     wait for a thread that is about to vanish.
+ * A sharded spin lock (SPIN16, SPIN64) is a row of cells; each of the above
+ * treats the row as the lock: one bit held, one place in the order, taken
+ * whole in shard order (fork, readers of every shard), tried all or none.
  */
 #include <errno.h>
 #include <sched.h>
@@ -24,7 +27,9 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
-#define DS_CELL_SPIN {.spin = false}
+#define DS_CELL_SPIN {.mutex = PTHREAD_MUTEX_INITIALIZER} /* unused: ds_spin_cells */
+#define DS_CELL_SPIN16 DS_CELL_SPIN
+#define DS_CELL_SPIN64 DS_CELL_SPIN
 #define DS_CELL_MUTEX {.mutex = PTHREAD_MUTEX_INITIALIZER}
 #define DS_CELL_RW {.rw = PTHREAD_RWLOCK_INITIALIZER}
 ds_lock_cell ds_lock_cells[DS_LOCK_COUNT] = {
@@ -32,6 +37,7 @@ ds_lock_cell ds_lock_cells[DS_LOCK_COUNT] = {
 #include "locks.def"
 #undef DS_LOCK
 };
+ds_spin_cell ds_spin_cells[DS_SPIN_CELLS]; /* all free */
 
 static const char *const lock_names[DS_LOCK_COUNT] = {
 #define DS_LOCK(ID, kind, what) [DS_LOCK_##ID] = #ID,
@@ -86,34 +92,59 @@ void ds_spin_wait(atomic_bool *held)
     }
 }
 
+/* A sharded spin lock taken whole: every shard, in order (two threads
+ * doing so meet at the first), for what reads or rebuilds all of its data
+ * (the summary, fork). */
 void ds_lock_slow_take(int id, bool read)
 {
     ds_lock_cell *c = &ds_lock_cells[id];
-    if (ds_lock_kind[id] == DS_KIND_MUTEX)
+    if (ds_lock_kind[id] == DS_KIND_SPIN) {
+        for (unsigned s = 0; s < ds_lock_shards[id]; s++)
+            if (atomic_exchange_explicit(ds_spin_of(id, s), true, memory_order_acquire))
+                ds_spin_wait(ds_spin_of(id, s));
+    } else if (ds_lock_kind[id] == DS_KIND_MUTEX) {
         pthread_mutex_lock(&c->mutex);
-    else if (read)
+    } else if (read) {
         pthread_rwlock_rdlock(&c->rw);
-    else
+    } else {
         pthread_rwlock_wrlock(&c->rw);
+    }
 }
 
 void ds_lock_slow_give(int id)
 {
     ds_lock_cell *c = &ds_lock_cells[id];
-    if (ds_lock_kind[id] == DS_KIND_MUTEX)
+    if (ds_lock_kind[id] == DS_KIND_SPIN) {
+        for (unsigned s = ds_lock_shards[id]; s-- > 0;)
+            atomic_store_explicit(ds_spin_of(id, s), false, memory_order_release);
+    } else if (ds_lock_kind[id] == DS_KIND_MUTEX) {
         pthread_mutex_unlock(&c->mutex);
-    else
+    } else {
         pthread_rwlock_unlock(&c->rw);
+    }
 }
 
-/* One attempt, without waiting. */
+static bool try_spin(atomic_bool *held)
+{
+    return !atomic_load_explicit(held, memory_order_relaxed) &&
+           !atomic_exchange_explicit(held, true, memory_order_acquire);
+}
+
+/* One attempt, without waiting.  A sharded lock: every shard or none (the
+ * shards taken are given back at the first one held elsewhere). */
 static bool try_once(int id, bool read)
 {
     ds_lock_cell *c = &ds_lock_cells[id];
     switch (ds_lock_kind[id]) {
     case DS_KIND_SPIN:
-        return !atomic_load_explicit(&c->spin, memory_order_relaxed) &&
-               !atomic_exchange_explicit(&c->spin, true, memory_order_acquire);
+        for (unsigned s = 0; s < ds_lock_shards[id]; s++) {
+            if (!try_spin(ds_spin_of(id, s))) {
+                while (s-- > 0)
+                    atomic_store_explicit(ds_spin_of(id, s), false, memory_order_release);
+                return false;
+            }
+        }
+        return true;
     case DS_KIND_MUTEX:
         return pthread_mutex_trylock(&c->mutex) == 0;
     default:
@@ -196,10 +227,12 @@ bool ds_locks_fork(ds_fork_phase phase)
     } else {
         /* Made fresh rather than given back: glibc's RW lock knows its
          * writer by thread id, which the child's one thread no longer has. */
+        for (int cell = 0; cell < DS_SPIN_CELLS; cell++)
+            atomic_store(&ds_spin_cells[cell].held, false);
         for (int id = 0; id < DS_LOCK_COUNT; id++) {
             ds_lock_cell *c = &ds_lock_cells[id];
             if (ds_lock_kind[id] == DS_KIND_SPIN) {
-                atomic_store(&c->spin, false);
+                continue;
             } else if (ds_lock_kind[id] == DS_KIND_MUTEX) {
                 if (fork_took)
                     forget_held(&c->mutex);

@@ -173,11 +173,11 @@ int ds_host_free_check(uintptr_t p, uint64_t bytes, int how, const void *caller)
     if (!tensor)
         return DS_FREE_FORWARD;
     /* The share's record, as it is now (released meanwhile: no harm). */
-    ds_reg_lock();
-    const ds_record *r = ds_reg_find(tensor);
+    uint64_t hash = ds_reg_lock(tensor);
+    const ds_record *r = ds_reg_find(hash, tensor);
     bool live = r && r->state != DS_RELEASED && in_host_memory(r->device_type);
     ds_record c = live ? *r : (ds_record){0};
-    ds_reg_unlock();
+    ds_reg_unlock(hash);
     if (!live)
         return DS_FREE_FORWARD;
     char by[DS_NAME_MAX], detail[DS_DETAIL_MAX + 3 * DS_NAME_MAX + DS_SITE_MAX];

@@ -97,35 +97,66 @@ int ds_flag_names(uint64_t flags, const char **out, int max);
 
 /* ---- registry.c: tensor records keyed by address ------------------------ */
 void ds_reg_init(size_t max_records);
-static inline void ds_reg_lock(void)
+/* The registry's shards.  A tensor's address is hashed once per lookup (the
+ * value ds_reg_lock returns, which the calls below take): its top bits pick
+ * the shard, the bits below them the slot in the shard's table, and the top
+ * bits of all the share index's shard (shares.c). */
+#define DS_REG_SHARDS 64u
+_Static_assert(DS_SHARDS_SPIN64 == DS_REG_SHARDS, "a REGISTRY lock shard per table");
+static inline uint64_t ds_reg_hash(uintptr_t key)
+{
+    return (uint64_t)(key >> 3) * 0x9E3779B97F4A7C15ull; /* Fibonacci; structs are 8-aligned */
+}
+static inline unsigned ds_reg_shard(uint64_t hash)
+{
+    return (unsigned)(hash >> 58);
+}
+/* Takes the shard of `key`; returns the key's hash, for the calls below. */
+static inline uint64_t ds_reg_lock(uintptr_t key)
+{
+    uint64_t hash = ds_reg_hash(key);
+    ds_lock_take_shard(DS_LOCK_REGISTRY, ds_reg_shard(hash));
+    return hash;
+}
+static inline void ds_reg_unlock(uint64_t hash)
+{
+    ds_lock_give_shard(DS_LOCK_REGISTRY, ds_reg_shard(hash));
+}
+/* Every shard, in order: for ds_reg_foreach, ds_stats_snapshot. */
+static inline void ds_reg_lock_all(void)
 {
     ds_lock_take(DS_LOCK_REGISTRY);
 }
-static inline void ds_reg_unlock(void)
+static inline void ds_reg_unlock_all(void)
 {
     ds_lock_give(DS_LOCK_REGISTRY);
 }
 void ds_reg_after_fork(void);
-/* Lock held.  Pointers stay valid until the next ds_reg_insert. */
-ds_record *ds_reg_find(uintptr_t key);
-/* Lock held.  A cleared record with `key` (replacing any record with that
- * key), or NULL when the table is full of live records. */
-ds_record *ds_reg_insert(uintptr_t key);
-/* Lock held: `r`, found by ds_reg_find, cleared for a new record with its
- * key (what ds_reg_insert would return, without probing again). */
+/* The shard of `hash` (ds_reg_lock's answer for `key`) held.  Pointers
+ * stay valid until the next ds_reg_insert in the shard. */
+ds_record *ds_reg_find(uint64_t hash, uintptr_t key);
+/* The same.  A cleared record with `key` (replacing any record with that
+ * key), or NULL when the shard is full of live records. */
+ds_record *ds_reg_insert(uint64_t hash, uintptr_t key);
+/* Its shard held: `r`, found by ds_reg_find, cleared for a new record with
+ * its key (what ds_reg_insert would return, without probing again). */
 ds_record *ds_reg_renew(ds_record *r);
-/* Lock held: a number above every earlier answer (release order where no
- * clock is read, tensor.c). */
-uint64_t ds_reg_next_stamp(void);
-/* Lock held. */
+/* The shard of `hash` held: a number above every earlier answer of the
+ * shard (release order where no clock is read, tensor.c; evictions compare
+ * within a shard). */
+uint64_t ds_reg_next_stamp(uint64_t hash);
+/* Every shard held (ds_reg_lock_all). */
 void ds_reg_foreach(void (*fn)(const ds_record *r, void *arg), void *arg);
 uint64_t ds_reg_evicted(void);
 
 /* ---- stats.c: the counters behind the summary --------------------------- */
-void ds_stats_share(uint16_t producer, uint16_t consumer, uint64_t bytes, bool zero_copy); /* lock held */
-/* Lock held: a share counted as zero-copy turned out a copy (the consumer
- * copied its bytes on import, ds_release_context.copy_on_import). */
-void ds_stats_copied(uint16_t producer, uint16_t consumer, uint64_t bytes);
+/* Registry shard `s` held (the record's): the pairs are counted per shard,
+ * with the records, and summed at the summary. */
+void ds_stats_share(unsigned s, uint16_t producer, uint16_t consumer, uint64_t bytes,
+                    bool zero_copy);
+/* Shard `s` held: a share counted as zero-copy turned out a copy (the
+ * consumer copied its bytes on import, ds_release_context.copy_on_import). */
+void ds_stats_copied(unsigned s, uint16_t producer, uint16_t consumer, uint64_t bytes);
 void ds_stats_violation(int kind);
 /* Keeps `kind` and this thread's source line as the latest violation. */
 void ds_stats_last_violation(int kind);
@@ -144,7 +175,8 @@ typedef struct {
     int npairs;
     ds_pair overflow; /* the shares whose pair did not fit the table */
 } ds_stats_snap;
-/* Registry lock held: the pair table as it is. */
+/* Every registry shard held: the shards' pair tables summed (pairs past
+ * DS_PAIRS_MAX in all go to the overflow). */
 void ds_stats_snapshot(ds_stats_snap *out);
 void ds_stats_violation_counts(uint64_t counts[DS_VIO_COUNT]);
 uint64_t ds_stats_untracked_count(void);
@@ -235,8 +267,9 @@ uint64_t ds_sync_barriers(void);
 /* Indexes the shares from now on (built from the registry the first time). */
 void ds_shares_index(void);
 /* Every export and release (a load while nothing asked for the index). */
-void ds_shares_added(uintptr_t tensor, uintptr_t data, uint64_t bytes);
-void ds_shares_removed(uintptr_t tensor);
+/* `hash`: the tensor's, ds_reg_hash(tensor). */
+void ds_shares_added(uint64_t hash, uintptr_t tensor, uintptr_t data, uint64_t bytes);
+void ds_shares_removed(uint64_t hash, uintptr_t tensor);
 /* The tensor of a live share overlapping [a, a + bytes) (when several do,
  * one); 0: none (or the index is not kept). */
 uintptr_t ds_shares_at(uintptr_t a, uint64_t bytes);

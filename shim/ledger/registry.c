@@ -3,42 +3,53 @@
  *
  * An open-addressing hash table (linear probing, load at most 1/2) in memory
  * from mmap, so the registry never calls malloc and works from a deleter or a
- * signal handler.  One lock guards it (a spin lock: it is taken on every
- * handoff); callers never call out of the shim (deleters, the log) while
- * holding it.  The table grows by doubling up to DLSHIM_MAX_RECORDS records;
- * at the cap, the older half of the released records is evicted in one
- * rebuild, oldest release first.  Live records are never evicted: their
+ * signal handler.  It is DS_REG_SHARDS tables, a tensor's by a hash of its
+ * address, each guarded by its shard of the REGISTRY lock (a spin lock: one
+ * is taken on every handoff), so threads handing over different tensors
+ * neither wait for each other nor write a common cache line; callers never
+ * call out of the shim (deleters, the log) while holding one.  A shard's
+ * table grows by doubling up to its part of DLSHIM_MAX_RECORDS; at that
+ * cap, the older half of its released records is evicted in one rebuild,
+ * oldest release first.  Live records are never evicted: their
  * trampolines need the original deleter.
  */
 #include <string.h>
 
 #include "ledger/ledger.h"
 
-static uint64_t stamps; /* lock held */
+/* A shard: its own table, counters and lock (REGISTRY's shard of the same
+ * index), on cache lines of its own, so that threads handing over different
+ * tensors write nothing in common.  From ds_reg_init until a shard's first
+ * insert maps its table (or where it could not), the table is one shared
+ * empty slot: a lookup misses there without a test of its own.  A lookup of key 0 also
+ * misses without one: a table always has an empty slot. */
+typedef struct {
+    _Alignas(64) ds_record *table;
+    size_t cap;  /* slots, a power of two */
+    size_t mask; /* cap - 1, what a lookup needs */
+    size_t used; /* records in the table */
+    uint64_t stamps;
+    uint64_t evicted;
+} shard;
 
-/* Until ds_reg_init maps the table (or where it could not), one empty slot:
- * a lookup misses there without a test of its own.  A lookup of key 0 also
- * misses without one: the table always has an empty slot. */
-static ds_record no_records[1];
-static ds_record *table = no_records;
-static size_t cap = 1; /* slots, a power of two */
-static size_t used;  /* records in the table */
-static size_t max_records = 1u << 20;
-static uint64_t evicted;
+static const ds_record no_records[1];
+static shard shards[DS_REG_SHARDS]; /* tables NULL (cap 0) until ds_reg_init */
+static size_t max_records = (1u << 20) / DS_REG_SHARDS; /* per shard */
 
-#define DS_INITIAL_SLOTS 1024u
+#define DS_INITIAL_SLOTS 64u /* per shard: 4,096 in all */
 
-uint64_t ds_reg_next_stamp(void)
+uint64_t ds_reg_next_stamp(uint64_t hash)
 {
-    return ++stamps;
+    return ++shards[ds_reg_shard(hash)].stamps;
 }
 
 /* The child keeps its parent's records (it may release those tensors) but
  * does not count them as its own. */
 void ds_reg_after_fork(void)
 {
-    for (size_t i = 0; i < cap; i++)
-        table[i].inherited = 1;
+    for (unsigned s = 0; s < DS_REG_SHARDS; s++)
+        for (size_t i = 0; shards[s].table != no_records && i < shards[s].cap; i++)
+            shards[s].table[i].inherited = 1;
 }
 
 static ds_record *map_slots(size_t n)
@@ -46,75 +57,82 @@ static ds_record *map_slots(size_t n)
     return ds_map(n * sizeof(ds_record), true);
 }
 
-static size_t slot_of(uintptr_t key, size_t mask)
+/* The shard takes the hash's top bits (ds_reg_shard), the slot bits below
+ * them (a table has at most 2^32 slots). */
+static size_t slot_of(uint64_t hash, size_t mask)
 {
-    /* Fibonacci hashing; tensor structs are at least 8-byte aligned. */
-    return (size_t)(((uint64_t)(key >> 3) * 0x9E3779B97F4A7C15ull) >> 17) & mask;
+    return (size_t)(hash >> 17) & mask;
 }
 
-static ds_record *probe(ds_record *t, size_t n, uintptr_t key)
+static ds_record *probe(ds_record *t, size_t mask, uint64_t hash, uintptr_t key)
 {
-    size_t mask = n - 1;
-    for (size_t i = slot_of(key, mask);; i = (i + 1) & mask)
+    for (size_t i = slot_of(hash, mask);; i = (i + 1) & mask)
         if (t[i].key == key || t[i].key == 0)
             return &t[i];
 }
 
+/* DLSHIM_MAX_RECORDS is shared out among the shards (rounded up), so each
+ * evicts on its own: records hash evenly over them. */
 void ds_reg_init(size_t max)
 {
-    max_records = max;
-    ds_record *mapped = table == no_records ? map_slots(DS_INITIAL_SLOTS) : NULL;
-    if (mapped) {
-        table = mapped;
-        cap = DS_INITIAL_SLOTS;
-    }
+    max_records = (max + DS_REG_SHARDS - 1) / DS_REG_SHARDS;
+    for (unsigned s = 0; s < DS_REG_SHARDS; s++)
+        if (!shards[s].table) {
+            shards[s].table = (ds_record *)no_records; /* never written: no key is 0 */
+            shards[s].cap = 1;
+            shards[s].mask = 0;
+        }
 }
 
-/* Moves every record accepted by `keep` into a fresh table of n slots. */
-static bool rebuild(size_t n, uint64_t released_before)
+/* Moves every record of shard `sh` not evicted into a fresh table of n
+ * slots: released records stamped before `released_before` are evicted. */
+static bool rebuild(shard *sh, size_t n, uint64_t released_before)
 {
     ds_record *fresh = map_slots(n);
     if (!fresh)
         return false;
     size_t kept = 0;
-    for (size_t i = 0; i < cap; i++) {
-        ds_record *r = &table[i];
+    for (size_t i = 0; sh->table != no_records && i < sh->cap; i++) { /* NULL: cap 0 */
+        ds_record *r = &sh->table[i];
         if (r->key == 0)
             continue;
         if (r->state == DS_RELEASED && r->t_release < released_before) {
-            evicted++;
+            sh->evicted++;
             continue;
         }
-        *probe(fresh, n, r->key) = *r;
+        *probe(fresh, n - 1, ds_reg_hash(r->key), r->key) = *r;
         kept++;
     }
-    ds_unmap(table, cap * sizeof(ds_record));
-    table = fresh;
-    cap = n;
-    used = kept;
+    if (sh->table && sh->table != no_records)
+        ds_unmap(sh->table, sh->cap * sizeof(ds_record));
+    sh->table = fresh;
+    sh->cap = n;
+    sh->mask = n - 1;
+    sh->used = kept;
     return true;
 }
 
 /* At the cap: drop released records older than the midpoint of the released
  * records' release times (at least the oldest one). */
-static bool evict_released(void)
+static bool evict_released(shard *sh)
 {
     uint64_t lo = UINT64_MAX, hi = 0;
-    for (size_t i = 0; i < cap; i++)
-        if (table[i].key && table[i].state == DS_RELEASED) {
-            uint64_t t = table[i].t_release;
+    for (size_t i = 0; i < sh->cap; i++)
+        if (sh->table[i].key && sh->table[i].state == DS_RELEASED) {
+            uint64_t t = sh->table[i].t_release;
             lo = t < lo ? t : lo;
             hi = t > hi ? t : hi;
         }
     if (lo == UINT64_MAX)
         return false; /* every record is live */
-    return rebuild(cap, lo + (hi - lo) / 2 + 1);
+    return rebuild(sh, sh->cap, lo + (hi - lo) / 2 + 1);
 }
 
 /* Inline where it is used (one probe on every handoff and release). */
-inline ds_record *ds_reg_find(uintptr_t key)
+inline ds_record *ds_reg_find(uint64_t hash, uintptr_t key)
 {
-    ds_record *r = probe(table, cap, key);
+    const shard *sh = &shards[ds_reg_shard(hash)];
+    ds_record *r = probe(sh->table, sh->mask, hash, key);
     return r->key ? r : NULL;
 }
 
@@ -126,18 +144,21 @@ static ds_record *cleared(ds_record *r, uintptr_t key)
     return r;
 }
 
-ds_record *ds_reg_insert(uintptr_t key)
+ds_record *ds_reg_insert(uint64_t hash, uintptr_t key)
 {
-    if (table == no_records || key == 0)
+    shard *sh = &shards[ds_reg_shard(hash)];
+    if (key == 0 || !sh->table)
         return NULL;
-    ds_record *r = probe(table, cap, key);
+    if (sh->table == no_records && !rebuild(sh, DS_INITIAL_SLOTS, 0))
+        return NULL;
+    ds_record *r = probe(sh->table, sh->mask, hash, key);
     if (r->key == 0) {
-        if (used >= max_records && !evict_released())
+        if (sh->used >= max_records && !evict_released(sh))
             return NULL;
-        if ((used + 1) * 2 > cap && !rebuild(cap * 2, 0))
+        if ((sh->used + 1) * 2 > sh->cap && !rebuild(sh, sh->cap * 2, 0))
             return NULL;
-        r = probe(table, cap, key);
-        used++;
+        r = probe(sh->table, sh->mask, hash, key);
+        sh->used++;
     }
     return cleared(r, key);
 }
@@ -149,12 +170,16 @@ ds_record *ds_reg_renew(ds_record *r)
 
 void ds_reg_foreach(void (*fn)(const ds_record *r, void *arg), void *arg)
 {
-    for (size_t i = 0; i < cap; i++)
-        if (table[i].key)
-            fn(&table[i], arg);
+    for (unsigned s = 0; s < DS_REG_SHARDS; s++)
+        for (size_t i = 0; i < shards[s].cap; i++)
+            if (shards[s].table[i].key)
+                fn(&shards[s].table[i], arg);
 }
 
 uint64_t ds_reg_evicted(void)
 {
-    return evicted;
+    uint64_t n = 0;
+    for (unsigned s = 0; s < DS_REG_SHARDS; s++)
+        n += shards[s].evicted;
+    return n;
 }

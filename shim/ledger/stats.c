@@ -1,9 +1,12 @@
 /*
  * stats.c — the counters behind the exit summary (summary.c writes it).
  *
- * Share counters and the producer→consumer pair table change under the
- * registry lock (they move with the records); violation counts are atomics
- * because violations are reported outside the lock.
+ * Share counters and the producer→consumer pair tables change under the
+ * registry's shards (they move with the records): a table per shard, so
+ * threads handing over tensors of different shards write no counter in
+ * common, summed when the summary reads them (every shard held).
+ * Violation counts are atomics because violations are reported outside the
+ * lock.
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -14,45 +17,49 @@
  * exit, and zero-copy shares are the shares that were not copies. */
 typedef ds_pair pair;
 
-static struct {
-    pair pairs[DS_PAIRS_MAX];
-    int npairs;
+/* A shard's table: mostly one or two pairs in use (a program has few
+ * producer/consumer pairs), so only their lines are touched. */
+typedef struct {
+    _Alignas(64) int npairs;
     pair overflow; /* the shares whose pair did not fit the table */
-} st;
+    pair pairs[DS_PAIRS_MAX];
+} pair_table;
+static pair_table st[DS_REG_SHARDS];
 
 static atomic_uint_fast64_t violations[DS_VIO_COUNT];
 static atomic_uint_fast64_t untracked;
 
-/* Lock held.  The pair's counters, created on first use; NULL when full. */
-static inline __attribute__((always_inline)) pair *pair_of(uint16_t producer, uint16_t consumer)
+/* Shard held.  The pair's counters, created on first use; the overflow
+ * when full. */
+static inline __attribute__((always_inline)) pair *pair_of(pair_table *t, uint16_t producer,
+                                                           uint16_t consumer)
 {
-    for (int i = 0; i < st.npairs; i++)
-        if (st.pairs[i].producer == producer && st.pairs[i].consumer == consumer)
-            return &st.pairs[i];
-    if (st.npairs == DS_PAIRS_MAX)
-        return NULL;
-    pair *p = &st.pairs[st.npairs++];
+    for (int i = 0; i < t->npairs; i++)
+        if (t->pairs[i].producer == producer && t->pairs[i].consumer == consumer)
+            return &t->pairs[i];
+    if (t->npairs == DS_PAIRS_MAX)
+        return &t->overflow;
+    pair *p = &t->pairs[t->npairs++];
     p->producer = producer;
     p->consumer = consumer;
     return p;
 }
 
+/* Counted in the shard of the pair itself (any shard would do: the sums
+ * are what the summary shows). */
 void ds_stats_roundtrip(uint16_t from_owner, uint16_t to_owner)
 {
-    ds_reg_lock();
-    pair *p = pair_of(from_owner, to_owner);
-    if (p)
-        p->roundtrips++;
-    ds_reg_unlock();
+    uint64_t hash = ds_reg_lock((uintptr_t)from_owner << 19 | (uintptr_t)to_owner << 3);
+    pair_of(&st[ds_reg_shard(hash)], from_owner, to_owner)->roundtrips++;
+    ds_reg_unlock(hash);
 }
 
 /* Inline into the import (link-time optimisation): one call fewer a handoff. */
-inline __attribute__((always_inline)) void ds_stats_share(uint16_t producer, uint16_t consumer,
-                                                          uint64_t bytes, bool zero_copy)
+inline __attribute__((always_inline)) void ds_stats_share(unsigned s, uint16_t producer,
+                                                          uint16_t consumer, uint64_t bytes,
+                                                          bool zero_copy)
 {
-    pair *p = pair_of(producer, consumer);
-    if (!p)
-        p = &st.overflow;
+    pair *p = pair_of(&st[s], producer, consumer);
     p->shares++;
     p->bytes += bytes;
     if (!zero_copy) {
@@ -61,11 +68,9 @@ inline __attribute__((always_inline)) void ds_stats_share(uint16_t producer, uin
     }
 }
 
-void ds_stats_copied(uint16_t producer, uint16_t consumer, uint64_t bytes)
+void ds_stats_copied(unsigned s, uint16_t producer, uint16_t consumer, uint64_t bytes)
 {
-    pair *p = pair_of(producer, consumer);
-    if (!p)
-        p = &st.overflow;
+    pair *p = pair_of(&st[s], producer, consumer);
     p->copies++;
     p->bytes_copied += bytes;
 }
@@ -116,13 +121,39 @@ void ds_stats_untracked(void)
     atomic_fetch_add(&untracked, 1);
 }
 
-/* A consistent copy of the counters, for the summary (registry lock held:
- * the pair table moves with the records). */
+static void add_counts(pair *to, const pair *from)
+{
+    to->shares += from->shares;
+    to->copies += from->copies;
+    to->bytes += from->bytes;
+    to->bytes_copied += from->bytes_copied;
+    to->roundtrips += from->roundtrips;
+}
+
+/* A consistent copy of the counters, the shards' tables summed, for the
+ * summary (every registry shard held: the pairs move with the records). */
 void ds_stats_snapshot(ds_stats_snap *out)
 {
-    memcpy(out->pairs, st.pairs, sizeof(st.pairs[0]) * (size_t)st.npairs);
-    out->npairs = st.npairs;
-    out->overflow = st.overflow;
+    out->npairs = 0;
+    out->overflow = (pair){0};
+    for (unsigned s = 0; s < DS_REG_SHARDS; s++) {
+        add_counts(&out->overflow, &st[s].overflow);
+        for (int i = 0; i < st[s].npairs; i++) {
+            const pair *from = &st[s].pairs[i];
+            int j = 0;
+            while (j < out->npairs && (out->pairs[j].producer != from->producer ||
+                                       out->pairs[j].consumer != from->consumer))
+                j++;
+            if (j == out->npairs && j == DS_PAIRS_MAX) {
+                add_counts(&out->overflow, from);
+                continue;
+            }
+            if (j == out->npairs)
+                out->pairs[out->npairs++] = (pair){.producer = from->producer,
+                                                   .consumer = from->consumer};
+            add_counts(&out->pairs[j], from);
+        }
+    }
 }
 
 void ds_stats_violation_counts(uint64_t counts[DS_VIO_COUNT])
@@ -147,7 +178,7 @@ bool ds_stats_claim_summary(void)
  * never repeats the parent's. */
 void ds_stats_after_fork(void)
 {
-    memset(&st, 0, sizeof(st));
+    memset(st, 0, sizeof(st));
     for (int k = 0; k < DS_VIO_COUNT; k++)
         atomic_store(&violations[k], 0);
     atomic_store(&untracked, 0);

@@ -64,9 +64,9 @@ static void count_outstanding(const ds_record *r, void *arg)
 uint64_t ds_stats_outstanding(void)
 {
     outstanding o = {0};
-    ds_reg_lock();
+    ds_reg_lock_all();
     ds_reg_foreach(count_outstanding, &o);
-    ds_reg_unlock();
+    ds_reg_unlock_all();
     return o.count;
 }
 
@@ -152,15 +152,16 @@ void ds_summary_write(void)
     snap.npairs = 0;
     snap.overflow = (ds_pair){0};
     uint64_t evicted = 0;
-    /* Leaving through _exit with the registry held elsewhere: the shares and
-     * pairs are left out, and the summary says so. */
+    /* Leaving through _exit with a registry shard held elsewhere: the shares
+     * and pairs are left out, and the summary says so (every shard or none:
+     * a sum over some shards would be a wrong number, not a partial one). */
     bool partial = !ds_lock_take_bounded(DS_LOCK_REGISTRY);
     if (!partial) {
         ds_reg_foreach(count_outstanding, &out);
         /* A consistent copy; names are append-only, so ids stay valid. */
         ds_stats_snapshot(&snap);
         evicted = ds_reg_evicted();
-        ds_reg_unlock();
+        ds_reg_unlock_all();
     }
 
     ds_ev e;

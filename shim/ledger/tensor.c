@@ -33,15 +33,15 @@ static void **deleter_field(void *managed, bool versioned)
                      : (void **)&((DLManagedTensor *)managed)->deleter;
 }
 
-/* A release's stamp (lock held): its time, shown in events and violation
+/* A release's stamp (its registry shard held): its time, shown in events and violation
  * details, and the order of evictions.  With no output open nothing shows
  * the time, and the registry's counter orders as well as a clock and costs
  * nothing (the tick clock was a fifth of a release's instructions).  The
  * kind of stamp changes only when the outputs do, at exit (the trace
  * closed): releases after that merely look oldest. */
-static uint64_t release_stamp(void)
+static uint64_t release_stamp(uint64_t hash)
 {
-    return ds_output_open_now() ? ds_now_ns() : ds_reg_next_stamp();
+    return ds_output_open_now() ? ds_now_ns() : ds_reg_next_stamp(hash);
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -319,8 +319,8 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
     /* One clock read for the event and the record's export time (only
      * events show either). */
     uint64_t now = show || ds_event_wanted(DS_EV_RELEASE) ? ds_now_ns() : 0;
-    ds_reg_lock();
-    ds_record *r = ds_reg_find((uintptr_t)m);
+    uint64_t hash = ds_reg_lock((uintptr_t)m);
+    ds_record *r = ds_reg_find(hash, (uintptr_t)m);
     bool live = r && r->state != DS_RELEASED;
     if (orig == tramp) {
         /* Already ours: exported again while live, or a struct copied from an
@@ -339,7 +339,7 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
         bool report = !well_formed && !r->malformed;
         r->malformed |= !well_formed;
         r->fingerprint = fingerprint_of(&v); /* what the outer layer hands over */
-        ds_reg_unlock();
+        ds_reg_unlock(hash);
         if (report)
             report_malformed(m, versioned, id, name, why);
         return true;
@@ -349,7 +349,7 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
     uintptr_t ended_base = live ? r->alloc_base : 0;
     uint32_t ended_generation = ended_base ? r->alloc_generation : 0;
     if (!live) /* a released record at the address is replaced */
-        r = r ? ds_reg_renew(r) : ds_reg_insert((uintptr_t)m);
+        r = r ? ds_reg_renew(r) : ds_reg_insert(hash, (uintptr_t)m);
     if (r) { /* else the table is full of live records: counted as untracked */
         r->orig_deleter = orig;
         r->chained_deleter = chained;
@@ -379,7 +379,7 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
             r->orig_deleter = NULL;
         }
     }
-    ds_reg_unlock();
+    ds_reg_unlock(hash);
     if (ended_base)
         ds_alloc_share(ended_base, ended_generation, -1);
     /* The share in its allocation counts from the export: a free before
@@ -389,7 +389,7 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
     if (!well_formed)
         report_malformed(m, versioned, id, name, why);
     if (r)
-        ds_shares_added((uintptr_t)m, data, v.bytes);
+        ds_shares_added(hash, (uintptr_t)m, data, v.bytes);
     else
         ds_stats_untracked();
     if (show)
@@ -499,13 +499,13 @@ import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t a
     bool well_formed = readable && ds_dlpack_check(&v, true, why, sizeof(why));
     uint64_t found = readable ? fingerprint_of(&v) : 0;
     for (int attempt = 0; attempt < 2; attempt++) {
-        ds_reg_lock();
-        ds_record *r = ds_reg_find((uintptr_t)m);
+        uint64_t hash = ds_reg_lock((uintptr_t)m);
+        ds_record *r = ds_reg_find(hash, (uintptr_t)m);
         int state = r ? r->state : 0;
         if (state == DS_EXPORTED) {
             r->state = DS_IMPORTED;
             r->consumer = id;
-            ds_stats_share(r->producer, r->consumer, r->bytes, !r->copied);
+            ds_stats_share(ds_reg_shard(hash), r->producer, r->consumer, r->bytes, !r->copied);
             bool changed = r->fingerprint && r->fingerprint != found;
             /* The whole record only where something reads it: an event, a
              * violation, or the sync model for device memory. */
@@ -517,7 +517,7 @@ import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t a
             bool has_alloc = r->alloc_base != 0;
             if (device || changed || has_alloc)
                 c = copy_of(r);
-            ds_reg_unlock();
+            ds_reg_unlock(hash);
             if (changed)
                 report_changed(m, &c, &v, well_formed, why, id, name);
             if (has_alloc && !ds_alloc_live(c.alloc_base, c.alloc_generation))
@@ -531,7 +531,7 @@ import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t a
             return;
         }
         record_copy c = r ? copy_of(r) : (record_copy){0};
-        ds_reg_unlock();
+        ds_reg_unlock(hash);
         if (state == DS_IMPORTED) {
             if (c.consumer == id)
                 return; /* one import seen from two layers (at::fromDLPack, then the capsule) */
@@ -679,13 +679,13 @@ static void release(void *m, bool versioned)
      * (the record keeps the site, for a second release to name). */
     ds_context context;
     const ds_context *where = gather(&context, DS_EV_RELEASE, ds_event_wanted(DS_EV_RELEASE));
-    ds_reg_lock();
-    ds_record *r = ds_reg_find((uintptr_t)m);
+    uint64_t hash = ds_reg_lock((uintptr_t)m);
+    ds_record *r = ds_reg_find(hash, (uintptr_t)m);
     if (!r) {
         /* Trampolines are only installed with a record, and live records are
          * never evicted: this is a late second release of a tensor whose
          * record was evicted.  Its deleter is no longer known. */
-        ds_reg_unlock();
+        ds_reg_unlock(hash);
         char detail[DS_DETAIL_MAX];
         ds_fmt(detail, sizeof(detail),
                "the deleter of tensor %p was called again long after it ran (its record was "
@@ -697,7 +697,7 @@ static void release(void *m, bool versioned)
     deleter_fn orig = (deleter_fn)r->orig_deleter;
     if (r->state == DS_RELEASED) {
         record_copy c = copy_of(r);
-        ds_reg_unlock();
+        ds_reg_unlock(hash);
         bool prevent = report_double_release(m, &c, &ctx);
         errno = saved;
         if (!prevent && orig)
@@ -711,7 +711,7 @@ static void release(void *m, bool versioned)
     /* Let go inside the call that imported it: the consumer kept a copy. */
     bool copied_out = taken_now || (r->state == DS_IMPORTED && ctx.copy_on_import && !r->copied);
     if (copied_out && !taken_now)
-        ds_stats_copied(r->producer, r->consumer, r->bytes);
+        ds_stats_copied(ds_reg_shard(hash), r->producer, r->consumer, r->bytes);
     bool consumed = r->state == DS_IMPORTED;
     r->released_by = ctx.by_producer ? DS_BY_PRODUCER
                      : taken         ? DS_BY_TAKER
@@ -721,7 +721,7 @@ static void release(void *m, bool versioned)
     r->release_site = site_of(where);
     deleter_fn chained = (deleter_fn)r->chained_deleter;
     r->state = DS_RELEASED;
-    uint64_t at = r->t_release = release_stamp(); /* a time wherever an event is wanted */
+    uint64_t at = r->t_release = release_stamp(hash); /* a time wherever an event is wanted */
     uintptr_t base = r->alloc_base;
     uint32_t generation = r->alloc_generation;
     bool show = ds_event_wanted(DS_EV_RELEASE), show_import = taken_now && ds_event_wanted(DS_EV_IMPORT);
@@ -731,8 +731,8 @@ static void release(void *m, bool versioned)
         took = import_fields(r, ctx.taker_api);
     if (show)
         shown = release_fields(r, consumed, copied_out);
-    ds_reg_unlock();
-    ds_shares_removed((uintptr_t)m);
+    ds_reg_unlock(hash);
+    ds_shares_removed(hash, (uintptr_t)m);
     ds_host_frees_share_ended();
     if (show_import)
         ds_emit_import(&took, at);
@@ -750,10 +750,10 @@ static void release(void *m, bool versioned)
 
 void ds_tensor_taken_after_release(void *m, uint16_t taker, uint16_t api)
 {
-    ds_reg_lock();
-    ds_record *r = ds_reg_find((uintptr_t)m);
+    uint64_t hash = ds_reg_lock((uintptr_t)m);
+    ds_record *r = ds_reg_find(hash, (uintptr_t)m);
     if (!r || r->state != DS_RELEASED || r->released_by != DS_BY_TAKER || r->releaser != taker) {
-        ds_reg_unlock();
+        ds_reg_unlock(hash);
         return;
     }
     /* Taken in the call that let it go: its import was shown then, and is
@@ -763,12 +763,12 @@ void ds_tensor_taken_after_release(void *m, uint16_t taker, uint16_t api)
     r->provisional = 0;
     r->consumer = taker;
     r->copied = true;
-    ds_stats_share(r->producer, taker, r->bytes, false);
+    ds_stats_share(ds_reg_shard(hash), r->producer, taker, r->bytes, false);
     bool show = !shown_before && ds_event_wanted(DS_EV_IMPORT);
     ds_import_fields took;
     if (show)
         took = import_fields(r, api);
-    ds_reg_unlock();
+    ds_reg_unlock(hash);
     if (show)
         ds_emit_import(&took, ds_now_ns());
 }
@@ -778,11 +778,11 @@ void ds_tensor_taken_after_release(void *m, uint16_t taker, uint16_t api)
 void ds_tensor_drop_watch(void *m, ds_drop_watch *w)
 {
     *w = (ds_drop_watch){.tensor = (uintptr_t)m};
-    ds_reg_lock();
-    const ds_record *r = ds_reg_find((uintptr_t)m);
+    uint64_t hash = ds_reg_lock((uintptr_t)m);
+    const ds_record *r = ds_reg_find(hash, (uintptr_t)m);
     if (r && r->state == DS_EXPORTED)
         w->data = r->data, w->end = r->data + r->bytes;
-    ds_reg_unlock();
+    ds_reg_unlock(hash);
     ds_host_frees_watch(w);
 }
 
@@ -802,10 +802,10 @@ static void report_leak(void *m, const record_copy *c)
 void ds_tensor_dropped(void *m, ds_drop_watch *w, bool leaving)
 {
     bool freed = ds_host_frees_unwatch(w);
-    ds_reg_lock();
-    ds_record *r = ds_reg_find((uintptr_t)m);
+    uint64_t hash = ds_reg_lock((uintptr_t)m);
+    ds_record *r = ds_reg_find(hash, (uintptr_t)m);
     if (!r || r->state != DS_EXPORTED) { /* released through its deleter, or consumed */
-        ds_reg_unlock();
+        ds_reg_unlock(hash);
         return;
     }
     if (!freed) {
@@ -813,7 +813,7 @@ void ds_tensor_dropped(void *m, ds_drop_watch *w, bool leaving)
          * program is ending.  Where they are not, nothing is known: said
          * nothing of. */
         record_copy c = copy_of(r);
-        ds_reg_unlock();
+        ds_reg_unlock(hash);
         if (ds_host_frees_armed() && !leaving)
             report_leak(m, &c);
         return;
@@ -821,15 +821,15 @@ void ds_tensor_dropped(void *m, ds_drop_watch *w, bool leaving)
     /* Freed by its producer's own holder, without the deleter: released. */
     r->state = DS_RELEASED;
     r->released_by = DS_BY_PRODUCER;
-    uint64_t at = r->t_release = release_stamp();
+    uint64_t at = r->t_release = release_stamp(hash);
     uintptr_t base = r->alloc_base;
     uint32_t generation = r->alloc_generation;
     bool show = ds_event_wanted(DS_EV_RELEASE);
     ds_release_fields shown;
     if (show)
         shown = release_fields(r, false, false);
-    ds_reg_unlock();
-    ds_shares_removed((uintptr_t)m);
+    ds_reg_unlock(hash);
+    ds_shares_removed(hash, (uintptr_t)m);
     ds_host_frees_share_ended();
     if (base)
         ds_alloc_share(base, generation, -1);

@@ -50,9 +50,9 @@ static void count_held(const ds_record *r, void *arg)
 static holding held_by(uintptr_t lo, uintptr_t hi)
 {
     holding h = {.lo = lo, .hi = hi};
-    ds_reg_lock();
+    ds_reg_lock_all();
     ds_reg_foreach(count_held, &h);
-    ds_reg_unlock();
+    ds_reg_unlock_all();
     return h;
 }
 

@@ -20,6 +20,13 @@
  *                      stream model's lock) while the handler queries an
  *                      event (a stream wrapper, which would take it too)
  *   log N              N exchanges, for logs that fail (/dev/full, closed pipe)
+ *   ledger T N         T threads at once, each N export + import + release
+ *                      of its own tensor (producer pI, consumer cI); every
+ *                      4th also one of SHARED tensors every thread hands
+ *                      over in turn (the same addresses, the same registry
+ *                      and share shards, from every thread); every 8th a
+ *                      device tensor written on its own stream, whose event
+ *                      a stream all threads share waits for
  */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -366,6 +373,94 @@ static int plain(int n)
     return 0;
 }
 
+/* ---- ledger: threads on their own and on the same tensors and streams ---- */
+#define SHARED 4
+static pthread_mutex_t shared_lock[SHARED] = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+                                              PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
+static DLManagedTensor shared_tensor[SHARED];
+static float shared_data[SHARED][4];
+static int64_t four = 4;
+static atomic_long ledger_deletes;
+static cudaStream_t common_stream;
+
+static void count_delete(DLManagedTensor *t)
+{
+    (void)t;
+    atomic_fetch_add_explicit(&ledger_deletes, 1, memory_order_relaxed);
+}
+
+static void fill(DLManagedTensor *t, void *data, DLDeviceType where)
+{
+    memset(t, 0, sizeof(*t));
+    t->dl_tensor = (DLTensor){data, {where, 0}, 1, {kDLFloat, 32, 1}, &four, NULL, 0};
+    t->deleter = count_delete;
+}
+
+static void *ledger_thread(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    char producer[16], consumer[16];
+    snprintf(producer, sizeof(producer), "p%d", id);
+    snprintf(consumer, sizeof(consumer), "c%d", id);
+    float data[4];
+    DLManagedTensor own, dev;
+    cudaStream_t s;
+    cudaEvent_t ev;
+    void *buf;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess ||
+        cudaMalloc(&buf, 16) != cudaSuccess)
+        die("stream, event or allocation");
+    for (int i = 0; i < per_thread; i++) {
+        fill(&own, data, kDLCPU);
+        dlshim_export(&own, producer);
+        dlshim_import(&own, consumer);
+        own.deleter(&own);
+        if (i % 4 == 0) {
+            int k = (id + i / 4) % SHARED;
+            pthread_mutex_lock(&shared_lock[k]);
+            fill(&shared_tensor[k], shared_data[k], kDLCPU);
+            dlshim_export(&shared_tensor[k], "shared-p");
+            dlshim_import(&shared_tensor[k], "shared-c");
+            shared_tensor[k].deleter(&shared_tensor[k]);
+            pthread_mutex_unlock(&shared_lock[k]);
+        }
+        if (i % 8 == 0) {
+            if (cudaMemsetAsync(buf, i & 0xff, 16, s) != cudaSuccess ||
+                cudaEventRecord(ev, s) != cudaSuccess ||
+                cudaStreamWaitEvent(common_stream, ev, 0) != cudaSuccess ||
+                cudaStreamSynchronize(s) != cudaSuccess)
+                die("stream work");
+            fill(&dev, buf, kDLCUDA);
+            dlshim_export(&dev, "dev-p");
+            dlshim_import(&dev, "dev-c");
+            dev.deleter(&dev);
+        }
+    }
+    if (cudaFree(buf) != cudaSuccess || cudaEventDestroy(ev) != cudaSuccess ||
+        cudaStreamDestroy(s) != cudaSuccess)
+        die("cleanup");
+    return NULL;
+}
+
+static int ledger(int t, int n)
+{
+    if (t < 1 || t > MAX_THREADS || n < 1)
+        die("arguments");
+    nthreads = t, per_thread = n;
+    if (cudaStreamCreateWithFlags(&common_stream, cudaStreamNonBlocking) != cudaSuccess)
+        die("cudaStreamCreate");
+    for (int i = 0; i < t; i++)
+        if (pthread_create(&workers[i], NULL, ledger_thread, (void *)(intptr_t)i))
+            die("pthread_create");
+    join_exchange();
+    if (cudaStreamSynchronize(common_stream) != cudaSuccess ||
+        cudaStreamDestroy(common_stream) != cudaSuccess)
+        die("common stream");
+    printf("deletes=%ld\n", atomic_load(&ledger_deletes));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -387,6 +482,8 @@ int main(int argc, char **argv)
         return signals(a, true);
     if (!strcmp(mode, "log"))
         return plain(a);
-    fprintf(stderr, "usage: stress exchange|fork|spawn|dlopen|leave|signal|signal_streams|log ...\n");
+    if (!strcmp(mode, "ledger"))
+        return ledger(a, b);
+    fprintf(stderr, "usage: stress exchange|fork|spawn|dlopen|leave|signal|signal_streams|log|ledger ...\n");
     return 2;
 }

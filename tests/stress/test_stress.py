@@ -58,6 +58,32 @@ def test_sixteen_threads_exact_counts(dlshim):
             assert exporter.pop(e["tensor"]) != e["tid"]
 
 
+def test_threads_on_own_and_shared_tensors_exact_counts(dlshim):
+    # Issue 53: the registry, the share index and the pair counters are
+    # sharded; threads on their own tensors and on the same ones (and on
+    # their own streams and a common one) still add up exactly.
+    threads, n = 8, 400
+    shared, device = (n + 3) // 4, (n + 7) // 8
+    per_thread = n + shared + device
+    total = threads * per_thread
+    r = stress(dlshim, "ledger", threads, n)
+    assert r.rc == 0 and f"deletes={total}" in r.stdout, r.stderr
+    for name in ("export", "import", "release"):
+        assert len(r.of(name)) == total, name
+    s = r.summary
+    assert (s["shares"], s["zero_copy"], s["outstanding"], s["untracked"]) == (total, total, 0, 0)
+    assert s["violations"] == {} and s["dropped_events"] == 0 and "partial" not in s
+    assert (s["allocations_live"], s["barriers_inserted"], s["evicted_records"]) == (0, 0, 0)
+    pairs = {(p["producer"], p["consumer"]): p["shares"] for p in s["pairs"]}
+    expected = {(f"p{i}", f"c{i}"): n for i in range(threads)}
+    expected[("shared-p", "shared-c")] = threads * shared
+    expected[("dev-p", "dev-c")] = threads * device
+    assert pairs == expected and s["pairs_omitted"] == 0
+    # Each event's own thread: a tensor of thread i is handed over on it.
+    tids = {e["tid"] for e in r.of("export")}
+    assert len(tids) == threads
+
+
 @pytest.mark.parametrize("per_pid", [True, False], ids=["log-%p", "one-log"])
 def test_fork_while_threads_exchange(dlshim, tmp_path, per_pid):
     log = tmp_path / ("ev-%p.jsonl" if per_pid else "ev-all.jsonl")

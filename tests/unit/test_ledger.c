@@ -1,5 +1,9 @@
 /* Unit tests of the ownership ledger (shim/ledger/tensor.c over registry.c): the
  * export → import → release state machine and every violation it detects. */
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
 #include "ledger/ledger.h"
 #include "harness.h"
 
@@ -347,52 +351,67 @@ static void test_eviction_keeps_live_records(void **state)
 /* With no output open, releases are stamped with the registry's version
  * instead of a clock (issue 9): an eviction still drops the older half of
  * the released records and keeps the newer.  (A tick clock stamped a burst
- * of releases alike, and the whole burst was evicted.)  Runs first, so that
- * the registry holds only this test's records. */
+ * of releases alike, and the whole burst was evicted.)  Each registry shard
+ * evicts on its own, at its part of the cap (1024 / 64 = 16 records): the
+ * tensors here all hash to one shard.  Runs first, so that the registry
+ * holds only this test's records. */
 static void test_eviction_order_without_output(void **state)
 {
     (void)state;
     const char *env[] = {"DLSHIM_MAX_RECORDS=1024", NULL};
     harness_init(env);
     ds_log_open("off");
-    enum { N = 3000 };
-    static DLManagedTensor many[N];
+    enum { N = 3000, SAME = 30 };
+    static DLManagedTensor pool[N];
+    DLManagedTensor *many[SAME];
+    int same = 0;
+    unsigned shard = ds_reg_shard(ds_reg_hash((uintptr_t)&pool[0]));
+    for (int k = 0; k < N && same < SAME; k++)
+        if (ds_reg_shard(ds_reg_hash((uintptr_t)&pool[k])) == shard)
+            many[same++] = &pool[k];
+    assert_int_equal(same, SAME);
     uint64_t evicted = ds_reg_evicted();
     int i = 0;
-    for (; i < N && ds_reg_evicted() == evicted; i++) {
-        make(&many[i]);
-        ds_tensor_export(&many[i], false, "p", 0); /* the 1025th evicts */
-        ds_tensor_import(&many[i], false, "c", 0);
-        many[i].deleter(&many[i]);
+    for (; i < SAME && ds_reg_evicted() == evicted; i++) {
+        make(many[i]);
+        ds_tensor_export(many[i], false, "p", 0); /* the shard's 17th evicts */
+        ds_tensor_import(many[i], false, "c", 0);
+        many[i]->deleter(many[i]);
     }
-    assert_true(i > 2 && i < N);
+    assert_int_equal(i, 1024 / DS_REG_SHARDS + 1);
     uint64_t before = ds_stats_violations();
-    many[i - 2].deleter(&many[i - 2]); /* released last before: kept, forwarded (warn) */
+    many[i - 2]->deleter(many[i - 2]); /* released last before: kept, forwarded (warn) */
     assert_int_equal(deleted, i + 1);
-    many[0].deleter(&many[0]); /* released first: evicted, not forwarded */
+    many[0]->deleter(many[0]); /* released first: evicted, not forwarded */
     assert_int_equal(deleted, i + 1);
     assert_int_equal(ds_stats_violations() - before, 2);
 }
 
 /* A share is counted only in its producer -> consumer pair; the summary's
  * totals are the sums.  Shares whose pair does not fit the table (256
- * pairs) must still be in the totals. */
+ * pairs) must still be in the totals.  Each pair is counted in two
+ * registry shards, as records of one pair are: the summary adds the
+ * shards' tables up, and its table fills as one would. */
 static void test_summary_totals_include_shares_past_the_pair_table(void **state)
 {
     (void)state;
     ds_stats_after_fork(); /* a fresh account, and a summary not yet written */
     ds_note_work();
-    ds_reg_lock();
-    for (int i = 0; i < 300; i++) /* 300 pairs: 44 past the table */
-        ds_stats_share(1, (uint16_t)(i + 1), 10, i % 3 != 0);
-    ds_reg_unlock();
+    for (int i = 0; i < 300; i++) { /* 300 pairs: 44 past the table */
+        for (unsigned half = 0; half < 2; half++) {
+            unsigned s = ((unsigned)i + half * 7) % DS_REG_SHARDS;
+            ds_lock_take_shard(DS_LOCK_REGISTRY, s);
+            ds_stats_share(s, 1, (uint16_t)(i + 1), 5, i % 3 != 0);
+            ds_lock_give_shard(DS_LOCK_REGISTRY, s);
+        }
+    }
     ds_summary_write();
     char *log = harness_read_log();
     const char *summary = strstr(log, "\"event\":\"summary\"");
     assert_non_null(summary);
-    assert_non_null(strstr(summary, "\"shares\":300,"));
-    assert_non_null(strstr(summary, "\"zero_copy\":200,"));
-    assert_non_null(strstr(summary, "\"copies\":100,"));
+    assert_non_null(strstr(summary, "\"shares\":600,"));
+    assert_non_null(strstr(summary, "\"zero_copy\":400,"));
+    assert_non_null(strstr(summary, "\"copies\":200,"));
     assert_non_null(strstr(summary, "\"bytes_shared\":3000,"));
     assert_non_null(strstr(summary, "\"bytes_copied\":1000,"));
     free(log);
@@ -592,6 +611,71 @@ static void test_summary_names_outstanding_shares(void **state)
     dropped.deleter(&dropped);
 }
 
+/* Issue 53: a thread that holds one tensor's registry and shares shards
+ * (as its handoff does, or a thread stopped there) does not stop another
+ * thread handing over a tensor of other shards.  With one REGISTRY or one
+ * SHARES lock the second thread waited for the first: this fails instead
+ * of hanging (the holder lets go after the wait). */
+static DLManagedTensor pool_of_two[64];
+static atomic_bool holding, let_go, handed_over;
+static uintptr_t held_key;
+
+static void *hold_shards(void *arg)
+{
+    (void)arg;
+    uint64_t hash = ds_reg_lock(held_key);
+    ds_lock_take_shard(DS_LOCK_SHARES, (unsigned)(hash >> 60));
+    atomic_store(&holding, true);
+    while (!atomic_load(&let_go))
+        sched_yield();
+    ds_lock_give_shard(DS_LOCK_SHARES, (unsigned)(hash >> 60));
+    ds_reg_unlock(hash);
+    return NULL;
+}
+
+static void *hand_over(void *arg)
+{
+    DLManagedTensor *t = arg;
+    make(t);
+    ds_tensor_export(t, false, "p", 0);
+    ds_tensor_import(t, false, "c", 0);
+    t->deleter(t);
+    atomic_store(&handed_over, true);
+    return NULL;
+}
+
+static void test_handoffs_on_other_shards_do_not_wait(void **state)
+{
+    (void)state;
+    ds_shares_index(); /* the shares index kept: every handoff updates it */
+    DLManagedTensor *x = &pool_of_two[0], *y = NULL;
+    uint64_t hx = ds_reg_hash((uintptr_t)x);
+    for (int i = 1; i < 64 && !y; i++) {
+        uint64_t h = ds_reg_hash((uintptr_t)&pool_of_two[i]);
+        if (ds_reg_shard(h) != ds_reg_shard(hx) && h >> 60 != hx >> 60)
+            y = &pool_of_two[i];
+    }
+    assert_non_null(y);
+    held_key = (uintptr_t)x;
+    atomic_store(&holding, false);
+    atomic_store(&let_go, false);
+    atomic_store(&handed_over, false);
+    pthread_t holder, other;
+    assert_int_equal(pthread_create(&holder, NULL, hold_shards, NULL), 0);
+    while (!atomic_load(&holding))
+        sched_yield();
+    assert_int_equal(pthread_create(&other, NULL, hand_over, y), 0);
+    struct timespec nap = {0, 1000000};
+    for (int ms = 0; ms < 5000 && !atomic_load(&handed_over); ms++)
+        nanosleep(&nap, NULL);
+    bool done = atomic_load(&handed_over);
+    atomic_store(&let_go, true);
+    assert_int_equal(pthread_join(other, NULL), 0);
+    assert_int_equal(pthread_join(holder, NULL), 0);
+    assert_true(done);
+    assert_int_equal(deleted, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -618,6 +702,7 @@ int main(void)
         cmocka_unit_test_setup(test_copy_on_import, setup),
         cmocka_unit_test_setup(test_dropped_unconsumed, setup),
         cmocka_unit_test_setup(test_summary_names_outstanding_shares, setup),
+        cmocka_unit_test_setup(test_handoffs_on_other_shards_do_not_wait, setup),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
 }

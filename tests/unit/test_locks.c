@@ -2,7 +2,10 @@
  * lock excludes under contention and waits for a holder that sleeps; every
  * lock counts as held while taken; fork() takes them all and the child gets
  * them fresh; the order check stops a lock taken out of order; a bounded try
- * gives up on a lock held elsewhere. */
+ * gives up on a lock held elsewhere.  A sharded lock (REGISTRY): a shard
+ * excludes its own holders only, the whole lock excludes every shard's, a
+ * bounded try of the whole takes all shards or none, and a second shard
+ * taken while one is held breaks the order. */
 #include <pthread.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -62,6 +65,91 @@ static void test_waits_for_a_sleeping_holder(void **state)
     assert_int_equal(counter, 7);
     ds_lock_give(DS_LOCK_REGISTRY);
     assert_int_equal(pthread_join(holder, NULL), 0);
+}
+
+/* Threads on the same shard exclude each other; threads on other shards
+ * never wait for them (each holds its own shard throughout). */
+enum { SHARD_ROUNDS = 100000 };
+static unsigned long per_shard[4]; /* [i]: guarded by REGISTRY's shard i % 2 */
+
+static void *add_on_shard(void *arg)
+{
+    unsigned i = (unsigned)(uintptr_t)arg, shard = i % 2;
+    for (int r = 0; r < SHARD_ROUNDS; r++) {
+        ds_lock_take_shard(DS_LOCK_REGISTRY, shard);
+        assert_true(ds_holds(DS_LOCK_REGISTRY));
+        per_shard[shard]++;
+        ds_lock_give_shard(DS_LOCK_REGISTRY, shard);
+    }
+    assert_false(ds_holds_lock());
+    return NULL;
+}
+
+static void *whole_lock_adds(void *arg)
+{
+    (void)arg;
+    for (int r = 0; r < SHARD_ROUNDS / 10; r++) {
+        ds_lock_take(DS_LOCK_REGISTRY); /* every shard: excludes both groups */
+        per_shard[0]++;
+        per_shard[1]++;
+        ds_lock_give(DS_LOCK_REGISTRY);
+    }
+    return NULL;
+}
+
+static void test_shards_exclude_their_own_holders(void **state)
+{
+    (void)state;
+    assert_int_equal(ds_lock_shards[DS_LOCK_REGISTRY], 64);
+    pthread_t t[5];
+    for (uintptr_t i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, add_on_shard, (void *)i), 0);
+    assert_int_equal(pthread_create(&t[4], NULL, whole_lock_adds, NULL), 0);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    assert_int_equal(per_shard[0], 2ul * SHARD_ROUNDS + SHARD_ROUNDS / 10);
+    assert_int_equal(per_shard[1], 2ul * SHARD_ROUNDS + SHARD_ROUNDS / 10);
+}
+
+static atomic_bool shard_go;
+
+static void *hold_last_shard_until_told(void *arg)
+{
+    (void)arg;
+    ds_lock_take_shard(DS_LOCK_REGISTRY, 63);
+    atomic_store(&holder_in, true);
+    while (!atomic_load(&shard_go))
+        sched_yield();
+    ds_lock_give_shard(DS_LOCK_REGISTRY, 63);
+    return NULL;
+}
+
+/* The summary at _exit tries the whole registry: with one shard held
+ * elsewhere it gives up within its millisecond and holds no shard after
+ * (another thread can take any other). */
+static void test_try_takes_every_shard_or_none(void **state)
+{
+    (void)state;
+    atomic_store(&holder_in, false);
+    atomic_store(&shard_go, false);
+    pthread_t holder;
+    assert_int_equal(pthread_create(&holder, NULL, hold_last_shard_until_told, NULL), 0);
+    while (!atomic_load(&holder_in))
+        sched_yield();
+    assert_false(ds_lock_try(DS_LOCK_REGISTRY, false));
+    assert_false(ds_lock_try_now(DS_LOCK_REGISTRY, false));
+    assert_false(ds_holds_lock());
+    for (unsigned s = 0; s < 63; s++) /* none left taken by the failed tries */
+        assert_false(atomic_load(ds_spin_of(DS_LOCK_REGISTRY, s)));
+    atomic_store(&shard_go, true);
+    assert_int_equal(pthread_join(holder, NULL), 0);
+    assert_true(ds_lock_try(DS_LOCK_REGISTRY, false));
+    for (unsigned s = 0; s < 64; s++)
+        assert_true(atomic_load(ds_spin_of(DS_LOCK_REGISTRY, s)));
+    ds_lock_give(DS_LOCK_REGISTRY);
+    for (unsigned s = 0; s < 64; s++)
+        assert_false(atomic_load(ds_spin_of(DS_LOCK_REGISTRY, s)));
+    assert_false(ds_holds_lock());
 }
 
 static void test_every_lock_counts_as_held(void **state)
@@ -181,22 +269,49 @@ static void test_fork_gives_the_child_every_lock(void **state)
     assert_int_equal(pthread_join(holder, NULL), 0);
 }
 
+/* Whether `take_then_check` stops its process (a child: its diagnostic
+ * goes to /dev/null). */
+static bool aborts(void (*take_then_check)(void))
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 2);
+        take_then_check();
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+static void names_then_registry(void)
+{
+    ds_lock_take(DS_LOCK_NAMES);
+    ds_lock_order_check(DS_LOCK_REGISTRY);
+}
+
 /* Taking an outer lock while holding an inner one is the order that can
  * deadlock against another thread: the check stops the process. */
 static void test_order_check_aborts(void **state)
 {
     (void)state;
-    pid_t pid = fork();
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 2); /* its diagnostic */
-        ds_lock_take(DS_LOCK_NAMES);
-        ds_lock_order_check(DS_LOCK_REGISTRY);
-        _exit(0);
-    }
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+    assert_true(aborts(names_then_registry));
+}
+
+static void shard_then_shard(void)
+{
+    ds_lock_take_shard(DS_LOCK_REGISTRY, 3);
+    ds_lock_order_check(DS_LOCK_REGISTRY); /* what taking shard 4 checks first */
+}
+
+/* Two shards of one lock held together have no order between them (two
+ * threads could take them crosswise): a thread holding one shard that
+ * takes another is stopped as any lock taken out of order. */
+static void test_second_shard_aborts(void **state)
+{
+    (void)state;
+    assert_true(aborts(shard_then_shard));
 }
 
 int main(void)
@@ -209,6 +324,9 @@ int main(void)
         cmocka_unit_test(test_try_now_ignores_the_order),
         cmocka_unit_test(test_fork_gives_the_child_every_lock),
         cmocka_unit_test(test_order_check_aborts),
+        cmocka_unit_test(test_shards_exclude_their_own_holders),
+        cmocka_unit_test(test_try_takes_every_shard_or_none),
+        cmocka_unit_test(test_second_shard_aborts),
     };
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     return cmocka_run_group_tests(tests, NULL, NULL);
