@@ -118,7 +118,10 @@ static void emit_roundtrip(const trip *t, const side *dst, uint64_t bytes, const
 
 /* The last device copy on this thread and whether it was relevant, with
  * what that answer holds under: the count of allocation and share changes
- * (their sum: both only grow), and of recent copies after its own entry.
+ * (their sum: both only grow; the allocations' alone when the source is a
+ * tracked allocation, which makes the copy relevant and a filler of exports
+ * whatever the shares are: the shares' count is a sum over their shards),
+ * and of recent copies after its own entry.
  * Programs repeat copies between the same buffers; the same copy again
  * while these hold is relevant or not alike, and if it is, its entry is
  * still the newest recent copy: it is counted, nothing else.  Not kept for
@@ -131,12 +134,13 @@ typedef struct {
     uint64_t bytes, changes, nrecent;
     int8_t direction;
     bool relevant;
+    bool by_source; /* the source is tracked: `changes` counts allocations only */
 } copy_memo;
 static DS_TLS copy_memo last_copy;
 
-static uint64_t changes_now(void)
+static uint64_t changes_now(bool by_source)
 {
-    return ds_alloc_changes() + ds_shares_changes();
+    return ds_alloc_changes() + (by_source ? 0 : ds_shares_changes());
 }
 
 /* Always inline: it is all a repeated copy does (ds_copy_repeat). */
@@ -152,7 +156,7 @@ static inline bool repeated(const copy_memo *m, uintptr_t dst, uintptr_t src, ui
                             int direction)
 {
     return m->dst == dst && m->src == src && m->bytes == bytes && m->direction == direction &&
-           m->changes == changes_now() &&
+           m->changes == changes_now(m->by_source) &&
            (!m->relevant || m->nrecent == __atomic_load_n(&nrecent, __ATOMIC_RELAXED)) &&
            !ds_event_wanted(DS_EV_COPY);
 }
@@ -163,10 +167,14 @@ __attribute__((noinline)) static void record_general(uintptr_t dst, uintptr_t sr
                                                      bool needs_share, const void *caller_addr)
 {
     ds_shares_index();
-    copy_memo memo = {dst, src, bytes, changes_now(), 0, (int8_t)direction, false};
+    /* Both counts read before the lookups: a change meanwhile voids the memo. */
+    uint64_t alloc_changes = ds_alloc_changes(), share_changes = ds_shares_changes();
+    copy_memo memo = {dst, src, bytes, 0, 0, (int8_t)direction, false, false};
     side s, d;
     describe(&s, src);
     describe(&d, dst);
+    memo.by_source = s.tracked;
+    memo.changes = alloc_changes + (s.tracked ? 0 : share_changes);
     trip matched = {0};
     bool roundtrip = false;
     s.share = ds_shares_at(src, bytes);
