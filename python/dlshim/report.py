@@ -114,6 +114,7 @@ def analyse(events):
                                      "rank": None})
     per_rank = defaultdict(lambda: {"count": 0, "first": None})  # (rank, kind)
     by_py = defaultdict(new_line)  # the event's own py: where the import, violation happened
+    log_full = []  # DLSHIM_LOG_MAX_SIZE reached: what follows counts the lines written
     for ev in events:
         kind, pid = ev["event"], ev["pid"]
         proc = processes[pid]
@@ -166,6 +167,8 @@ def analyse(events):
         elif kind == "summary":
             proc["summary"] = ev
             proc["clock_origin_ns"] = ev.get("clock_origin_ns")
+        elif kind == "log_full":
+            log_full.append(ev)
     for ev in live_shares.values():  # outstanding: counted where they were exported
         by_py[ev.get("py")]["outstanding"] += 1
     owners = defaultdict(lambda: {"allocations": 0, "bytes": 0})
@@ -192,6 +195,9 @@ def analyse(events):
         "outstanding": sorted(live_shares.values(), key=lambda e: (e["pid"], e["t_ns"])),
         "live_allocations": [dict(owner=k, **v) for k, v in
                              sorted(owners.items(), key=lambda kv: -kv[1]["bytes"])],
+        "log_full": [{"pid": ev["pid"], "max_size": ev.get("max_size"),
+                      "capped_events": (processes[ev["pid"]]["summary"] or {}).get("capped_events")}
+                     for ev in log_full],
     }
 
 
@@ -251,6 +257,11 @@ def print_text(r, out):
     out.write(f"dlshim report: {len(r['processes'])} process(es), {t['shares']} shares "
               f"({t['zero_copy']} zero-copy, {t['copies']} copies), "
               f"{human(t['bytes_shared'])} shared, {t['violations']} violation(s)\n")
+    for f in r["log_full"]:
+        out.write(f"note: process {f['pid']}'s log reached DLSHIM_LOG_MAX_SIZE "
+                  f"({human(f['max_size'] or 0)}): {f['capped_events']} later events were not "
+                  f"written; the tables count the lines written (a tensor released after the "
+                  f"cap shows as outstanding)\n")
     for title, header, rows in tables(r):
         out.write(f"\n{title}\n")
         if not rows:

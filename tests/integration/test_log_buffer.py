@@ -2,10 +2,14 @@
 blocks, and at once where it matters: after a violation, at _exit, before a
 fork.  The program pauses ("ready" on stdout, waiting for a line on stdin) so
 that the log and the write count of a live process can be read."""
+import json
 import os
+import select
 import subprocess
 
-from conftest import CONSUMER, WRAPPER, base_env, parse_jsonl, preload_value
+import pytest
+
+from conftest import CONSUMER, REPORT, SYSTEM_PYTHON, WRAPPER, base_env, parse_jsonl, preload_value
 
 
 class Held:
@@ -105,3 +109,90 @@ def test_a_buffer_smaller_than_a_line_keeps_the_order(dlshim):
     r = dlshim.consumer("cycles", "50", env={"DLSHIM_LOG_BUFFER": "200"})
     assert r.rc == 0
     assert [e["event"] for e in r.events] == ["export", "import", "release"] * 50 + ["summary"]
+
+
+def test_a_fault_writes_what_was_held(tmp_path):
+    held = Held(tmp_path, 3, "segv")
+    assert held.events() == []  # all of it still in the buffer
+    held.go_on()
+    assert held.finish() == -11  # SIGSEGV, as without the shim
+    # Written by the fatal-signal handler: what the buffer held, then the summary.
+    events = held.events()
+    assert [e["event"] for e in events] == ["export", "import", "release"] * 3 + ["summary"]
+
+
+def test_a_device_nobody_reads_live_gets_blocks(tmp_path):
+    # /dev/null is a character device: it was written a line at a time.
+    held = Held(tmp_path, 200, "return", env={"DLSHIM_LOG": "/dev/null"})
+    writes = held.write_calls()
+    assert held.finish() == 0
+    assert writes < 100  # 600 lines
+
+
+def test_a_terminal_still_gets_each_line_at_once(tmp_path):
+    import pty
+    leader, follower = pty.openpty()
+    try:
+        held = Held(tmp_path, 2, "return", env={"DLSHIM_LOG": os.ttyname(follower)})
+        os.close(follower)
+        follower = -1
+        seen = b""
+        while seen.count(b"\n") < 6:  # the lines are there while it waits
+            assert select.select([leader], [], [], 60)[0], seen
+            seen += os.read(leader, 4096)
+        assert held.finish() == 0
+        assert [json.loads(l)["event"] for l in seen.decode().splitlines()[:6]] == \
+            ["export", "import", "release"] * 2
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+
+
+def capped_run(dlshim, cap, env=None):
+    e = {"DLSHIM_LOG_MAX_SIZE": str(cap)}
+    e.update(env or {})
+    return dlshim.consumer("cycles", "3000", env=e)  # 9000 lines, ~1.5 MB
+
+
+@pytest.mark.parametrize("buffer", ["64K", "0"])
+def test_a_log_file_stops_at_its_max_size(dlshim, buffer):
+    r = capped_run(dlshim, "200K", {"DLSHIM_LOG_BUFFER": buffer})
+    assert r.rc == 0  # the program never sees it
+    assert os.path.getsize(r.log_path) <= 200 * 1024
+    kinds = [e["event"] for e in r.events]
+    assert kinds[-2:] == ["log_full", "summary"]
+    assert kinds.count("log_full") == 1
+    full, summary = r.events[-2], r.events[-1]
+    assert full["max_size"] == 200 * 1024 and "DLSHIM_LOG_MAX_SIZE" in full["note"]
+    assert summary["shares"] == 3000 and summary["dropped_events"] == 0
+    # every line is either in the file or counted
+    assert len(kinds) - 2 + summary["capped_events"] == 9000
+    assert summary["capped_events"] > 5000
+    # what is there is the start of the run, in order
+    assert kinds[:-2] == (["export", "import", "release"] * 3000)[:len(kinds) - 2]
+    # and the report says the log is not the whole run
+    p = subprocess.run([SYSTEM_PYTHON, str(REPORT), str(r.log_path)], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0
+    assert (f"log reached DLSHIM_LOG_MAX_SIZE (200.0 KiB): {summary['capped_events']} later "
+            "events were not written") in p.stdout
+
+
+def test_a_log_file_under_its_max_size_is_whole(dlshim):
+    r = dlshim.consumer("cycles", "100", env={"DLSHIM_LOG_MAX_SIZE": "1M"})
+    assert r.rc == 0
+    assert [e["event"] for e in r.events] == ["export", "import", "release"] * 100 + ["summary"]
+    assert r.events[-1]["capped_events"] == 0
+
+
+def test_the_max_size_counts_what_the_file_held(dlshim, tmp_path):
+    log = tmp_path / "kept.jsonl"
+    log.write_text('{"event":"old"}\n' * 10000)  # 160 KB a previous run wrote
+    r = dlshim.consumer("cycles", "100", env={"DLSHIM_LOG": str(log), "DLSHIM_LOG_APPEND": "1",
+                                                "DLSHIM_LOG_MAX_SIZE": "200K"})
+    assert r.rc == 0
+    assert os.path.getsize(log) <= 200 * 1024
+    lines = log.read_text().splitlines()
+    assert lines[:10000] == ['{"event":"old"}'] * 10000
+    assert '"event":"log_full"' in lines[-2] and '"capped_events":' in lines[-1]
