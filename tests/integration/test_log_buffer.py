@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from conftest import CONSUMER, REPORT, SYSTEM_PYTHON, WRAPPER, base_env, parse_jsonl, preload_value
+from conftest import (CONSUMER, LIB, REPORT, SYSTEM_PYTHON, WRAPPER, base_env, parse_jsonl,
+                      preload_value)
 
 
 class Held:
@@ -196,3 +197,24 @@ def test_the_max_size_counts_what_the_file_held(dlshim, tmp_path):
     lines = log.read_text().splitlines()
     assert lines[:10000] == ['{"event":"old"}'] * 10000
     assert '"event":"log_full"' in lines[-2] and '"capped_events":' in lines[-1]
+
+
+def test_dlclose_leaves_the_library_and_its_log_in_place(tmp_path):
+    # The shim opened with dlopen (not preloaded), a handoff, dlclose, then
+    # _exit.  The modules it patched still call into it (_exit here), so
+    # dlclose must not unmap it (it did, and the program died of SIGSEGV at
+    # _exit); what the buffer held is written at _exit, as when preloaded.
+    log = tmp_path / "events.jsonl"
+    e = base_env()
+    e.pop("LD_PRELOAD", None)
+    e.update({"DLSHIM_FORMAT": "jsonl", "DLSHIM_LOG": str(log), "DLSHIM_SUMMARY": "1"})
+    proc = subprocess.Popen([str(CONSUMER), "dlclose", str(LIB)], env=e, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "closed"
+    proc.stdin.close()
+    proc.stdout.read()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0, err
+    events = parse_jsonl(log.read_text(), str(log))
+    assert [x["event"] for x in events] == ["export", "import", "summary"]
+    assert events[-1]["shares"] == 1
