@@ -90,6 +90,45 @@ enum { FULL_NO, FULL_OWED, FULL_WRITTEN };
 static atomic_int file_full;            /* the log_full line: FULL_* */
 static atomic_uint_fast64_t capped;     /* lines not written since */
 
+/* A log file named *.zst: each block the buffer writes is one zstd frame
+ * (level 1), compressed under the log's lock in a context that never
+ * allocates (a static one in mapped memory), so that the fatal-signal and
+ * _exit paths may compress too.  Independent frames rather than one stream:
+ * a killed process leaves every frame before the last whole, processes of a
+ * run append theirs to one file (O_APPEND, a frame per write), and a
+ * forked child needs no stream state.  A line that would be written outside
+ * the lock (a signal handler inside the shim) is dropped and counted. */
+#define DS_ZSTD_LEVEL 1
+#define DS_ZSTD_CHUNK (128 * 1024) /* the most one frame carries */
+static ds_zstd_api zstd;
+static void *zstd_cctx;    /* NULL: no libzstd */
+static char *zstd_out;
+static size_t zstd_out_cap;
+static bool log_zstd;      /* this log is compressed */
+
+bool ds_log_wants_zstd(const char *spec)
+{
+    size_t n = strlen(spec);
+    return n > 4 && strcmp(spec + n - 4, ".zst") == 0;
+}
+
+void ds_log_set_zstd(const ds_zstd_api *api)
+{
+    size_t work = api->estimate_cctx_size(DS_ZSTD_LEVEL);
+    size_t out = api->compress_bound(DS_ZSTD_CHUNK);
+    void *w = ds_map(work, true), *o = ds_map(out, true);
+    void *cctx = w ? api->init_static_cctx(w, work) : NULL;
+    if (!cctx || !o) {
+        ds_unmap(w, work);
+        ds_unmap(o, out);
+        return;
+    }
+    zstd = *api;
+    zstd_cctx = cctx;
+    zstd_out = o;
+    zstd_out_cap = out;
+}
+
 /* Expands %p (pid), %r (rank, else pid) and %% in spec; false when the
  * result does not fit. */
 static bool expand_path(char *out, size_t cap, const char *spec)
@@ -261,6 +300,13 @@ void ds_log_open(const char *spec)
     memcpy(log_spec, spec, strlen(spec) + 1);
     log_per_pid = ds_output_per_pid(spec);
     log_is_pipe = fd >= 0 && fd_is_pipe(fd);
+    struct stat st;
+    log_zstd = fd > STDERR_FILENO && ds_log_wants_zstd(spec) && ds_fstat(fd, &st) == 0 &&
+               S_ISREG(st.st_mode);
+    if (log_zstd && !zstd_cctx) {
+        ds_diag("DLSHIM_LOG: %s: libzstd.so.1 cannot be loaded: written uncompressed", spec);
+        log_zstd = false;
+    }
     set_cap(fd);
     set_buffer(fd);
     atomic_store(&log_fd, fd);
@@ -352,7 +398,26 @@ static ssize_t write_no_sigpipe(int fd, const char *p, size_t n)
     return w;
 }
 
+static bool write_raw(int fd, const char *p, size_t len);
+
+/* The log's lock held: len bytes as zstd frames of at most DS_ZSTD_CHUNK. */
+static bool write_zstd(int fd, const char *p, size_t len)
+{
+    bool ok = true;
+    for (size_t at = 0; at < len; at += DS_ZSTD_CHUNK) {
+        size_t n = len - at < DS_ZSTD_CHUNK ? len - at : DS_ZSTD_CHUNK;
+        size_t z = zstd.compress_cctx(zstd_cctx, zstd_out, zstd_out_cap, p + at, n, DS_ZSTD_LEVEL);
+        ok = !zstd.is_error(z) && write_raw(fd, zstd_out, z) && ok;
+    }
+    return ok;
+}
+
 static bool write_out(int fd, const char *p, size_t len)
+{
+    return log_zstd ? write_zstd(fd, p, len) : write_raw(fd, p, len);
+}
+
+static bool write_raw(int fd, const char *p, size_t len)
 {
     int saved = errno;
     ssize_t w;
@@ -452,11 +517,19 @@ static __attribute__((noinline)) bool write_slow(const char *line, size_t len, u
         atomic_fetch_add_explicit(&capped, 1, memory_order_relaxed);
         return false;
     }
-    if (!buffer || ds_holds_lock() || !ds_lock_take_bounded(DS_LOCK_LOG)) {
+    bool locked = !ds_holds_lock() && ds_lock_take_bounded(DS_LOCK_LOG);
+    if (!buffer || !locked) {
+        bool ok;
         if (!claim(len, limit))
-            return tail ? (atomic_fetch_add_explicit(&capped, 1, memory_order_relaxed), false)
-                        : refuse_capped();
-        return write_now(fd, line, len);
+            ok = tail ? (atomic_fetch_add_explicit(&capped, 1, memory_order_relaxed), false)
+                      : refuse_capped();
+        else if (log_zstd && !locked) /* the compressor is the lock holder's */
+            ok = (ds_log_count_drop(), false);
+        else
+            ok = write_now(fd, line, len);
+        if (locked)
+            ds_lock_give(DS_LOCK_LOG);
+        return ok;
     }
     bool ok = true;
     if (buffer_len + len > buffer_cap)

@@ -13,11 +13,20 @@ from conftest import (CONSUMER, LIB, REPORT, SYSTEM_PYTHON, WRAPPER, base_env, p
                       preload_value)
 
 
+def zst_events(path):
+    """A compressed log's events, through `dlshim-report --jsonl` (the one
+    command a jq user runs)."""
+    p = subprocess.run([SYSTEM_PYTHON, str(REPORT), "--jsonl", str(path)], capture_output=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    return parse_jsonl(p.stdout.decode(), str(path))
+
+
 class Held:
     """consumer hold N THEN, paused at its first "ready"."""
 
-    def __init__(self, tmp_path, n, then, env=None):
-        self.log = tmp_path / "events.jsonl"
+    def __init__(self, tmp_path, n, then, env=None, name="events.jsonl"):
+        self.log = tmp_path / name
         e = base_env()
         e.update({"LD_PRELOAD": preload_value(), "DLSHIM_FORMAT": "jsonl",
                   "DLSHIM_LOG": str(self.log)})
@@ -40,7 +49,11 @@ class Held:
             return int(next(l for l in f if l.startswith("syscw:")).split()[1])
 
     def events(self):
-        return parse_jsonl(self.log.read_text(), str(self.log)) if self.log.exists() else []
+        if not self.log.exists():
+            return []
+        if self.log.suffix == ".zst":
+            return zst_events(self.log)
+        return parse_jsonl(self.log.read_text(), str(self.log))
 
     def finish(self):
         self.proc.stdin.close()
@@ -218,3 +231,52 @@ def test_dlclose_leaves_the_library_and_its_log_in_place(tmp_path):
     events = parse_jsonl(log.read_text(), str(log))
     assert [x["event"] for x in events] == ["export", "import", "summary"]
     assert events[-1]["shares"] == 1
+
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def test_a_log_named_zst_is_written_compressed(dlshim, tmp_path):
+    log = tmp_path / "run.jsonl.zst"
+    r = dlshim.consumer("cycles", "3000", env={"DLSHIM_LOG": str(log)})
+    assert r.rc == 0 and r.stderr == ""
+    data = log.read_bytes()
+    assert data.startswith(ZSTD_MAGIC)
+    events = zst_events(log)
+    assert [e["event"] for e in events] == ["export", "import", "release"] * 3000 + ["summary"]
+    assert events[-1]["dropped_events"] == 0
+    assert len(data) / 9000 < 30  # bytes per event on disk (plain: ~190 here)
+    # and the report reads it as it reads a plain log
+    p = subprocess.run([SYSTEM_PYTHON, str(REPORT), str(log)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and "3000 shares" in p.stdout
+
+
+def test_a_compressed_log_keeps_what_a_fault_held(tmp_path):
+    held = Held(tmp_path, 3, "segv", name="run.jsonl.zst")
+    assert held.events() == []
+    held.go_on()
+    assert held.finish() == -11
+    assert [e["event"] for e in held.events()] == ["export", "import", "release"] * 3 + ["summary"]
+
+
+def test_a_compressed_log_of_a_parent_and_its_child(dlshim, tmp_path):
+    log = tmp_path / "run.jsonl.zst"
+    r = dlshim.consumer("fork_cycles", "20", env={"DLSHIM_LOG": str(log)})
+    assert r.rc == 0
+    events = zst_events(log)  # frames of both processes, appended to one file
+    assert len({e["pid"] for e in events}) == 2
+    assert len([e for e in events if e["event"] == "export"]) == 60
+    assert len([e for e in events if e["event"] == "summary"]) == 2
+
+
+def test_a_compressed_log_stops_at_its_max_size(dlshim, tmp_path):
+    log = tmp_path / "run.jsonl.zst"
+    r = dlshim.consumer("cycles", "3000", env={"DLSHIM_LOG": str(log),
+                                               "DLSHIM_LOG_MAX_SIZE": "200K"})
+    assert r.rc == 0
+    # the cap counts the bytes before compression: the file is far under it
+    assert os.path.getsize(log) <= 200 * 1024
+    events = zst_events(log)
+    assert [e["event"] for e in events[-2:]] == ["log_full", "summary"]
+    assert len(events) - 2 + events[-1]["capped_events"] == 9000
