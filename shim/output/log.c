@@ -517,7 +517,9 @@ static __attribute__((noinline)) bool write_slow(const char *line, size_t len, u
         atomic_fetch_add_explicit(&capped, 1, memory_order_relaxed);
         return false;
     }
-    bool locked = !ds_holds_lock() && ds_lock_take_bounded(DS_LOCK_LOG);
+    /* The lock for the buffer or the compressor; a plain unbuffered line
+     * (stderr, a pipe) is one write(2), whole without it. */
+    bool locked = (buffer || log_zstd) && !ds_holds_lock() && ds_lock_take_bounded(DS_LOCK_LOG);
     if (!buffer || !locked) {
         bool ok;
         if (!claim(len, limit))
