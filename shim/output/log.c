@@ -345,7 +345,7 @@ static int writable_fd(void)
         log_is_pipe = fd_is_pipe(fd);
         set_cap(fd);
         if (fd <= STDERR_FILENO)
-            buffer = NULL; /* the parent's stderr: as its own lines are */
+            buffer = NULL, log_zstd = false; /* the parent's stderr: as its own lines are */
         else if (buffer)
             buffer_cap = room_now();
         atomic_store(&log_fd, fd);
