@@ -91,14 +91,15 @@ static atomic_int file_full;            /* the log_full line: FULL_* */
 static atomic_uint_fast64_t capped;     /* lines not written since */
 
 /* A log file named *.zst: each block the buffer writes is one zstd frame
- * (level 1), compressed under the log's lock in a context that never
- * allocates (a static one in mapped memory), so that the fatal-signal and
- * _exit paths may compress too.  Independent frames rather than one stream:
+ * (level -3, the fast mode: 11.5 bytes an event on the exchange loop
+ * against 7.7 at level 1, for 5 % less wall time), compressed under the
+ * log's lock in a context that never allocates (a static one in mapped
+ * memory), so that the fatal-signal and _exit paths may compress too.  Independent frames rather than one stream:
  * a killed process leaves every frame before the last whole, processes of a
  * run append theirs to one file (O_APPEND, a frame per write), and a
  * forked child needs no stream state.  A line that would be written outside
  * the lock (a signal handler inside the shim) is dropped and counted. */
-#define DS_ZSTD_LEVEL 1
+#define DS_ZSTD_LEVEL (-3)
 #define DS_ZSTD_CHUNK (128 * 1024) /* the most one frame carries */
 static ds_zstd_api zstd;
 static void *zstd_cctx;    /* NULL: no libzstd */
