@@ -220,6 +220,8 @@ static size_t room_now(void)
 {
     if (!file_max)
         return buffer_size;
+    if (atomic_load_explicit(&file_full, memory_order_relaxed) != FULL_NO)
+        return 0; /* after the log_full line, only the summary's (the slow path) */
     uint64_t have = atomic_load_explicit(&file_size, memory_order_relaxed), soft = soft_max();
     if (have >= soft)
         return 0;
@@ -543,8 +545,10 @@ static __attribute__((noinline)) bool write_slow(const char *line, size_t len, u
             ok = write_now(fd, line, len) && ok;
         else if (tail)
             ok = (atomic_fetch_add_explicit(&capped, 1, memory_order_relaxed), false);
-        else
+        else {
             ok = refuse_capped();
+            buffer_cap = 0; /* no shorter line after the log_full line */
+        }
     } else {
         if (buffer_len == 0)
             buffer_since = now;

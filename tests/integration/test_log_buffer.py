@@ -284,3 +284,20 @@ def test_a_compressed_log_stops_at_its_max_size(dlshim, tmp_path):
     events = zst_events(log)
     assert [e["event"] for e in events[-2:]] == ["log_full", "summary"]
     assert len(events) - 2 + events[-1]["capped_events"] == 9000
+
+
+@pytest.mark.parametrize("name", ["run.jsonl", "run.jsonl.zst"])
+def test_threads_at_the_cap_count_every_line(dlshim, tmp_path, name):
+    # Threads race to the cap: every event is in the file or counted, once.
+    log = tmp_path / name
+    r = dlshim.consumer("threads", "500", env={"DLSHIM_LOG": str(log),
+                                               "DLSHIM_LOG_MAX_SIZE": "300K"})
+    assert r.rc == 0
+    assert os.path.getsize(log) <= 300 * 1024
+    events = zst_events(log) if name.endswith(".zst") else parse_jsonl(log.read_text(), str(log))
+    kinds = [e["event"] for e in events]
+    assert kinds.count("log_full") == 1 and kinds[-2:] == ["log_full", "summary"]
+    s = events[-1]
+    written = len(kinds) - 2
+    assert s["dropped_events"] == 0 and s["capped_events"] > 0
+    assert written + s["capped_events"] == 3 * s["shares"]  # export, import, release each
