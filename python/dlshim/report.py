@@ -300,16 +300,21 @@ def tables(r):
     return out
 
 
+def log_full_note(f):
+    """What a capped log (a `log_full` line) means for the numbers."""
+    return (f"process {f['pid']}'s log reached DLSHIM_LOG_MAX_SIZE "
+            f"({human(f['max_size'] or 0)}): {f['capped_events']} later events were not "
+            f"written; the tables count the lines written (a tensor released after the "
+            f"cap shows as outstanding)")
+
+
 def print_text(r, out):
     t = r["totals"]
     out.write(f"dlshim report: {len(r['processes'])} process(es), {t['shares']} shares "
               f"({t['zero_copy']} zero-copy, {t['copies']} copies), "
               f"{human(t['bytes_shared'])} shared, {t['violations']} violation(s)\n")
     for f in r["log_full"]:
-        out.write(f"note: process {f['pid']}'s log reached DLSHIM_LOG_MAX_SIZE "
-                  f"({human(f['max_size'] or 0)}): {f['capped_events']} later events were not "
-                  f"written; the tables count the lines written (a tensor released after the "
-                  f"cap shows as outstanding)\n")
+        out.write(f"note: {log_full_note(f)}\n")
     for title, header, rows in tables(r):
         out.write(f"\n{title}\n")
         if not rows:
@@ -581,6 +586,7 @@ def render_html(r, events, tabs, problems, names):
              f"zero-copy, {t['copies']} copies), {esc(human(t['bytes_shared']))} shared, "
              f"{t['transfers']} transfers, {t['roundtrips']} roundtrips, "
              f"{t['violations']} violation(s).</p>"]
+    parts += [f'<p class="bad">{esc(log_full_note(f))}</p>' for f in r["log_full"]]
     if r["violations"]:
         parts.append('<div class="bad" id="violations"><h2>Violations</h2>')
         for title, header, rows in tabs:
