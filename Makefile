@@ -24,7 +24,11 @@ LIB_CFLAGS  := $(BASE_CFLAGS) -DDLSHIM_BUILDING -fPIC -fvisibility=hidden \
 # Exported: what shim/exports.map lists, nothing else.
 # libdl.so.2 and libpthread.so.0: where a glibc before 2.34 defines the dl*
 # and pthread_* functions (today they are stubs, and libc.so.6 has all).
-LIB_LDFLAGS := -shared -Wl,-soname,libdlshim.so -Wl,-z,relro,-z,now -Wl,--no-undefined \
+# -z nodelete: dlclose never unmaps the library, since the modules it patched
+# (their GOTs: exit, _exit, dlopen...) go on calling into it; a program that
+# opened it with dlopen and closed it crashed at its next exit.  What the log
+# holds is written at exit as for a preloaded one.
+LIB_LDFLAGS := -shared -Wl,-soname,libdlshim.so -Wl,-z,relro,-z,now,-z,nodelete -Wl,--no-undefined \
     -Wl,--version-script=shim/exports.map \
     -Wl,--push-state,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -Wl,--pop-state
 # Link-time optimisation of the library: the small functions of one file

@@ -149,6 +149,8 @@ void *ds_resolve_beside(const void *fn, const char *name);
 bool ds_defines(const void *fn, const char *name);
 /* glibc's own dlsym (hooks/dlsym.c interposes the symbol). */
 void *ds_real_dlsym(void *handle, const char *name);
+/* glibc's dlopen, past the shim's own hook (a library the shim itself uses). */
+void *ds_real_dlopen(const char *file, int mode);
 
 /* ==== output: what every event says of where it happened ================== */
 #define DS_WHERE_MAX DS_SITE_MAX /* a source location, "file.py:LINE in function", NUL included */

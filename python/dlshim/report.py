@@ -3,6 +3,7 @@
     dlshim-report LOG.jsonl [LOG2.jsonl ...] [--html OUT.html] [--trace OUT.json]
                   [--json OUT.json]
     dlshim-report --complete-trace TRACE.json
+    dlshim-report --jsonl LOG.jsonl.zst | jq ...
 
 Reads the logs of one or more processes (DLSHIM_FORMAT=jsonl, e.g. one per
 rank from `dlshim --log run-%r.jsonl`) and prints the summary tables merged
@@ -15,6 +16,9 @@ scripts or fonts); --trace the Chrome trace
 (Perfetto, chrome://tracing) of the same events, as DLSHIM_TRACE would have
 written it; --json the report's numbers for other tools.  --complete-trace
 closes a DLSHIM_TRACE file left open by a process that was killed.
+A log written compressed (DLSHIM_LOG=run.jsonl.zst: zstd frames) is read
+as a plain one, through the system's libzstd.so.1; --jsonl prints the plain
+lines of the logs and nothing else.
 
 A malformed or truncated line is reported with its file and line number and
 skipped.  A log that cannot be read, is empty, or holds no event (a text-format
@@ -55,14 +59,58 @@ def not_a_log(path, first):
     return f"{path}: not a dlshim jsonl log (no line is an event)"
 
 
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def zstd_frames(path, data):
+    """The text of a log written compressed (DLSHIM_LOG=run.jsonl.zst): zstd
+    frames, one per block the shim wrote, decoded with the system's
+    libzstd.so.1 through ctypes.  A last frame cut short (a killed
+    process) ends the text: the lines before it are whole."""
+    import ctypes
+    try:
+        z = ctypes.CDLL("libzstd.so.1")
+    except OSError:
+        raise ReportError(f"{path}: a zstd-compressed log, and libzstd.so.1 cannot be loaded "
+                          "(Debian: apt install libzstd1)") from None
+    z.ZSTD_findFrameCompressedSize.restype = ctypes.c_size_t
+    z.ZSTD_findFrameCompressedSize.argtypes = (ctypes.c_char_p, ctypes.c_size_t)
+    z.ZSTD_getFrameContentSize.restype = ctypes.c_ulonglong
+    z.ZSTD_getFrameContentSize.argtypes = (ctypes.c_char_p, ctypes.c_size_t)
+    z.ZSTD_decompress.restype = ctypes.c_size_t
+    z.ZSTD_decompress.argtypes = (ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                                  ctypes.c_size_t)
+    z.ZSTD_isError.argtypes = (ctypes.c_size_t,)
+    out, at = [], 0
+    while at < len(data):
+        rest = data[at:]
+        n = z.ZSTD_findFrameCompressedSize(rest, len(rest))
+        size = z.ZSTD_getFrameContentSize(rest, len(rest))
+        if z.ZSTD_isError(n) or size >= 2 ** 63:  # cut short, or not a frame the shim writes
+            break
+        dst = ctypes.create_string_buffer(max(size, 1))
+        got = z.ZSTD_decompress(dst, size, rest, n)
+        if z.ZSTD_isError(got):
+            break
+        out.append(dst.raw[:got])
+        at += n
+    return b"".join(out)
+
+
+def read_bytes(path):
+    """A log's text, decompressed when it is zstd (whatever its name)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ReportError(f"{path}: cannot read ({e.strerror})") from None
+    return zstd_frames(path, data) if data.startswith(ZSTD_MAGIC) else data
+
+
 def read_log(path):
     """The well-formed events of one file, in file order, and a line for each
     line skipped."""
-    try:
-        with open(path, "rb") as f:
-            lines = f.read().splitlines(keepends=True)
-    except OSError as e:
-        raise ReportError(f"{path}: cannot read ({e.strerror})") from None
+    lines = read_bytes(path).splitlines(keepends=True)
     lines = [(number, raw) for number, raw in enumerate(lines, 1) if raw.strip()]
     if not lines:
         raise EmptyLog(f"{path}: empty log (no events)")
@@ -114,6 +162,7 @@ def analyse(events):
                                      "rank": None})
     per_rank = defaultdict(lambda: {"count": 0, "first": None})  # (rank, kind)
     by_py = defaultdict(new_line)  # the event's own py: where the import, violation happened
+    log_full = []  # DLSHIM_LOG_MAX_SIZE reached: what follows counts the lines written
     for ev in events:
         kind, pid = ev["event"], ev["pid"]
         proc = processes[pid]
@@ -166,6 +215,8 @@ def analyse(events):
         elif kind == "summary":
             proc["summary"] = ev
             proc["clock_origin_ns"] = ev.get("clock_origin_ns")
+        elif kind == "log_full":
+            log_full.append(ev)
     for ev in live_shares.values():  # outstanding: counted where they were exported
         by_py[ev.get("py")]["outstanding"] += 1
     owners = defaultdict(lambda: {"allocations": 0, "bytes": 0})
@@ -192,6 +243,9 @@ def analyse(events):
         "outstanding": sorted(live_shares.values(), key=lambda e: (e["pid"], e["t_ns"])),
         "live_allocations": [dict(owner=k, **v) for k, v in
                              sorted(owners.items(), key=lambda kv: -kv[1]["bytes"])],
+        "log_full": [{"pid": ev["pid"], "max_size": ev.get("max_size"),
+                      "capped_events": (processes[ev["pid"]]["summary"] or {}).get("capped_events")}
+                     for ev in log_full],
     }
 
 
@@ -246,11 +300,21 @@ def tables(r):
     return out
 
 
+def log_full_note(f):
+    """What a capped log (a `log_full` line) means for the numbers."""
+    return (f"process {f['pid']}'s log reached DLSHIM_LOG_MAX_SIZE "
+            f"({human(f['max_size'] or 0)}): {f['capped_events']} later events were not "
+            f"written; the tables count the lines written (a tensor released after the "
+            f"cap shows as outstanding)")
+
+
 def print_text(r, out):
     t = r["totals"]
     out.write(f"dlshim report: {len(r['processes'])} process(es), {t['shares']} shares "
               f"({t['zero_copy']} zero-copy, {t['copies']} copies), "
               f"{human(t['bytes_shared'])} shared, {t['violations']} violation(s)\n")
+    for f in r["log_full"]:
+        out.write(f"note: {log_full_note(f)}\n")
     for title, header, rows in tables(r):
         out.write(f"\n{title}\n")
         if not rows:
@@ -522,6 +586,7 @@ def render_html(r, events, tabs, problems, names):
              f"zero-copy, {t['copies']} copies), {esc(human(t['bytes_shared']))} shared, "
              f"{t['transfers']} transfers, {t['roundtrips']} roundtrips, "
              f"{t['violations']} violation(s).</p>"]
+    parts += [f'<p class="bad">{esc(log_full_note(f))}</p>' for f in r["log_full"]]
     if r["violations"]:
         parts.append('<div class="bad" id="violations"><h2>Violations</h2>')
         for title, header, rows in tabs:
@@ -606,6 +671,9 @@ def run(a, ap):
         return to_stdout(lambda out: out.write(f"{a.complete_trace}: {state}\n"))
     if not a.logs:
         ap.error("give at least one log")
+    if a.jsonl:
+        # Plain lines, as written (for jq, grep): each file in turn.
+        return to_stdout(lambda out: [out.buffer.write(read_bytes(p)) for p in a.logs])
     events, problems, empty = [], [], []
     for path in a.logs:
         try:
@@ -647,6 +715,8 @@ def main(argv=None):
     ap.add_argument("--complete-trace", metavar="TRACE",
                     help="close a DLSHIM_TRACE file whose process was killed")
     ap.add_argument("--quiet", action="store_true", help="no text report on stdout")
+    ap.add_argument("--jsonl", action="store_true",
+                    help="print the logs' plain jsonl lines (a .zst log decompressed), no report")
     a = ap.parse_args(argv)
     try:
         shown = run(a, ap)

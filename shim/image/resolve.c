@@ -36,9 +36,16 @@ void *ds_resolve_real(const char *name, const void *ours)
     return f == ours ? NULL : f;
 }
 
+static void *(*glibc_dlopen)(const char *, int);
+
+void *ds_real_dlopen(const char *file, int mode)
+{
+    void *(*open_fn)(const char *, int) = DS_LAZY(glibc_dlopen, ds_real_dlsym(RTLD_NEXT, "dlopen"));
+    return open_fn ? open_fn(file, mode) : NULL;
+}
+
 void *ds_resolve_beside(const void *fn, const char *name)
 {
-    static void *(*glibc_dlopen)(const char *, int);
     static int (*glibc_dlclose)(void *);
     void *(*open_fn)(const char *, int) = DS_LAZY(glibc_dlopen, ds_real_dlsym(RTLD_NEXT, "dlopen"));
     int (*close_fn)(void *) = DS_LAZY(glibc_dlclose, ds_real_dlsym(RTLD_NEXT, "dlclose"));

@@ -200,6 +200,7 @@ void ds_summary_write(void)
     ds_ev_uint(&e, "untracked", ds_stats_untracked_count());
     ds_ev_uint(&e, "evicted_records", evicted);
     ds_ev_uint(&e, "dropped_events", ds_log_dropped());
+    ds_ev_uint(&e, "capped_events", ds_log_capped());
     ds_ev_uint(&e, "clock_origin_ns", ds_clock_origin_ns());
     if (partial)
         ds_ev_bool(&e, "partial", true);

@@ -379,6 +379,30 @@ bool ds_ev_finish(ds_ev *e)
     return true;
 }
 
+/* The log file reached DLSHIM_LOG_MAX_SIZE (log.c): its last line but the
+ * summary's, once.  No context: the event that found the log full may be
+ * in a handler, and this line is about the log, not the program. */
+static __attribute__((noinline)) void log_refused(void)
+{
+    uint64_t max_size;
+    if (!ds_log_full_owed(&max_size))
+        return;
+    ds_ev e;
+    const ds_context none = {0};
+    ds_ev_begin_with(&e, DS_EV_LOG_FULL, e.line, sizeof(e.line), ds_now_ns(), &none);
+    ds_ev_uint(&e, "max_size", max_size);
+    ds_ev_str(&e, "note", "DLSHIM_LOG_MAX_SIZE reached: later events are not written; "
+                          "the summary counts them (capped_events)");
+    if (!ds_ev_finish(&e))
+        return;
+    size_t len = ds_ev_len(&e);
+    if (e.text || ds_cfg.format != DS_FORMAT_TEXT)
+        e.buf[len++] = '\n';
+    else if ((len = ds_text_from_json(e.buf, len)) == 0)
+        return;
+    ds_log_write_tail(e.buf, len, e.ns);
+}
+
 /* Everything ds_ev_end's common case leaves out: open brackets, a drop, a
  * trace, a text log beside it, a summary or a violation. */
 static __attribute__((noinline)) void end_slow(ds_ev *e)
@@ -399,7 +423,14 @@ static __attribute__((noinline)) void end_slow(ds_ev *e)
         ds_log_count_drop(); /* cannot happen with the writer above; never cut */
         return;
     }
-    bool ok = ds_log_write_at(e->buf, len, e->ns);
+    /* The summary may use the room kept under the log's cap, after the
+     * log_full line a flush before it may have found owed. */
+    if (e->id == DS_EV_SUMMARY)
+        log_refused();
+    bool ok = e->id == DS_EV_SUMMARY ? ds_log_write_tail(e->buf, len, e->ns)
+                                     : ds_log_write_at(e->buf, len, e->ns);
+    if (!ok && e->id != DS_EV_SUMMARY)
+        log_refused();
     if (e->id == DS_EV_SUMMARY || e->id == DS_EV_VIOLATION)
         ok = ds_log_flush() && ok; /* what explains a crash must not wait in a buffer */
     if (!ok && e->id == DS_EV_SUMMARY)
@@ -423,5 +454,6 @@ void ds_ev_end(ds_ev *e)
     else if (p == e->fields)
         *p++ = ' '; /* no field: the name's tenth column */
     *p++ = '\n';
-    ds_log_write_at(e->buf, (size_t)(p - e->buf), e->ns);
+    if (__builtin_expect(!ds_log_write_at(e->buf, (size_t)(p - e->buf), e->ns), 0))
+        log_refused();
 }

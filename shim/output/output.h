@@ -72,6 +72,9 @@ bool ds_log_enabled(void);
  * write drops what it carried and counts it.  false: this line or lines
  * flushed with it were lost. */
 bool ds_log_write(const char *line, size_t len);
+/* A line of the summary: it may use the room kept under DLSHIM_LOG_MAX_SIZE
+ * after ordinary lines stop (ds_log_write is one too). */
+bool ds_log_write_tail(const char *line, size_t len, uint64_t now);
 /* The same for a line of an event at `now` (ds_now_ns), which ages the
  * buffer without reading the clock again. */
 bool ds_log_write_at(const char *line, size_t len, uint64_t now);
@@ -90,6 +93,23 @@ void ds_log_before_fork(void); /* every lock held */
 void ds_log_write_stderr(const char *line, size_t len);
 void ds_log_count_drop(void);
 uint64_t ds_log_dropped(void);
+uint64_t ds_log_capped(void); /* lines not written: the file reached DLSHIM_LOG_MAX_SIZE */
+/* True once, when the file reached its cap: the caller writes the
+ * `log_full` line (ds_log_write_tail), with the cap in *max_size. */
+bool ds_log_full_owed(uint64_t *max_size);
+/* libzstd's few functions (zstd.h, 1.4 and later), found at run time by
+ * start/zstd.c: a log file named *.zst is written compressed, one frame per
+ * block.  Set before ds_log_open. */
+typedef struct {
+    size_t (*estimate_cctx_size)(int level);
+    void *(*init_static_cctx)(void *workspace, size_t size);
+    size_t (*compress_cctx)(void *cctx, void *dst, size_t cap, const void *src, size_t n,
+                            int level);
+    size_t (*compress_bound)(size_t n);
+    unsigned (*is_error)(size_t code);
+} ds_zstd_api;
+void ds_log_set_zstd(const ds_zstd_api *api);
+bool ds_log_wants_zstd(const char *spec); /* the path ends in .zst */
 /* Opens an output file (`%p` expanded; 0600, O_NOFOLLOW, O_APPEND, refused
  * if another user's; emptied first when last written before
  * fresh_before_ns, on the clock of ds_log_set_run: UINT64_MAX always, 0

@@ -89,6 +89,7 @@ static int setup(char *const *envp)
         return DISABLED;
     ds_context_init(envp);
     join_run();
+    ds_zstd_load();
     ds_log_open(ds_cfg.log);
     ds_trace_open(ds_cfg.trace);
     ds_reg_init((size_t)ds_cfg.max_records);

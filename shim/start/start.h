@@ -18,6 +18,9 @@ void ds_init_with_env(char *const *envp);
  * the process. */
 void ds_fatal_install(void (*report)(void));
 
+/* ---- zstd.c: libzstd for a DLSHIM_LOG named *.zst (before ds_log_open) -- */
+void ds_zstd_load(void);
+
 /* ---- families.c: the hook families hooks/ declares ---------------------- */
 /* The families in the ds_families section (declared with DS_FAMILY), in
  * install order. */

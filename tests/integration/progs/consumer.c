@@ -2,6 +2,7 @@
  * one DLPack exchange scenario with the producer library, using only the
  * annotation API (no dlshim link flag).  It prints the same lines with and
  * without the shim unless the scenario is a bug the shim is asked to stop. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -258,7 +259,34 @@ static int hold(int n, const char *then)
     }
     if (!strcmp(then, "_exit"))
         _exit(0);
+    if (!strcmp(then, "segv")) {
+        volatile int *nowhere = NULL;
+        *nowhere = 1; /* a fault: the log must hold every line before it */
+    }
     return 0;
+}
+
+/* ---- the shim opened with dlopen (not preloaded), a handoff, dlclose:
+ * the library's destructor must write what its buffer held, since nothing
+ * of it is left to do so at exit.  Pauses after dlclose ("closed") so that
+ * the log can be read, then leaves with _exit. */
+static int close_shim(const char *path)
+{
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    void (*export)(DLManagedTensor *, const char *) =
+        lib ? (void (*)(DLManagedTensor *, const char *))dlsym(lib, "dlshim_export") : NULL;
+    void (*import)(DLManagedTensor *, const char *) =
+        lib ? (void (*)(DLManagedTensor *, const char *))dlsym(lib, "dlshim_import") : NULL;
+    if (!export || !import) {
+        fprintf(stderr, "consumer: %s\n", dlerror());
+        return 2;
+    }
+    DLManagedTensor *t = prod_make(1, 2);
+    export(t, "prod");
+    import(t, "cons");
+    dlclose(lib);
+    pause_for("closed");
+    _exit(0);
 }
 
 /* ---- n exchanges, fork, n more in the child and n more in the parent:
@@ -322,6 +350,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "threads")) rc = threads(atoi(arg));
     else if (!strcmp(mode, "cycles")) rc = cycles(atoi(arg));
     else if (!strcmp(mode, "deleter_reenters")) rc = deleter_reenters();
+    else if (!strcmp(mode, "dlclose")) rc = close_shim(arg);
     else if (!strcmp(mode, "hold")) rc = hold(atoi(arg), argc > 3 ? argv[3] : "return");
     else if (!strcmp(mode, "fork_cycles")) rc = fork_cycles(atoi(arg));
     else {
