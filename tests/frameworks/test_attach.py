@@ -53,3 +53,27 @@ def test_modules_loaded_after_the_attach_are_patched(dlshim):
             if e["event"] in ("import", "release")] == [
         ("import", "torch", "numpy"), ("import", "numpy", "torch"),
         ("release", "torch", "numpy"), ("release", "numpy", "torch")]
+
+
+LAVAPIPE = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+VULKAN = {"VK_ICD_FILENAMES": LAVAPIPE, "XDG_RUNTIME_DIR": "/tmp"}
+
+
+def test_vulkan_instances_created_after_the_attach_get_the_layer(dlshim):
+    r = dlshim.framework("attach_wgpu.py", "after", shim=False, env=VULKAN)
+    assert r.rc == 0, r.stdout + r.stderr
+    assert "sum 16777216" in r.stdout
+    allocs = [e for e in r.events if e["event"] == "alloc" and e["api"] == "vulkan"]
+    frees = [e for e in r.events if e["event"] == "free" and e["api"] == "vulkan"]
+    assert allocs and {e["owner"] for e in allocs} == {"wgpu"}
+    assert sorted(e["base"] for e in allocs) == sorted(e["base"] for e in frees)
+    assert [e for e in r.events if e["event"] == "violation"] == []
+
+
+def test_a_vulkan_instance_created_before_the_attach_is_not_seen(dlshim):
+    """The limit: the loader read its layer list when the instance was
+    created; the compute after the attach goes through that instance."""
+    r = dlshim.framework("attach_wgpu.py", "before", shim=False, env=VULKAN)
+    assert r.rc == 0, r.stdout + r.stderr
+    assert "sum 16777216" in r.stdout
+    assert [e for e in r.events if e.get("api") == "vulkan"] == []
