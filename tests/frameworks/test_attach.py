@@ -77,3 +77,31 @@ def test_a_vulkan_instance_created_before_the_attach_is_not_seen(dlshim):
     assert r.rc == 0, r.stdout + r.stderr
     assert "sum 16777216" in r.stdout
     assert [e for e in r.events if e.get("api") == "vulkan"] == []
+
+
+def exchange_events(r):
+    return [(e["event"], e.get("producer"), e.get("consumer"), e.get("api"))
+            for e in r.events if e["event"] in ("export", "import", "release")]
+
+
+def test_the_exchange_table_after_the_attach(dlshim):
+    """tvm-ffi's first use of PyTorch's table comes after the attach: it is
+    handed the shim's wrapped copy, and both ways are seen."""
+    r = dlshim.framework("attach_exchange.py", "cold", shim=False)
+    assert r.rc == 0, r.stderr[-3000:]
+    events = exchange_events(r)
+    assert events[:4] == [
+        ("export", "torch", None, "exchange_api"), ("import", "torch", "tvm_ffi", "exchange_api"),
+        ("export", "tvm_ffi", None, "exchange_api"), ("import", "tvm_ffi", "torch", "exchange_api")]
+    assert sorted(events[4:]) == [("release", "torch", "tvm_ffi", None),
+                                  ("release", "tvm_ffi", "torch", None)]
+
+
+def test_an_exchange_table_taken_before_the_attach_is_not_seen(dlshim):
+    """The limit: tvm-ffi keeps the table it read before the attach (the
+    real one), so its exchanges through it are unseen, and nothing is
+    reported."""
+    r = dlshim.framework("attach_exchange.py", "warm", shim=False)
+    assert r.rc == 0, r.stderr[-3000:]
+    assert exchange_events(r) == []
+    assert [e for e in r.events if e["event"] == "violation"] == []
