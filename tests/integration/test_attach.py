@@ -6,7 +6,9 @@ import re
 
 import pytest
 
-from conftest import PYTHON_DIR, SIMDEV, between
+from conftest import LIB, PYTHON_DIR, SIMDEV, between
+
+BUILT = {"TEST_DLSHIM_LIB": str(LIB)}  # the library of the build under test
 
 
 def line_of(script, name):
@@ -18,7 +20,7 @@ def line_of(script, name):
 
 @pytest.mark.parametrize("on_error", ["protect", "warn"])
 def test_each_violation_after_attach_names_the_scripts_line(dlshim, on_error):
-    r = dlshim.python("attach_violations.py", on_error, shim=False)
+    r = dlshim.python("attach_violations.py", on_error, shim=False, env=BUILT)
     assert r.rc == 0, r.stderr[-3000:]
     # Nothing from before the attach is a violation: a share made before and
     # taken after, one taken before, a free of memory allocated before.
@@ -38,7 +40,7 @@ def test_each_violation_after_attach_names_the_scripts_line(dlshim, on_error):
 
 
 def test_options_are_checked_and_a_second_attach_says_so(dlshim):
-    r = dlshim.python("attach_api.py", shim=False, env={"DLSHIM_ON_ERROR": "protect"})
+    r = dlshim.python("attach_api.py", shim=False, env={"DLSHIM_ON_ERROR": "protect", **BUILT})
     assert r.rc == 0, r.stderr[-3000:]
     out = r.stdout.splitlines()
     assert out[:2] == [
@@ -75,7 +77,7 @@ def test_cuda_runtime_loaded_before_the_attach(dlshim):
     a function pointer looked up before the attach (ctypes keeps them) is
     the real function: that free is unseen, and the allocation, still
     shared, is a leak at exit."""
-    r = dlshim.python("attach_cuda.py", shim=False, env={"LD_LIBRARY_PATH": str(SIMDEV)})
+    r = dlshim.python("attach_cuda.py", shim=False, env={"LD_LIBRARY_PATH": str(SIMDEV), **BUILT})
     assert r.rc == 0, r.stderr[-3000:]
     assert between(r.events, "attach", "shared free") == []
     [v] = [e for e in between(r.events, "shared free", "unseen free") if e["event"] == "violation"]

@@ -6,10 +6,11 @@ import ctypes
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from common import dlshim_package
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "package",
                                 "cases"))
-import dlshim  # noqa: E402
+dlshim = dlshim_package()
 
 assert "dlshim._attach" not in sys.modules  # importing the package loads nothing
 assert dlshim.status() is None

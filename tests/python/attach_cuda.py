@@ -7,12 +7,11 @@ import ctypes
 import os
 import sys
 
-from common import mark
+from common import dlshim_package, mark
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "package",
                                 "cases"))
-import dlshim  # noqa: E402
+dlshim = dlshim_package()
 
 kDLCUDA = 2
 

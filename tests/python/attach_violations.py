@@ -11,12 +11,11 @@ import ctypes
 import os
 import sys
 
-from common import mark
+from common import dlshim_package, mark
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "package",
                                 "cases"))
-import dlshim  # noqa: E402
+dlshim = dlshim_package()
 
 libc = ctypes.CDLL(None)
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
