@@ -185,8 +185,12 @@ void ds_finish(bool now)
 
 int ds_attach(const char *options, char *why, size_t cap)
 {
-    if (why && cap)
-        why[0] = '\0';
+    char unused[8];
+    if (!why || !cap) {
+        why = unused;
+        cap = sizeof(unused);
+    }
+    why[0] = '\0';
     /* Checked before anything starts: a bad keyword is the caller's error,
      * raised, not a warning and a default as in the environment. */
     char text[8192];
