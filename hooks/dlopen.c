@@ -177,14 +177,15 @@ DS_PUBLIC int dlclose(void *handle)
     return r;
 }
 
-/* A shim loaded into a running process (dlshim.attach(), or a plain dlopen)
- * comes after the C library in every lookup scope, so its exports interpose
- * nothing: each module's own GOT slots are pointed here instead, as every
- * other family's are.  Preloaded, the slots already bind to the exports. */
+/* A shim loaded into a running process (dlshim.attach()) comes after the C
+ * library in every lookup scope, so its exports interpose nothing: each
+ * module's own GOT slots are pointed here instead, as every other family's
+ * are.  Preloaded, the slots already bind to the exports, or to a sanitizer's
+ * interceptor before them, which forwards here. */
 static void install(void)
 {
     ds_unloads_set_release(close_deferred);
-    if (ds_real_dlsym(RTLD_DEFAULT, "dlopen") != (void *)own_dlopen) {
+    if (ds_attached()) {
         static const ds_got_hook late[] = {
             {"dlopen", (void *)own_dlopen, (void **)&real_dlopen, NULL},
             {"dlclose", (void *)own_dlclose, (void **)&real_dlclose, NULL},

@@ -73,7 +73,7 @@ static void *real_dlsym_late;
 
 static void install(void)
 {
-    if (ds_real_dlsym(RTLD_DEFAULT, "dlsym") != (void *)ds_dlsym_entry) {
+    if (ds_attached()) {
         static const ds_got_hook late[] = {
             {"dlsym", (void *)ds_dlsym_entry, &real_dlsym_late, NULL},
         };

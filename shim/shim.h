@@ -452,5 +452,8 @@ void ds_finish(bool now);
  * is unknown or its value not valid, and `why` says so as the
  * environment's warning would (nothing started). */
 int ds_attach(const char *options, char *why, size_t cap);
+/* Whether start-up came from ds_attach: the shim was loaded late, after the
+ * C library in every lookup scope, so its exports interpose nothing. */
+bool ds_attached(void);
 
 #endif /* DS_SHIM_H */

@@ -183,6 +183,13 @@ void ds_finish(bool now)
 
 #define ATTACH_ENTRIES_MAX 64
 
+static bool attached;
+
+bool ds_attached(void)
+{
+    return attached;
+}
+
 int ds_attach(const char *options, char *why, size_t cap)
 {
     char unused[8];
@@ -242,6 +249,7 @@ int ds_attach(const char *options, char *why, size_t cap)
         envp[i] = entry[i];
     for (int i = 0; i < count; i++)
         envp[n + i] = environ[i];
+    attached = true;
     initialising_here = true;
     int result = setup(envp);
     initialising_here = false;
