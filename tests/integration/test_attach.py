@@ -71,18 +71,20 @@ def test_attach_under_the_preload_changes_nothing(dlshim):
     assert "dlshim: already tracking this process" in r.stderr
 
 
-def test_cuda_runtime_loaded_before_the_attach(dlshim):
-    """The simulated runtime (tests/simdev), loaded before the attach: its
+@pytest.mark.parametrize("runtime", ["cuda", "hip"])
+def test_device_runtime_loaded_before_the_attach(dlshim, runtime):
+    """A simulated runtime (tests/simdev), loaded before the attach: its
     callers' slots are patched then.  A free of memory allocated before is
     not a violation; a free of shared memory allocated after is.  The limit:
     a function pointer looked up before the attach (ctypes keeps them) is
     the real function: that free is unseen, and the allocation, still
     shared, is a leak at exit."""
-    r = dlshim.python("attach_cuda.py", shim=False, env={"LD_LIBRARY_PATH": str(SIMDEV), **BUILT})
+    r = dlshim.python("attach_device.py", runtime, shim=False,
+                      env={"LD_LIBRARY_PATH": str(SIMDEV), **BUILT})
     assert r.rc == 0, r.stderr[-3000:]
     assert between(r.events, "attach", "shared free") == []
     [v] = [e for e in between(r.events, "shared free", "unseen free") if e["event"] == "violation"]
-    assert (v["kind"], v["py"]) == ("free_while_shared", line_of("attach_cuda.py", "free"))
+    assert (v["kind"], v["py"]) == ("free_while_shared", line_of("attach_device.py", "free"))
     unseen = between(r.events, "unseen free", "end")
     assert [e["event"] for e in unseen] == ["alloc", "export", "import"]  # no free, no violation
     [leak] = [e for e in r.events if e["event"] == "violation" and e["kind"] == "leak"]
