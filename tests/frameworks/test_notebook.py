@@ -2,12 +2,11 @@
 nbclient): a clean torch->NumPy exchange says nothing, a double release
 shows in the output of its own cell with its line, `%dlshim` shows the
 status, `%dlshim report` the HTML report, and the kernel stays alive."""
+import nbclient
+import nbformat
 import pytest
 
 from conftest import ROOT
-
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
 
 CELLS = [
     "%load_ext dlshim",
