@@ -5,7 +5,7 @@
  *
  * Wraps (defines, rather: these are the shim's own entry points):
  *   dlshim_export, dlshim_export_versioned, dlshim_import,
- *   dlshim_import_versioned, dlshim_set_test, dlshim_get_status.
+ *   dlshim_import_versioned, dlshim_set_test, dlshim_get_status, dlshim_attach.
  * Leaves out: nothing.  A program that calls them without the shim
  * preloaded reaches no code at all (the header resolves them at run time).
  *
@@ -56,6 +56,14 @@ DS_PUBLIC void dlshim_set_test(const char *test)
     if (ds_active())
         ds_context_set_test(test);
     errno = saved;
+}
+
+DS_PUBLIC int dlshim_attach(const char *options, char *error, size_t error_cap)
+{
+    int saved = errno;
+    int r = ds_attach(options, error, error_cap);
+    errno = saved;
+    return r;
 }
 
 DS_PUBLIC int dlshim_get_status(dlshim_status *s)

@@ -2,7 +2,8 @@
  * dlopen.c — modules loaded after start-up get patched too.
  *
  * Wraps (by symbol interposition: the shim exports them, and it precedes
- * libc in every module's lookup scope, the executable's included):
+ * libc in every module's lookup scope, the executable's included; loaded
+ * late, dlshim.attach(), through every module's GOT instead):
  *   dlopen, dlclose.
  * Leaves out: dlmopen (modules in other namespaces are not patched) and
  * modules loaded by libc itself (__libc_dlopen: NSS, libgcc_s).
@@ -34,6 +35,11 @@
 
 static void *(*real_dlopen)(const char *, int);
 static int (*real_dlclose)(void *);
+/* The shim's own definitions (below).  `dlopen` named in this file is the
+ * global scope's, through the GOT: the C library's when the shim was loaded
+ * into a running process. */
+static __typeof__(dlopen) own_dlopen __attribute__((alias("dlopen"), copy(dlopen)));
+static __typeof__(dlclose) own_dlclose __attribute__((alias("dlclose"), copy(dlclose)));
 
 /* `file` in each folder of the colon list `path` ($ORIGIN expanded). */
 static void *open_in(const char *path, const char *origin, const char *file, int mode)
@@ -97,7 +103,7 @@ DS_PUBLIC void *dlopen(const char *file, int mode)
     const void *caller = __builtin_return_address(0);
     int saved = errno;
     void *(*open_fn)(const char *, int) =
-        DS_LAZY(real_dlopen, ds_resolve_real("dlopen", (void *)dlopen));
+        DS_LAZY(real_dlopen, ds_resolve_real("dlopen", (void *)own_dlopen));
     void *h = NULL;
     if (file && !strchr(file, '/') && open_fn) {
         h = open_as_caller(file, mode, caller);
@@ -130,7 +136,7 @@ static bool library_of(void *handle, uintptr_t *lo, uintptr_t *hi, char *name, s
 
 static int real_close(void *handle)
 {
-    int (*close_fn)(void *) = DS_LAZY(real_dlclose, ds_resolve_real("dlclose", (void *)dlclose));
+    int (*close_fn)(void *) = DS_LAZY(real_dlclose, ds_resolve_real("dlclose", (void *)own_dlclose));
     return close_fn(handle);
 }
 
@@ -171,9 +177,21 @@ DS_PUBLIC int dlclose(void *handle)
     return r;
 }
 
+/* A shim loaded into a running process (dlshim.attach()) comes after the C
+ * library in every lookup scope, so its exports interpose nothing: each
+ * module's own GOT slots are pointed here instead, as every other family's
+ * are.  Preloaded, the slots already bind to the exports, or to a sanitizer's
+ * interceptor before them, which forwards here. */
 static void install(void)
 {
     ds_unloads_set_release(close_deferred);
+    if (ds_attached()) {
+        static const ds_got_hook late[] = {
+            {"dlopen", (void *)own_dlopen, (void **)&real_dlopen, NULL},
+            {"dlclose", (void *)own_dlclose, (void **)&real_dlclose, NULL},
+        };
+        ds_got_hooks_add(late, DS_ARRAY_LEN(late));
+    }
 }
 
 /* dlopen and dlclose are the shim's own exports (above): always on. */

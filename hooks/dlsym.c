@@ -62,8 +62,27 @@ static void enable(void)
     __atomic_store_n(&ds_dlsym_ready, 1, __ATOMIC_RELEASE);
 }
 
+/* Loaded into a running process (dlshim.attach()), the export interposes
+ * nothing (see dlopen.c): every module's GOT slot is pointed at it instead,
+ * so lookups by name (ctypes, PyTorch's of the CUDA driver) still hand out
+ * the wrappers. */
+/* The entry point below, by a local name: `dlsym` named here is the global
+ * scope's (the C library's when the shim was loaded late). */
+void *ds_dlsym_entry(void *handle, const char *name);
+static void *real_dlsym_late;
+
+static void install(void)
+{
+    if (ds_attached()) {
+        static const ds_got_hook late[] = {
+            {"dlsym", (void *)ds_dlsym_entry, &real_dlsym_late, NULL},
+        };
+        ds_got_hooks_add(late, DS_ARRAY_LEN(late));
+    }
+}
+
 /* Not an option: the shim's own lookups and every hooked name depend on it. */
-DS_FAMILY(dlsym, .order = DS_ORDER_OTHER, .started = enable);
+DS_FAMILY(dlsym, .order = DS_ORDER_OTHER, .install = install, .started = enable);
 
 /* Where the entry point jumps for RTLD_NEXT and before start-up; not
  * instrumented, since it may run before a sanitizer runtime is ready. */
@@ -75,6 +94,11 @@ void *ds_glibc_dlsym_address(void)
         glibc = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
         if (!glibc)
             glibc = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+        /* Loaded late (dlshim.attach()), nothing comes after the shim. */
+        if (!glibc)
+            glibc = dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.34");
+        if (!glibc)
+            glibc = dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.2.5");
     }
     return glibc;
 }
@@ -85,7 +109,11 @@ void *ds_glibc_dlsym_address(void)
 __asm__(".text\n"
         ".globl dlsym\n"
         ".type dlsym, @function\n"
+        ".globl ds_dlsym_entry\n"
+        ".hidden ds_dlsym_entry\n"
+        ".type ds_dlsym_entry, @function\n"
         "dlsym:\n"
+        "ds_dlsym_entry:\n"
         "    cmpq $-1, %rdi\n"
         "    je 1f\n"
         "    cmpl $0, ds_dlsym_ready(%rip)\n"

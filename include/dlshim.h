@@ -95,6 +95,15 @@ DLSHIM_STATIC_ASSERT(offsetof(DLManagedTensor, deleter) == 56, "deleter@56");
  *   versions add fields at the end and fill only what the caller knows).
  *   Returns 0, or -1 when the shim does not track this process (disabled, or
  *   not preloaded: the run-time variant below).
+ * dlshim_attach: starts a shim that a running process loaded (dlopen with
+ *   the environment variable _DLSHIM_ATTACHING set, which leaves it waiting:
+ *   Python's dlshim.attach() does this), from now on.  `options` holds
+ *   "DLSHIM_X=value" lines that override the environment.  Returns 0 when
+ *   it started, 1 when the shim already tracks this process (preloaded, or
+ *   attached before), 2 when it is disabled, -1 when an option is unknown or
+ *   not valid: `error` (error_cap bytes) then holds the warning the same
+ *   variable would give, and nothing started.  Only through dlsym on the
+ *   handle that loaded it: no run-time variant below.
  */
 typedef struct dlshim_status {
     uint32_t size;                 /* in: sizeof(dlshim_status) */
@@ -109,6 +118,7 @@ typedef struct dlshim_status {
 
 void dlshim_set_test(const char *test);
 int dlshim_get_status(dlshim_status *s);
+int dlshim_attach(const char *options, char *error, size_t error_cap);
 void dlshim_export(DLManagedTensor *t, const char *producer);
 void dlshim_export_versioned(struct DLManagedTensorVersioned *t, const char *producer);
 void dlshim_import(DLManagedTensor *t, const char *consumer);

@@ -455,5 +455,15 @@ static inline bool ds_active_now(void)
  * A forked child, or a process leaving through _exit, that did nothing the
  * shim tracks writes nothing. */
 void ds_finish(bool now);
+/* Starts a shim that was loaded into a running process (dlshim_attach):
+ * `options` holds "DLSHIM_X=value" lines, which override the environment.
+ * 0: started now; 1: already tracking (preloaded, or attached before);
+ * 2: disabled (DLSHIM_DISABLE, a secure-execution process); -1: an option
+ * is unknown or its value not valid, and `why` says so as the
+ * environment's warning would (nothing started). */
+int ds_attach(const char *options, char *why, size_t cap);
+/* Whether start-up came from ds_attach: the shim was loaded late, after the
+ * C library in every lookup scope, so its exports interpose nothing. */
+bool ds_attached(void);
 
 #endif /* DS_SHIM_H */

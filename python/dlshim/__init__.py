@@ -3,10 +3,14 @@
 The tracer is a C library preloaded into the program (LD_PRELOAD); this
 package carries it, starts programs under it (the `dlshim` command, `python
 -m dlshim`), reports on its jsonl logs (the `dlshim-report` command:
-report.py) and adds a pytest plugin (`pytest -p dlshim.pytest`)."""
+report.py) and adds a pytest plugin (`pytest -p dlshim.pytest`).
+
+attach() starts it in a process that is already running instead (a
+notebook, a test session, an IDE's runner): see _attach.py.  Importing this
+package loads nothing; attach() does."""
 import os
 
-__all__ = ["library_path", "launcher_path"]
+__all__ = ["library_path", "launcher_path", "attach", "status", "strict", "Violation"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -34,3 +38,41 @@ def launcher_path():
         return installed
     root = _checkout_root()
     return os.path.join(root, "bin", "dlshim") if root else None
+
+
+def attach(**options):
+    """Loads libdlshim.so into this process and starts tracing from now on:
+    options are the launcher's (log, format, on_error, events, hooks, ...) as
+    keyword arguments, over the DLSHIM_* environment.  True when it started;
+    False, saying so, when the shim already tracks the process (preloaded, or
+    attached before) or is disabled; ValueError for an unknown option or a
+    bad value."""
+    from . import _attach
+    return _attach.attach(options)
+
+
+def status():
+    """What the shim has seen (dlshim_get_status), as a dict; None when it
+    does not track this process."""
+    from . import _attach
+    return _attach.status()
+
+
+def strict():
+    """`with dlshim.strict(): ...` raises dlshim.Violation when the block
+    caused a violation, naming its kind and Python line."""
+    from . import _attach
+    return _attach.Strict()
+
+
+def __getattr__(name):
+    if name == "Violation":
+        from . import _attach
+        return _attach.Violation
+    raise AttributeError(name)
+
+
+def load_ipython_extension(ip):
+    """`%load_ext dlshim`: attaches and adds the %dlshim magic (_ipython.py)."""
+    from . import _ipython
+    _ipython.load(ip)

@@ -8,8 +8,9 @@ listed at the end of the run; with --dlshim-strict, a test that caused a
 violation fails, its report naming the kind and the Python line.
 
 Without libdlshim.so preloaded the plugin says so once and does nothing;
-with --dlshim-strict it stops the run instead (a check that cannot fail
-must not pass).
+with --dlshim-strict it attaches the shim itself (dlshim.attach(), the
+DLSHIM_* environment applying), and stops the run where it cannot (a check
+that cannot fail must not pass).
 Under pytest-xdist each worker logs to its own file: a DLSHIM_LOG path
 without %p gets one before the workers start."""
 import ctypes
@@ -18,17 +19,7 @@ import os
 import pytest
 
 
-class Status(ctypes.Structure):
-    """struct dlshim_status of include/dlshim.h."""
-
-    _fields_ = [
-        ("size", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint32),
-        ("violations", ctypes.c_uint64),
-        ("outstanding", ctypes.c_uint64),
-        ("last_violation", ctypes.c_char * 48),
-        ("last_violation_py", ctypes.c_char * 192),
-    ]
+from ._attach import Status
 
 
 class Shim:
@@ -77,9 +68,17 @@ def pytest_configure(config):
     config.pluginmanager.register(Findings(), "dlshim-findings")
     shim = Shim()
     if not shim.active and config.getoption("dlshim_strict"):
+        from . import attach
+        try:
+            attach()
+        except (OSError, ValueError) as e:
+            raise pytest.UsageError(f"dlshim: --dlshim-strict could not attach the shim ({e}): "
+                                    "run `dlshim -- pytest ...`")
+        shim = Shim()
+    if not shim.active and config.getoption("dlshim_strict"):
         # A strict run that checks nothing must not pass.
-        raise pytest.UsageError("dlshim: --dlshim-strict needs libdlshim.so preloaded: "
-                                "run `dlshim -- pytest ...`")
+        raise pytest.UsageError("dlshim: --dlshim-strict needs libdlshim.so preloaded or "
+                                "attached: run `dlshim -- pytest ...`")
     if not shim.active:
         if not os.environ.get("PYTEST_XDIST_WORKER"):  # once, not once per worker
             config.issue_config_time_warning(

@@ -77,6 +77,9 @@ extern ds_config ds_cfg;
 void ds_config_defaults(ds_config *c);
 /* Parses every DLSHIM_* entry of envp; bad values warn and keep defaults. */
 void ds_config_load(ds_config *c, char *const *envp);
+/* Whether one entry ("DLSHIM_X=value") is a known option with a valid
+ * value; if not, `why` holds the warning ds_config_load would write. */
+bool ds_config_check(const char *entry, char *why, size_t cap);
 void ds_config_dump(const ds_config *c);
 const char *ds_event_name(int id);
 const char *ds_violation_name(int kind);

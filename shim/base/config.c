@@ -276,6 +276,54 @@ void ds_config_defaults(ds_config *c)
             ds_diag("internal: default of %s does not parse", options[i].name);
 }
 
+/* The option an environment entry names ("DLSHIM_X=value"), or NULL after
+ * writing why not (an unknown name) into `why`. */
+static const opt_desc *option_of(const char *entry, size_t *index, char *why, size_t cap)
+{
+    size_t name_len = strcspn(entry, "=");
+    for (size_t i = 0; i < DS_ARRAY_LEN(options); i++)
+        if (strlen(options[i].name) == name_len && memcmp(options[i].name, entry, name_len) == 0) {
+            *index = i;
+            return &options[i];
+        }
+    char shown[80];
+    ds_printable(shown, 64, entry, name_len);
+    ds_fmt(why, cap, "unknown variable %s ignored; the options are listed by DLSHIM_VERBOSE=1 "
+           "and in the README", shown);
+    return NULL;
+}
+
+/* Parses `value` for `o` into c; false, with why, when it is not valid (the
+ * default is then left in c). */
+static bool parse_or_say(const opt_desc *o, const char *value, ds_config *c, char *why, size_t cap)
+{
+    unknown_name[0] = '\0';
+    if (parse(o, value, c))
+        return true;
+    char want[512], which[96] = "", shown[80];
+    ds_printable(shown, 64, value, SIZE_MAX);
+    expected(o, want, sizeof(want));
+    if (unknown_name[0])
+        ds_fmt(which, sizeof(which), ": %s is not one", unknown_name);
+    ds_fmt(why, cap, "%s=\"%s%s\" is not valid%s (expected %s); using the default \"%s\"",
+           o->name, shown, strlen(value) > 63 ? "..." : "", which, want,
+           o->def[0] ? o->def : "unset");
+    parse(o, o->def, c);
+    return false;
+}
+
+bool ds_config_check(const char *entry, char *why, size_t cap)
+{
+    size_t i;
+    const opt_desc *o = option_of(entry, &i, why, cap);
+    if (!o)
+        return false;
+    ds_config scratch;
+    ds_config_defaults(&scratch);
+    const char *value = entry + strcspn(entry, "=");
+    return parse_or_say(o, *value ? value + 1 : "", &scratch, why, cap);
+}
+
 void ds_config_load(ds_config *c, char *const *envp)
 {
     bool seen[DS_ARRAY_LEN(options)] = {false};
@@ -286,36 +334,18 @@ void ds_config_load(ds_config *c, char *const *envp)
             continue;
         size_t name_len = strcspn(entry, "=");
         const char *value = entry[name_len] ? entry + name_len + 1 : "";
-        const opt_desc *o = NULL;
         size_t i = 0;
-        for (; i < DS_ARRAY_LEN(options); i++)
-            if (strlen(options[i].name) == name_len &&
-                memcmp(options[i].name, entry, name_len) == 0) {
-                o = &options[i];
-                break;
-            }
-        char shown[80];
+        char why[768];
+        const opt_desc *o = option_of(entry, &i, why, sizeof(why));
         if (!o) {
-            ds_printable(shown, 64, entry, name_len);
-            ds_diag("unknown variable %s ignored; the options are listed by DLSHIM_VERBOSE=1 "
-                    "and in the README", shown);
+            ds_diag("%s", why);
             continue;
         }
         if (seen[i])
             continue;
         seen[i] = true;
-        unknown_name[0] = '\0';
-        if (!parse(o, value, c)) {
-            char want[512], which[96] = "";
-            ds_printable(shown, 64, value, SIZE_MAX);
-            expected(o, want, sizeof(want));
-            if (unknown_name[0])
-                ds_fmt(which, sizeof(which), ": %s is not one", unknown_name);
-            ds_diag("%s=\"%s%s\" is not valid%s (expected %s); using the default \"%s\"", o->name,
-                    shown, strlen(value) > 63 ? "..." : "", which, want,
-                    o->def[0] ? o->def : "unset");
-            parse(o, o->def, c);
-        }
+        if (!parse_or_say(o, value, c, why, sizeof(why)))
+            ds_diag("%s", why);
     }
     /* A trace is a picture of everything: allocations, frees and copies
      * too, unless the user chose the events. */

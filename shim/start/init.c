@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/auxv.h>
 #include <unistd.h>
 
@@ -24,7 +25,9 @@
 
 extern char **environ;
 
-enum { UNINIT, INITIALISING, ACTIVE, DISABLED };
+/* WAITING: loaded by dlshim.attach(), which starts it with its options
+ * (ds_attach); until then nothing is tracked and nothing initialises. */
+enum { UNINIT, INITIALISING, ACTIVE, DISABLED, WAITING };
 static atomic_int state = UNINIT;
 static atomic_bool finished;
 static DS_TLS bool initialising_here;
@@ -125,7 +128,7 @@ bool ds_active_slow(void)
     int s = atomic_load_explicit(&state, memory_order_acquire);
     if (s == ACTIVE)
         return !ds_holds_lock();
-    if (s == DISABLED || initialising_here)
+    if (s == DISABLED || s == WAITING || initialising_here)
         return false;
     int expected = UNINIT;
     if (atomic_compare_exchange_strong(&state, &expected, INITIALISING)) {
@@ -175,8 +178,93 @@ void ds_finish(bool now)
     }
 }
 
+/* The marker dlshim.attach() sets in the environment around its dlopen of
+ * the library (not a DLSHIM_ name: no option, never passed on by it). */
+#define ATTACH_MARKER "_DLSHIM_ATTACHING"
+
+#define ATTACH_ENTRIES_MAX 64
+
+static bool attached;
+
+bool ds_attached(void)
+{
+    return attached;
+}
+
+int ds_attach(const char *options, char *why, size_t cap)
+{
+    char unused[8];
+    if (!why || !cap) {
+        why = unused;
+        cap = sizeof(unused);
+    }
+    why[0] = '\0';
+    /* Checked before anything starts: a bad keyword is the caller's error,
+     * raised, not a warning and a default as in the environment. */
+    char text[8192];
+    size_t len = ds_fmt(text, sizeof(text), "%s", options ? options : "");
+    if (len + 1 >= sizeof(text)) {
+        ds_fmt(why, cap, "options longer than %zu bytes", sizeof(text) - 1);
+        return -1;
+    }
+    char *entry[ATTACH_ENTRIES_MAX + 1];
+    int n = 0;
+    for (char *p = text; *p;) {
+        char *end = p + strcspn(p, "\n");
+        bool last = !*end;
+        *end = '\0';
+        if (*p) {
+            if (n == ATTACH_ENTRIES_MAX) {
+                ds_fmt(why, cap, "more than %d options", ATTACH_ENTRIES_MAX);
+                return -1;
+            }
+            if (!ds_config_check(p, why, cap))
+                return -1;
+            entry[n++] = p;
+        }
+        if (last)
+            break;
+        p = end + 1;
+    }
+    int expected = WAITING;
+    if (!atomic_compare_exchange_strong(&state, &expected, INITIALISING)) {
+        expected = UNINIT; /* loaded without the marker: nothing started it yet */
+        if (!atomic_compare_exchange_strong(&state, &expected, INITIALISING)) {
+            while ((expected = atomic_load(&state)) == INITIALISING)
+                sched_yield();
+            return expected == ACTIVE ? 1 : 2;
+        }
+    }
+    /* The keywords first: the first entry of a name wins (ds_config_load),
+     * so they override the environment's. */
+    int count = 0;
+    for (char **e = environ; e && *e; e++)
+        count++;
+    char **envp = calloc((size_t)n + (size_t)count + 1, sizeof(*envp));
+    if (!envp) {
+        settle(DISABLED);
+        ds_fmt(why, cap, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        envp[i] = entry[i];
+    for (int i = 0; i < count; i++)
+        envp[n + i] = environ[i];
+    attached = true;
+    initialising_here = true;
+    int result = setup(envp);
+    initialising_here = false;
+    settle(result);
+    /* Start-up copies what it keeps of the environment (options, rank). */
+    free(envp);
+    return result == ACTIVE ? 0 : 2;
+}
+
 __attribute__((constructor)) static void ds_load(void)
 {
+    int expected = UNINIT;
+    if (getenv(ATTACH_MARKER) && atomic_compare_exchange_strong(&state, &expected, WAITING))
+        return;
     ds_active();
 }
 

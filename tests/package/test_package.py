@@ -90,12 +90,27 @@ def test_without_the_preload_the_plugin_says_so_once_and_does_nothing():
     assert r.stdout.count("libdlshim.so is not preloaded") == 1
 
 
-def test_strict_without_the_preload_fails_the_run_in_one_line():
-    env = env_with(PYTHONPATH=str(ROOT / "python"))
+def test_strict_without_the_preload_attaches_the_shim_itself(tmp_path):
+    """Plain pytest (an IDE's runner): the plugin attaches the shim at
+    configure time, before the tests are collected and their modules
+    loaded, so the strict mode fails the bad test as under the launcher."""
+    log = tmp_path / "ev.jsonl"
+    r = run(pytest_args(VENV_PYTHON, "-p", "dlshim.pytest", "--dlshim-strict"),
+            env_with(PYTHONPATH=str(ROOT / "python"), DLSHIM_LOG=str(log)))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "1 failed, 2 passed" in r.stdout
+    assert ("dlshim: 1 DLPack violation(s) in call of test_cases.py::test_double_release: "
+            f"double_release at {DOUBLE_AT}") in r.stdout
+    [v] = [e for e in parse_jsonl(log.read_text()) if e["event"] == "violation"]
+    assert (v["test"], v["kind"]) == ("test_cases.py::test_double_release", "double_release")
+
+
+def test_strict_where_the_shim_cannot_attach_fails_the_run_in_one_line():
+    env = env_with(PYTHONPATH=str(ROOT / "python"), DLSHIM_DISABLE="1")
     r = run(pytest_args(VENV_PYTHON, "-p", "dlshim.pytest", "--dlshim-strict"), env)
     assert r.returncode == pytest.ExitCode.USAGE_ERROR, r.stdout + r.stderr
-    lines = [l for l in r.stderr.splitlines() if "dlshim" in l]
-    assert lines == ["ERROR: dlshim: --dlshim-strict needs libdlshim.so preloaded: "
+    lines = [l for l in r.stderr.splitlines() if l.startswith("ERROR: dlshim")]
+    assert lines == ["ERROR: dlshim: --dlshim-strict needs libdlshim.so preloaded or attached: "
                      "run `dlshim -- pytest ...`"], r.stderr
     assert "passed" not in r.stdout
 

@@ -13,3 +13,13 @@ sys.path.insert(0, os.environ.get("TEST_EXT_DIR", HERE))
 def mark(name):
     sys.stderr.write(f"MARK {name}\n")
     sys.stderr.flush()
+
+
+def dlshim_package():
+    """The checkout's dlshim package, attaching the library of the build
+    under test (TEST_DLSHIM_LIB: the sanitizer runs have their own)."""
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+    import dlshim
+    if os.environ.get("TEST_DLSHIM_LIB"):
+        dlshim.library_path = lambda: os.environ["TEST_DLSHIM_LIB"]
+    return dlshim

@@ -112,6 +112,26 @@ static void test_bad_values_warn_and_keep_defaults(void **state)
     assert_string_equal(c.log, "stderr");
 }
 
+/* dlshim_attach's check: the warning the same entry gives in the
+ * environment, and nothing printed. */
+static void test_check_says_what_the_environment_would(void **state)
+{
+    (void)state;
+    char why[768];
+    unsigned before = ds_diag_count();
+    assert_true(ds_config_check("DLSHIM_ON_ERROR=protect", why, sizeof(why)));
+    assert_true(ds_config_check("DLSHIM_EVENTS=export,import", why, sizeof(why)));
+    assert_false(ds_config_check("DLSHIM_ON_ERROR=bogus", why, sizeof(why)));
+    assert_string_equal(why, "DLSHIM_ON_ERROR=\"bogus\" is not valid (expected "
+                             "warn|protect|abort); using the default \"warn\"");
+    assert_false(ds_config_check("DLSHIM_EVENTS=export,nope", why, sizeof(why)));
+    assert_non_null(strstr(why, ": nope is not one"));
+    assert_false(ds_config_check("DLSHIM_COLOUR=blue", why, sizeof(why)));
+    assert_string_equal(why, "unknown variable DLSHIM_COLOUR ignored; the options are listed "
+                             "by DLSHIM_VERBOSE=1 and in the README");
+    assert_int_equal(ds_diag_count(), before);
+}
+
 static void test_events_keywords(void **state)
 {
     (void)state;
@@ -191,6 +211,7 @@ int main(void)
         cmocka_unit_test(test_good_values),
         cmocka_unit_test(test_int_edges),
         cmocka_unit_test(test_bad_values_warn_and_keep_defaults),
+        cmocka_unit_test(test_check_says_what_the_environment_would),
         cmocka_unit_test(test_events_keywords),
         cmocka_unit_test(test_hook_families),
         cmocka_unit_test(test_first_occurrence_wins),
