@@ -390,6 +390,8 @@ static __attribute__((noinline)) void log_refused(void)
     ds_ev e;
     const ds_context none = {0};
     ds_ev_begin_with(&e, DS_EV_LOG_FULL, e.line, sizeof(e.line), ds_now_ns(), &none);
+    if (e.overflow)
+        return;
     ds_ev_uint(&e, "max_size", max_size);
     ds_ev_str(&e, "note", "DLSHIM_LOG_MAX_SIZE reached: later events are not written; "
                           "the summary counts them (capped_events)");

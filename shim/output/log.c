@@ -100,7 +100,7 @@ static atomic_uint_fast64_t capped;     /* lines not written since */
  * forked child needs no stream state.  A line that would be written outside
  * the lock (a signal handler inside the shim) is dropped and counted. */
 #define DS_ZSTD_LEVEL (-3)
-#define DS_ZSTD_CHUNK (128 * 1024) /* the most one frame carries */
+#define DS_ZSTD_CHUNK ((size_t)128 * 1024) /* the most one frame carries */
 static ds_zstd_api zstd;
 static void *zstd_cctx;    /* NULL: no libzstd */
 static char *zstd_out;

@@ -18,7 +18,7 @@ void ds_zstd_load(void)
     void *lib = ds_real_dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib)
         return;
-    ds_zstd_api api;
+    ds_zstd_api api = {0};
     /* Casts from void *: POSIX guarantees a dlsym result converts. */
     *(void **)&api.estimate_cctx_size = ds_real_dlsym(lib, "ZSTD_estimateCCtxSize");
     *(void **)&api.init_static_cctx = ds_real_dlsym(lib, "ZSTD_initStaticCCtx");
