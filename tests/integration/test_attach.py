@@ -6,9 +6,12 @@ import re
 
 import pytest
 
-from conftest import LIB, PYTHON_DIR, SIMDEV, between
+from conftest import LIB, PRELOAD_FIRST, PYTHON_DIR, SIMDEV, between
 
 BUILT = {"TEST_DLSHIM_LIB": str(LIB)}  # the library of the build under test
+# A ThreadSanitizer build of the shim leaves the host-free hooks out
+# (hooks/host_free.c says why): no free of host memory is seen there.
+HOST_FREES = "libtsan" not in PRELOAD_FIRST
 
 
 def line_of(script, name):
@@ -31,12 +34,17 @@ def test_each_violation_after_attach_names_the_scripts_line(dlshim, on_error):
     [after] = [e for e in between(r.events, "after release", "free") if e["event"] == "violation"]
     assert after["kind"] == "import_after_release"
     assert after["py"].startswith(f"{PYTHON_DIR / 'attach_violations.py'}:")
-    [freed] = [e for e in between(r.events, "free", "end") if e["event"] == "violation"]
-    assert (freed["kind"], freed["py"]) == ("free_while_shared",
-                                            line_of("attach_violations.py", "free"))
+    frees = [e for e in between(r.events, "free", "end") if e["event"] == "violation"]
+    expected = {"double_release": 1, "import_after_release": 1}
+    if HOST_FREES:
+        [freed] = frees
+        assert (freed["kind"], freed["py"]) == ("free_while_shared",
+                                                line_of("attach_violations.py", "free"))
+        expected["free_while_shared"] = 1
+    else:
+        assert frees == []
     [summary] = r.of("summary")
-    assert summary["violations"] == {"double_release": 1, "import_after_release": 1,
-                                     "free_while_shared": 1}
+    assert summary["violations"] == expected
 
 
 def test_options_are_checked_and_a_second_attach_says_so(dlshim):
