@@ -5,20 +5,7 @@
  * the same name (cuda.h's cuGetProcAddress → cuGetProcAddress_v2) must not
  * expand.
  */
-#undef DS_HOOK
-#undef DS_HOT
-#undef DS_FREE
-#undef DS_HOST_FN
-#undef DS_LOOKUP
-#undef DS_HOOK_PTSZ
-#undef DS_HOOK_PTDS
-#undef DS_HOT_PTSZ
-#undef DS_FREE_PTSZ
-#undef DS_HOST_FN_PTSZ
-#undef DS_LOOKUP_PTSZ
-#undef DS_HOOK_SPT
-#undef DS_HOT_SPT
-#undef DS_HOST_FN_SPT
+#include "device_forms_undef.h"
 #define DS_ENTRY(str, wrap, real) {str, (void *)(wrap), (void **)&(real), NULL},
 #define DS_HOOK(name, params, args, before, after) DS_ENTRY(#name, wrap_##name, real_##name)
 #define DS_HOT(name, params, args, before, after) DS_ENTRY(#name, wrap_##name, real_##name)

@@ -4,20 +4,7 @@
  * _PTDS or _SPT line becomes DS_PER_THREAD_NAME(name, _ptsz, _ptds or _spt),
  * which the including file defines; the other lines become nothing.
  */
-#undef DS_HOOK
-#undef DS_HOT
-#undef DS_FREE
-#undef DS_HOST_FN
-#undef DS_LOOKUP
-#undef DS_HOOK_PTSZ
-#undef DS_HOOK_PTDS
-#undef DS_HOT_PTSZ
-#undef DS_FREE_PTSZ
-#undef DS_HOST_FN_PTSZ
-#undef DS_LOOKUP_PTSZ
-#undef DS_HOOK_SPT
-#undef DS_HOT_SPT
-#undef DS_HOST_FN_SPT
+#include "device_forms_undef.h"
 #define DS_HOOK(name, params, args, before, after)
 #define DS_HOT(name, params, args, before, after)
 #define DS_FREE(name, params, args, pointer, KIND)
