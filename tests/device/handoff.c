@@ -39,7 +39,7 @@
  *                     CuPy's Stream.add_callback)
  *   stream_callback_driver  the same with the driver's cuStreamAddCallback
  *                     (as Numba's)
- *   host_fn_many      as host_fn, with 10,000 host functions queued behind the
+ *   host_fn_many [N]  as host_fn, with N (10,000) host functions queued behind the
  *                     gate first (more than the shim's table holds): each
  *                     runs once, and the count is printed
  *   semaphore         an imported external semaphore signalled after the
@@ -189,6 +189,7 @@ static DLManagedTensor *tensor_of(int *buf)
 #endif
 
 static const char *mode;
+static int many; /* host_fn_many's count */
 static int *buf, *other;
 static cudaEvent_t ev;
 static cudaExternalSemaphore_t sem;
@@ -200,7 +201,7 @@ static void produce(cudaStream_t s, int record)
     if (record == 1)
         CHECK(cudaEventRecord(ev, s)); /* too early: before the write */
     CHECK(cudaLaunchHostFunc(s, wait_flag, &gate));
-    for (int i = 0; !strcmp(mode, "host_fn_many") && i < 10000; i++)
+    for (int i = 0; !strcmp(mode, "host_fn_many") && i < many; i++)
         CHECK(cudaLaunchHostFunc(s, count_run, NULL));
     if (!strcmp(mode, "settled"))
         CHECK(cudaMemsetAsync(other, 1, N * sizeof(int), s));
@@ -268,6 +269,7 @@ static int errno_kept(cudaStream_t s, cudaEvent_t e)
 int main(int argc, char **argv)
 {
     mode = argc > 1 ? argv[1] : "unsynced";
+    many = argc > 2 ? atoi(argv[2]) : 10000;
     setvbuf(stdout, NULL, _IOLBF, 0);
     cudaStream_t s1, s2;
     CHECK(cudaMalloc((void **)&buf, N * sizeof(int)));
