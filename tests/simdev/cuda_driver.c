@@ -20,6 +20,22 @@
             return CUDA_ERROR_NO_DEVICE;    \
     } while (0)
 
+/* Code built with --default-stream per-thread calls the _ptsz (stream) and
+ * _ptds (synchronous) twins, and cuGetProcAddress hands them out with
+ * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.  They are separate exports,
+ * as the real driver's: each twin and its legacy function are one static
+ * core, told which it is by `pt` (never a call to another export).  Stream 0
+ * in a per-thread call is the calling thread's default stream. */
+static sim_stream *stream_of(CUstream s, bool pt)
+{
+    return sim_stream_of(pt && !s ? (void *)CU_STREAM_PER_THREAD : (void *)s);
+}
+/* The legacy function `name` and its twin `twin`, both calling `core` with
+ * the arguments that follow it and `pt` last. */
+#define TWINS(name, twin, params, core, ...)                         \
+    EXPORT CUresult name params { return core(__VA_ARGS__, false); } \
+    EXPORT CUresult twin params { return core(__VA_ARGS__, true); }
+
 static int current = 0; /* one device; contexts are the device's primary one */
 #define PRIMARY_CONTEXT ((CUcontext)(uintptr_t)0x1000)
 
@@ -151,11 +167,13 @@ EXPORT CUresult cuMemAllocPitch(CUdeviceptr *ptr, size_t *pitch, size_t width, s
     return r;
 }
 
-EXPORT CUresult cuMemAllocAsync(CUdeviceptr *ptr, size_t size, CUstream stream)
+static CUresult alloc_async(CUdeviceptr *ptr, size_t size, CUstream stream, bool pt)
 {
-    (void)stream;
+    (void)stream, (void)pt;
     return alloc(ptr, size, SIM_DEVICE);
 }
+TWINS(cuMemAllocAsync, cuMemAllocAsync_ptsz, (CUdeviceptr *ptr, size_t size, CUstream stream),
+      alloc_async, ptr, size, stream)
 
 /* The device's one memory pool, an opaque handle. */
 #define DEFAULT_POOL ((CUmemoryPool)(uintptr_t)0x2000)
@@ -171,14 +189,17 @@ EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
 
 /* A pool is required, as the real driver requires it (a NULL one is an
  * invalid value there). */
-EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *ptr, size_t size, CUmemoryPool pool,
-                                        CUstream stream)
+static CUresult alloc_from_pool(CUdeviceptr *ptr, size_t size, CUmemoryPool pool,
+                                CUstream stream, bool pt)
 {
-    (void)stream;
+    (void)stream, (void)pt;
     if (pool != DEFAULT_POOL)
         return CUDA_ERROR_INVALID_VALUE;
     return alloc(ptr, size, SIM_DEVICE);
 }
+TWINS(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz,
+      (CUdeviceptr *ptr, size_t size, CUmemoryPool pool, CUstream stream), alloc_from_pool, ptr,
+      size, pool, stream)
 
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *ptr, size_t size, unsigned int flags)
 {
@@ -221,66 +242,52 @@ EXPORT CUresult cuMemFree(CUdeviceptr ptr)
     return release((void *)(uintptr_t)ptr, SIM_DEVICE);
 }
 
-EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream)
+static CUresult free_async(CUdeviceptr ptr, CUstream stream, bool pt)
 {
-    (void)stream;
-    return cuMemFree(ptr);
+    (void)stream, (void)pt;
+    return release((void *)(uintptr_t)ptr, SIM_DEVICE);
 }
+TWINS(cuMemFreeAsync, cuMemFreeAsync_ptsz, (CUdeviceptr ptr, CUstream stream), free_async, ptr,
+      stream)
 
 EXPORT CUresult cuMemFreeHost(void *p)
 {
     return release(p, SIM_HOST);
 }
 
-EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+/* A copy or a fill on `stream`; `sync`: the call returns when it is done. */
+static CUresult copy(void *dst, const void *src, size_t n, CUstream stream, bool sync, bool pt)
 {
     CHECK_DEVICE;
-    sim_memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, sim_stream_of(NULL), true);
+    sim_memcpy(dst, src, n, stream_of(stream, pt), sync);
     return CUDA_SUCCESS;
 }
+#define DEV(p) ((void *)(uintptr_t)(p))
+TWINS(cuMemcpy, cuMemcpy_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t n), copy, DEV(dst),
+      DEV(src), n, NULL, true)
+TWINS(cuMemcpyHtoD, cuMemcpyHtoD_v2_ptds, (CUdeviceptr dst, const void *src, size_t n), copy,
+      DEV(dst), src, n, NULL, true)
+TWINS(cuMemcpyDtoH, cuMemcpyDtoH_v2_ptds, (void *dst, CUdeviceptr src, size_t n), copy, dst,
+      DEV(src), n, NULL, true)
+TWINS(cuMemcpyAsync, cuMemcpyAsync_ptsz,
+      (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream), copy, DEV(dst), DEV(src), n,
+      stream, false)
+TWINS(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2_ptsz,
+      (void *dst, CUdeviceptr src, size_t n, CUstream stream), copy, dst, DEV(src), n, stream,
+      false)
 
-EXPORT CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
+static CUresult fill(void *dst, unsigned char value, size_t n, CUstream stream, bool sync,
+                     bool pt)
 {
     CHECK_DEVICE;
-    sim_memcpy((void *)(uintptr_t)dst, src, n, sim_stream_of(NULL), true);
+    sim_memset(dst, value, n, stream_of(stream, pt), sync);
     return CUDA_SUCCESS;
 }
-
-EXPORT CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
-{
-    CHECK_DEVICE;
-    sim_memcpy(dst, (const void *)(uintptr_t)src, n, sim_stream_of(NULL), true);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream)
-{
-    CHECK_DEVICE;
-    sim_memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, sim_stream_of(stream),
-               false);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream stream)
-{
-    CHECK_DEVICE;
-    sim_memcpy(dst, (const void *)(uintptr_t)src, n, sim_stream_of(stream), false);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t n)
-{
-    CHECK_DEVICE;
-    sim_memset((void *)(uintptr_t)dst, value, n, sim_stream_of(NULL), true);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream stream)
-{
-    CHECK_DEVICE;
-    sim_memset((void *)(uintptr_t)dst, value, n, sim_stream_of(stream), false);
-    return CUDA_SUCCESS;
-}
+TWINS(cuMemsetD8, cuMemsetD8_v2_ptds, (CUdeviceptr dst, unsigned char value, size_t n), fill,
+      DEV(dst), value, n, NULL, true)
+TWINS(cuMemsetD8Async, cuMemsetD8Async_ptsz,
+      (CUdeviceptr dst, unsigned char value, size_t n, CUstream stream), fill, DEV(dst), value, n,
+      stream, false)
 
 /* ---- streams and events ---------------------------------------------------------- */
 
@@ -300,22 +307,25 @@ EXPORT CUresult cuStreamDestroy(CUstream stream)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuStreamSynchronize(CUstream stream)
+static CUresult stream_sync(CUstream stream, bool pt)
 {
     CHECK_DEVICE;
-    sim_stream_sync(sim_stream_of(stream));
+    sim_stream_sync(stream_of(stream, pt));
     return CUDA_SUCCESS;
 }
+TWINS(cuStreamSynchronize, cuStreamSynchronize_ptsz, (CUstream stream), stream_sync, stream)
 
-EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags)
+static CUresult wait_event(CUstream stream, CUevent event, unsigned int flags, bool pt)
 {
     (void)flags;
     CHECK_DEVICE;
     if (!event)
         return CUDA_ERROR_INVALID_HANDLE;
-    sim_stream_wait_event(sim_stream_of(stream), (sim_event *)event);
+    sim_stream_wait_event(stream_of(stream, pt), (sim_event *)event);
     return CUDA_SUCCESS;
 }
+TWINS(cuStreamWaitEvent, cuStreamWaitEvent_ptsz,
+      (CUstream stream, CUevent event, unsigned int flags), wait_event, stream, event, flags)
 
 EXPORT CUresult cuEventCreate(CUevent *event, unsigned int flags)
 {
@@ -327,14 +337,16 @@ EXPORT CUresult cuEventCreate(CUevent *event, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuEventRecord(CUevent event, CUstream stream)
+static CUresult event_record(CUevent event, CUstream stream, bool pt)
 {
     CHECK_DEVICE;
     if (!event)
         return CUDA_ERROR_INVALID_HANDLE;
-    sim_event_record((sim_event *)event, sim_stream_of(stream));
+    sim_event_record((sim_event *)event, stream_of(stream, pt));
     return CUDA_SUCCESS;
 }
+TWINS(cuEventRecord, cuEventRecord_ptsz, (CUevent event, CUstream stream), event_record, event,
+      stream)
 
 EXPORT CUresult cuEventQuery(CUevent event)
 {
@@ -382,28 +394,34 @@ static void call_stream_callback(void *arg)
     free(c);
 }
 
-EXPORT CUresult cuStreamAddCallback(CUstream stream, CUstreamCallback fn, void *data,
-                                    unsigned int flags)
+/* The callback is told the stream as the program named it (0 stays 0). */
+static CUresult add_callback(CUstream stream, CUstreamCallback fn, void *data, unsigned int flags,
+                             bool pt)
 {
     CHECK_DEVICE;
     if (!fn || flags)
         return CUDA_ERROR_INVALID_VALUE; /* flags: reserved, 0 */
     stream_call *c = malloc(sizeof(*c));
     *c = (stream_call){fn, stream, data};
-    sim_enqueue(sim_stream_of(stream), call_stream_callback, c);
+    sim_enqueue(stream_of(stream, pt), call_stream_callback, c);
     return CUDA_SUCCESS;
 }
+TWINS(cuStreamAddCallback, cuStreamAddCallback_ptsz,
+      (CUstream stream, CUstreamCallback fn, void *data, unsigned int flags), add_callback, stream,
+      fn, data, flags)
 
-EXPORT CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data)
+static CUresult host_func(CUstream stream, CUhostFn fn, void *data, bool pt)
 {
     CHECK_DEVICE;
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
     host_call *c = malloc(sizeof(*c));
     *c = (host_call){fn, data};
-    sim_enqueue(sim_stream_of(stream), call_host, c);
+    sim_enqueue(stream_of(stream, pt), call_host, c);
     return CUDA_SUCCESS;
 }
+TWINS(cuLaunchHostFunc, cuLaunchHostFunc_ptsz, (CUstream stream, CUhostFn fn, void *data),
+      host_func, stream, fn, data)
 
 /* ---- libraries and launches --------------------------------------------------------- */
 
@@ -489,21 +507,26 @@ static void run_kernel(void *arg)
 }
 
 /* A CUkernel passed as the function, as CUDA allows. */
-EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                               unsigned int gridDimZ, unsigned int blockDimX,
-                               unsigned int blockDimY, unsigned int blockDimZ,
-                               unsigned int sharedMemBytes, CUstream stream, void **kernelParams,
-                               void **extra)
+static CUresult launch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                       unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                       unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream stream,
+                       void **kernelParams, void **extra, bool pt)
 {
-    (void)sharedMemBytes, (void)kernelParams, (void)extra;
+    (void)sharedMemBytes, (void)kernelParams, (void)extra; /* nothing the simulation uses */
     CHECK_DEVICE;
     if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
     if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_enqueue(sim_stream_of(stream), run_kernel, NULL);
+    sim_enqueue(stream_of(stream, pt), run_kernel, NULL);
     return CUDA_SUCCESS;
 }
+TWINS(cuLaunchKernel, cuLaunchKernel_ptsz,
+      (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+       unsigned int sharedMemBytes, CUstream stream, void **kernelParams, void **extra),
+      launch, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+      stream, kernelParams, extra)
 
 /* ---- external memory and semaphores ------------------------------------------------ */
 
@@ -578,7 +601,7 @@ EXPORT CUresult cuImportExternalSemaphore(CUexternalSemaphore *extSem_out,
 /* Signals (or waits for, on `stream`) each semaphore: an engine event
  * recorded or waited for.  Refused: no arrays, or a null semaphore. */
 static CUresult semaphores(const CUexternalSemaphore *sems, const void *params, unsigned n,
-                           CUstream stream, bool signal)
+                           CUstream stream, bool signal, bool pt)
 {
     CHECK_DEVICE;
     if (n && (!sems || !params))
@@ -588,26 +611,35 @@ static CUresult semaphores(const CUexternalSemaphore *sems, const void *params, 
             return CUDA_ERROR_INVALID_HANDLE;
     for (unsigned i = 0; i < n; i++) {
         if (signal)
-            sim_event_record((sim_event *)sems[i], sim_stream_of(stream));
+            sim_event_record((sim_event *)sems[i], stream_of(stream, pt));
         else
-            sim_stream_wait_event(sim_stream_of(stream), (sim_event *)sems[i]);
+            sim_stream_wait_event(stream_of(stream, pt), (sim_event *)sems[i]);
     }
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray,
-                                                const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray,
-                                                unsigned int numExtSems, CUstream stream)
+static CUresult signal_sems(const CUexternalSemaphore *sems,
+                            const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *params, unsigned n,
+                            CUstream stream, bool pt)
 {
-    return semaphores(extSemArray, paramsArray, numExtSems, stream, true);
+    return semaphores(sems, params, n, stream, true, pt);
 }
+TWINS(cuSignalExternalSemaphoresAsync, cuSignalExternalSemaphoresAsync_ptsz,
+      (const CUexternalSemaphore *extSemArray,
+       const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems,
+       CUstream stream),
+      signal_sems, extSemArray, paramsArray, numExtSems, stream)
 
-EXPORT CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray,
-                                              const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray,
-                                              unsigned int numExtSems, CUstream stream)
+static CUresult wait_sems(const CUexternalSemaphore *sems,
+                          const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *params, unsigned n,
+                          CUstream stream, bool pt)
 {
-    return semaphores(extSemArray, paramsArray, numExtSems, stream, false);
+    return semaphores(sems, params, n, stream, false, pt);
 }
+TWINS(cuWaitExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync_ptsz,
+      (const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray,
+       unsigned int numExtSems, CUstream stream),
+      wait_sems, extSemArray, paramsArray, numExtSems, stream)
 
 EXPORT CUresult cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
 {
@@ -616,170 +648,6 @@ EXPORT CUresult cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
         return CUDA_ERROR_INVALID_HANDLE;
     sim_event_destroy((sim_event *)extSem);
     return CUDA_SUCCESS;
-}
-
-/* ---- per-thread default stream ------------------------------------------------------
- * The _ptsz (stream) and _ptds (synchronous) entry points that code built
- * with --default-stream per-thread calls, and cuGetProcAddress hands out
- * with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM: separate exports, as
- * the real driver's, through the same static helpers and engine calls as
- * the legacy ones (never through another export).  Their stream 0 is the
- * calling thread's default stream (CU_STREAM_PER_THREAD). */
-static sim_stream *pt_stream(CUstream s)
-{
-    return sim_stream_of(s ? (void *)s : (void *)CU_STREAM_PER_THREAD);
-}
-#define PT(s) ((s) ? (s) : CU_STREAM_PER_THREAD)
-
-EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *ptr, size_t size, CUstream stream)
-{
-    (void)stream;
-    return alloc(ptr, size, SIM_DEVICE);
-}
-
-EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *ptr, size_t size, CUmemoryPool pool,
-                                             CUstream stream)
-{
-    (void)stream;
-    if (pool != DEFAULT_POOL)
-        return CUDA_ERROR_INVALID_VALUE;
-    return alloc(ptr, size, SIM_DEVICE);
-}
-
-EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr ptr, CUstream stream)
-{
-    (void)stream;
-    return release((void *)(uintptr_t)ptr, SIM_DEVICE);
-}
-
-EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-    CHECK_DEVICE;
-    sim_memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, pt_stream(NULL), true);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
-{
-    CHECK_DEVICE;
-    sim_memcpy((void *)(uintptr_t)dst, src, n, pt_stream(NULL), true);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
-{
-    CHECK_DEVICE;
-    sim_memcpy(dst, (const void *)(uintptr_t)src, n, pt_stream(NULL), true);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream)
-{
-    CHECK_DEVICE;
-    sim_memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, pt_stream(stream), false);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream stream)
-{
-    CHECK_DEVICE;
-    sim_memcpy(dst, (const void *)(uintptr_t)src, n, pt_stream(stream), false);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char value, size_t n)
-{
-    CHECK_DEVICE;
-    sim_memset((void *)(uintptr_t)dst, value, n, pt_stream(NULL), true);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char value, size_t n,
-                                     CUstream stream)
-{
-    CHECK_DEVICE;
-    sim_memset((void *)(uintptr_t)dst, value, n, pt_stream(stream), false);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream)
-{
-    CHECK_DEVICE;
-    sim_stream_sync(pt_stream(stream));
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream stream, CUevent event, unsigned int flags)
-{
-    (void)flags;
-    CHECK_DEVICE;
-    if (!event)
-        return CUDA_ERROR_INVALID_HANDLE;
-    sim_stream_wait_event(pt_stream(stream), (sim_event *)event);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuEventRecord_ptsz(CUevent event, CUstream stream)
-{
-    CHECK_DEVICE;
-    if (!event)
-        return CUDA_ERROR_INVALID_HANDLE;
-    sim_event_record((sim_event *)event, pt_stream(stream));
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuStreamAddCallback_ptsz(CUstream stream, CUstreamCallback fn, void *data,
-                                         unsigned int flags)
-{
-    CHECK_DEVICE;
-    if (!fn || flags)
-        return CUDA_ERROR_INVALID_VALUE;
-    stream_call *c = malloc(sizeof(*c));
-    *c = (stream_call){fn, stream, data};
-    sim_enqueue(pt_stream(stream), call_stream_callback, c);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream stream, CUhostFn fn, void *data)
-{
-    CHECK_DEVICE;
-    if (!fn)
-        return CUDA_ERROR_INVALID_VALUE;
-    host_call *c = malloc(sizeof(*c));
-    *c = (host_call){fn, data};
-    sim_enqueue(pt_stream(stream), call_host, c);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                    unsigned int gridDimZ, unsigned int blockDimX,
-                                    unsigned int blockDimY, unsigned int blockDimZ,
-                                    unsigned int sharedMemBytes, CUstream stream,
-                                    void **kernelParams, void **extra)
-{
-    (void)sharedMemBytes, (void)kernelParams, (void)extra;
-    CHECK_DEVICE;
-    if (!f)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ)
-        return CUDA_ERROR_INVALID_VALUE;
-    sim_enqueue(pt_stream(stream), run_kernel, NULL);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuSignalExternalSemaphoresAsync_ptsz(
-    const CUexternalSemaphore *extSemArray,
-    const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems,
-    CUstream stream)
-{
-    return semaphores(extSemArray, paramsArray, numExtSems, PT(stream), true);
-}
-
-EXPORT CUresult cuWaitExternalSemaphoresAsync_ptsz(
-    const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray,
-    unsigned int numExtSems, CUstream stream)
-{
-    return semaphores(extSemArray, paramsArray, numExtSems, PT(stream), false);
 }
 
 /* ---- cuGetProcAddress ------------------------------------------------------------- */
