@@ -66,6 +66,17 @@ DS_PUBLIC int dlshim_attach(const char *options, char *error, size_t error_cap)
     return r;
 }
 
+/* The public list of kinds is the table's, in its order (gcc and clang fold
+ * the comparison of two literals). */
+#define DS_VIOLATION(ID, name) "," name
+_Static_assert(__builtin_strcmp("," DLSHIM_VIOLATION_KINDS,
+#include "base/violations.def"
+                                ) == 0,
+               "DLSHIM_VIOLATION_KINDS lists violations.def in its order");
+#undef DS_VIOLATION
+_Static_assert(DS_VIO_COUNT <= sizeof(((dlshim_status *)0)->violations_of) / sizeof(uint64_t),
+               "dlshim_status has a count for every kind");
+
 DS_PUBLIC int dlshim_get_status(dlshim_status *s)
 {
     int saved = errno;
@@ -75,8 +86,18 @@ DS_PUBLIC int dlshim_get_status(dlshim_status *s)
     }
     /* Filled in a copy, then the caller's `size` bytes of it. */
     dlshim_status now = {.size = s->size < sizeof(now) ? s->size : (uint32_t)sizeof(now)};
-    now.violations = ds_stats_violations();
-    now.outstanding = ds_stats_outstanding();
+    ds_status_counts counts;
+    ds_stats_now(&counts);
+    now.outstanding = counts.outstanding;
+    now.shares = counts.shares;
+    now.copies = counts.copies;
+    now.bytes_shared = counts.bytes_shared;
+    now.bytes_copied = counts.bytes_copied;
+    now.barriers_inserted = counts.barriers_inserted;
+    for (int k = 0; k < DS_VIO_COUNT; k++) {
+        now.violations += counts.violations[k];
+        now.violations_of[k] = counts.violations[k];
+    }
     int kind;
     char where[DS_WHERE_MAX];
     if (ds_stats_latest_violation(&kind, where)) {

@@ -94,7 +94,10 @@ DLSHIM_STATIC_ASSERT(offsetof(DLManagedTensor, deleter) == 56, "deleter@56");
  *   per test or per phase: set s->size to sizeof(dlshim_status) first (later
  *   versions add fields at the end and fill only what the caller knows).
  *   Returns 0, or -1 when the shim does not track this process (disabled, or
- *   not preloaded: the run-time variant below).
+ *   not preloaded: the run-time variant below).  The counts are those of
+ *   the exit summary (docs/events.md), since start (a forked child: since
+ *   the fork); violations_of[k] counts kind k, in the order of
+ *   DLSHIM_VIOLATION_KINDS (later kinds are added at the end).
  * dlshim_attach: starts a shim that a running process loaded (dlopen with
  *   the environment variable _DLSHIM_ATTACHING set, which leaves it waiting:
  *   Python's dlshim.attach() does this), from now on.  `options` holds
@@ -112,7 +115,21 @@ typedef struct dlshim_status {
     uint64_t outstanding;          /* shares exported and not released, now */
     char last_violation[48];       /* the latest violation's kind; "" when none */
     char last_violation_py[192];   /* where, in Python ("file.py:LINE in f"); "" */
+    /* Added later: filled when s->size reaches them. */
+    uint64_t shares;               /* handoffs imported */
+    uint64_t copies;               /* of them, the consumer got a copy */
+    uint64_t bytes_shared;
+    uint64_t bytes_copied;
+    uint64_t barriers_inserted;    /* by DLSHIM_SYNC=enforce */
+    uint64_t violations_of[16];    /* by kind, DLSHIM_VIOLATION_KINDS order */
 } dlshim_status;
+
+/* The violation kinds, comma-separated, in violations_of's order (the
+ * names of docs/events.md). */
+#define DLSHIM_VIOLATION_KINDS                                                 \
+    "double_release,import_after_release,double_import,malformed_tensor,"   \
+    "free_while_shared,invalid_free,leak,unsynchronized_handoff,"           \
+    "tensor_changed,use_after_free,unload_while_shared"
 
 #if defined(DLSHIM_LINK_DIRECTLY) || defined(DLSHIM_BUILDING)
 

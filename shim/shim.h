@@ -412,8 +412,14 @@ uint64_t ds_stats_violations(void);
 /* The latest violation (its kind and source line, DS_WHERE_MAX bytes), kept
  * for dlshim_status; false when there was none. */
 bool ds_stats_latest_violation(int *kind, char *where);
-/* Shares exported and never released, now (walks the records). */
-uint64_t ds_stats_outstanding(void);
+/* What the shim has counted so far (walks the records, every registry shard
+ * taken a moment). */
+typedef struct ds_status_counts {
+    uint64_t outstanding; /* shares exported and never released, now */
+    uint64_t shares, copies, bytes_shared, bytes_copied, barriers_inserted;
+    uint64_t violations[DS_VIO_COUNT]; /* by kind */
+} ds_status_counts;
+void ds_stats_now(ds_status_counts *now);
 
 /* ==== start: the shim's state, the families, the end ====================== */
 /* ---- hook families (families.c) ------------------------------------------ */

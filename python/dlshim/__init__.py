@@ -52,8 +52,11 @@ def attach(**options):
 
 
 def status():
-    """What the shim has seen (dlshim_get_status), as a dict; None when it
-    does not track this process."""
+    """What the shim has seen since it started (dlshim_get_status), as a
+    dict: violations (and violations_by_kind, the kinds seen), outstanding
+    shares now, the last violation's kind and line, and the exit summary's
+    shares, zero_copy, copies, bytes_shared, bytes_copied and
+    barriers_inserted; None when it does not track this process."""
     from . import _attach
     return _attach.status()
 

@@ -24,7 +24,20 @@ class Status(ctypes.Structure):
         ("outstanding", ctypes.c_uint64),
         ("last_violation", ctypes.c_char * 48),
         ("last_violation_py", ctypes.c_char * 192),
+        ("shares", ctypes.c_uint64),
+        ("copies", ctypes.c_uint64),
+        ("bytes_shared", ctypes.c_uint64),
+        ("bytes_copied", ctypes.c_uint64),
+        ("barriers_inserted", ctypes.c_uint64),
+        ("violations_of", ctypes.c_uint64 * 16),
     ]
+
+
+# violations_of's order: DLSHIM_VIOLATION_KINDS of include/dlshim.h, which
+# the library's build checks against its table (tests/package checks this).
+VIOLATION_KINDS = ("double_release", "import_after_release", "double_import", "malformed_tensor",
+                   "free_while_shared", "invalid_free", "leak", "unsynchronized_handoff",
+                   "tensor_changed", "use_after_free", "unload_while_shared")
 
 
 class Violation(AssertionError):
@@ -113,7 +126,13 @@ def status():
         return None
     return {"violations": s.violations, "outstanding": s.outstanding,
             "last_violation": s.last_violation.decode("utf-8", "replace"),
-            "last_violation_py": s.last_violation_py.decode("utf-8", "replace")}
+            "last_violation_py": s.last_violation_py.decode("utf-8", "replace"),
+            "violations_by_kind": {kind: s.violations_of[k]
+                                   for k, kind in enumerate(VIOLATION_KINDS)
+                                   if s.violations_of[k]},
+            "shares": s.shares, "zero_copy": s.shares - s.copies, "copies": s.copies,
+            "bytes_shared": s.bytes_shared, "bytes_copied": s.bytes_copied,
+            "barriers_inserted": s.barriers_inserted}
 
 
 class Strict:

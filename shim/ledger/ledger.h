@@ -178,6 +178,8 @@ typedef struct {
 /* Every registry shard held: the shards' pair tables summed (pairs past
  * DS_PAIRS_MAX in all go to the overflow). */
 void ds_stats_snapshot(ds_stats_snap *out);
+/* Every registry shard held: every pair's counts summed. */
+void ds_stats_totals(ds_pair *total);
 void ds_stats_violation_counts(uint64_t counts[DS_VIO_COUNT]);
 uint64_t ds_stats_untracked_count(void);
 /* True once per process (and once more in each forked child): the caller

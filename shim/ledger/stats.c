@@ -156,6 +156,16 @@ void ds_stats_snapshot(ds_stats_snap *out)
     }
 }
 
+void ds_stats_totals(ds_pair *total)
+{
+    *total = (ds_pair){0};
+    for (unsigned s = 0; s < DS_REG_SHARDS; s++) {
+        add_counts(total, &st[s].overflow);
+        for (int i = 0; i < st[s].npairs; i++)
+            add_counts(total, &st[s].pairs[i]);
+    }
+}
+
 void ds_stats_violation_counts(uint64_t counts[DS_VIO_COUNT])
 {
     for (int k = 0; k < DS_VIO_COUNT; k++)

@@ -61,13 +61,21 @@ static void count_outstanding(const ds_record *r, void *arg)
     }
 }
 
-uint64_t ds_stats_outstanding(void)
+void ds_stats_now(ds_status_counts *now)
 {
     outstanding o = {0};
+    ds_pair total;
     ds_reg_lock_all();
     ds_reg_foreach(count_outstanding, &o);
+    ds_stats_totals(&total);
     ds_reg_unlock_all();
-    return o.count;
+    now->outstanding = o.count;
+    now->shares = total.shares;
+    now->copies = total.copies;
+    now->bytes_shared = total.bytes;
+    now->bytes_copied = total.bytes_copied;
+    now->barriers_inserted = ds_sync_barriers();
+    ds_stats_violation_counts(now->violations);
 }
 
 /* The named ones, as a JSON array (jsonl) or a table after the summary. */
@@ -151,6 +159,7 @@ void ds_summary_write(void)
     static ds_stats_snap snap; /* one summary at a time (claimed above) */
     snap.npairs = 0;
     snap.overflow = (ds_pair){0};
+    ds_pair total = {0};
     uint64_t evicted = 0;
     /* Leaving through _exit with a registry shard held elsewhere: the shares
      * and pairs are left out, and the summary says so (every shard or none:
@@ -160,19 +169,13 @@ void ds_summary_write(void)
         ds_reg_foreach(count_outstanding, &out);
         /* A consistent copy; names are append-only, so ids stay valid. */
         ds_stats_snapshot(&snap);
+        ds_stats_totals(&total);
         evicted = ds_reg_evicted();
         ds_reg_unlock_all();
     }
 
     ds_ev e;
     ds_ev_begin_buf(&e, DS_EV_SUMMARY, summary_buf, sizeof(summary_buf), ds_now_ns());
-    ds_pair total = snap.overflow;
-    for (int i = 0; i < snap.npairs; i++) {
-        total.shares += snap.pairs[i].shares;
-        total.copies += snap.pairs[i].copies;
-        total.bytes += snap.pairs[i].bytes;
-        total.bytes_copied += snap.pairs[i].bytes_copied;
-    }
     ds_ev_uint(&e, "shares", total.shares);
     ds_ev_uint(&e, "zero_copy", total.shares - total.copies);
     ds_ev_uint(&e, "copies", total.copies);

@@ -2,6 +2,7 @@
 loaded into a running Python, no preload.  The system Python links
 libpython into its executable, so the executable's own GOT is patched too
 (tests/frameworks/test_attach.py: the venv's, with a shared libpython)."""
+import json
 import re
 
 import pytest
@@ -45,6 +46,26 @@ def test_each_violation_after_attach_names_the_scripts_line(dlshim, on_error):
         assert frees == []
     [summary] = r.of("summary")
     assert summary["violations"] == expected
+    # dlshim.status() before the free counts what the exit summary does, by
+    # kind, less the free's violation and its one share
+    out = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line.startswith(("BY_", "CO")))
+    assert json.loads(out["BY_KIND"]) == {"double_release": 1, "import_after_release": 1}
+    assert json.loads(out["COUNTS"]) == {"shares": summary["shares"] - 1,
+                                         "zero_copy": summary["zero_copy"] - 1, "copies": 0}
+    assert summary["shares"] > 1
+
+
+def test_the_package_knows_the_violation_kinds_in_the_headers_order():
+    """violations_of's names: the library's build checks DLSHIM_VIOLATION_KINDS
+    against its table; the package's list must be the same table."""
+    import importlib.util
+    from conftest import ROOT
+    table = re.findall(r'^DS_VIOLATION\(\w+, "(\w+)"\)',
+                       (ROOT / "shim/base/violations.def").read_text(), re.M)
+    spec = importlib.util.spec_from_file_location("attach", ROOT / "python/dlshim/_attach.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert list(module.VIOLATION_KINDS) == table and len(table) <= 16
 
 
 def test_options_are_checked_and_a_second_attach_says_so(dlshim):
@@ -59,8 +80,10 @@ def test_options_are_checked_and_a_second_attach_says_so(dlshim):
     assert "dlshim: already tracking this process" in r.stderr
     # keyword arguments (format, events) over the environment (on_error: protect)
     assert {e["event"] for e in r.events} == {"export", "import", "release", "violation"}
-    assert out[4] == ("STATUS [('last_violation', ''), ('last_violation_py', ''), "
-                      "('outstanding', 0), ('violations', 0)]")
+    assert out[4] == ("STATUS [('barriers_inserted', 0), ('bytes_copied', 0), "
+                      "('bytes_shared', 16), ('copies', 0), ('last_violation', ''), "
+                      "('last_violation_py', ''), ('outstanding', 0), ('shares', 1), "
+                      "('violations', 0), ('violations_by_kind', {}), ('zero_copy', 1)]")
     line = line_of("attach_api.py", "strict").replace(" in <module>", "")
     assert re.fullmatch(rf"STRICT dlshim: 1 violation\(s\) in the block, last double_release at "
                         rf"{re.escape(line)} in <module>", out[5])

@@ -8,6 +8,7 @@ The capsule functions are looked up through ctypes after the attach: a
 function pointer fetched before it (ctypes keeps what it looked up) is the
 real function, unseen (README, limits of attach)."""
 import ctypes
+import json
 import os
 import sys
 
@@ -101,6 +102,11 @@ mark("after release")
 capsule = export()
 let_go(handoffs.api.PyCapsule_GetPointer(capsule, b"dltensor"))  # released unconsumed
 take(capsule)  # line: after_release
+# Counted so far (before the free below, after which a freed chunk the
+# allocator hands out again may be freed again under the live share).
+status = dlshim.status()
+print(f"BY_KIND {json.dumps(status['violations_by_kind'])}", flush=True)
+print(f"COUNTS {json.dumps({k: status[k] for k in ('shares', 'zero_copy', 'copies')})}", flush=True)
 mark("free")
 data = libc.malloc(16)
 take(export_of(data))
