@@ -95,8 +95,10 @@ class Status(dict):
             return "dlshim: not tracking this kernel"
         last = self["last_violation"] or "none"
         where = f" at {self['last_violation_py']}" if self["last_violation_py"] else ""
-        return (f"dlshim: {self['violations']} violation(s), {self['outstanding']} share(s) "
-                f"outstanding; last violation: {last}{where}")
+        kinds = ", ".join(f"{k} {n}" for k, n in self["violations_by_kind"].items())
+        return (f"dlshim: {self['violations']} violation(s){f' ({kinds})' if kinds else ''}, "
+                f"{self['shares']} share(s), {self['copies']} of them copies, "
+                f"{self['outstanding']} outstanding; last violation: {last}{where}")
 
     def __init__(self, status):
         super().__init__(status or {})
