@@ -199,7 +199,7 @@ static const char *const property_names[8] = {
     "device_local", "host_visible", "host_coherent", "host_cached",
     "lazily_allocated", "protected", "exportable", "imported"};
 
-static const void *find_in_chain(const void *next, VkStructureType type)
+const void *ds_vk_find_in_chain(const void *next, VkStructureType type)
 {
     for (int i = 0; next && i < 64; i++) {
         const VkBaseInStructure *s = next;
@@ -219,10 +219,10 @@ static void allocated(VkDevice device, const VkMemoryAllocateInfo *info, VkDevic
     uint8_t props = 0;
     if (info->memoryTypeIndex < d->memory.memoryTypeCount)
         props = (uint8_t)(d->memory.memoryTypes[info->memoryTypeIndex].propertyFlags & 0x3f);
-    if (find_in_chain(info->pNext, VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO))
+    if (ds_vk_find_in_chain(info->pNext, VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO))
         props |= PROP_EXPORTABLE;
-    if (find_in_chain(info->pNext, VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR) ||
-        find_in_chain(info->pNext, VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT))
+    if (ds_vk_find_in_chain(info->pNext, VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR) ||
+        ds_vk_find_in_chain(info->pNext, VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT))
         props |= PROP_IMPORTED;
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     object *o = find(&memories, P(memory), true);
@@ -509,13 +509,7 @@ static VKAPI_ATTR void VKAPI_CALL layer_DestroyDevice(VkDevice device,
  * device below has the function. */
 static PFN_vkVoidFunction device_wrapper(const ds_vk_device *d, const char *name)
 {
-#define VK_HOOK(fn, params, args, after) \
-    if (!strcmp(name, #fn))              \
-        return d && !d->fn ? NULL : (PFN_vkVoidFunction)wrap_##fn;
-#define VK_VOID(fn, params, args, before) VK_HOOK(fn, params, args, before)
-#define VK_FREE(fn, params, args, check, done) VK_HOOK(fn, params, args, check)
-#define VK_HOOK_ON(object, fn, params, args, after) VK_HOOK(fn, params, args, after)
-#define VK_VOID_ON(object, fn, params, args, before) VK_HOOK(fn, params, args, before)
+#include "vulkan_lookup.h"
 #include "vulkan.def"
 #include "vulkan_forms_undef.h"
     if (!strcmp(name, "vkDestroyDevice"))

@@ -45,6 +45,8 @@ extern int ds_vk_api;
 /* The device of a dispatchable object (a device, a queue, a command
  * buffer), or NULL. */
 ds_vk_device *ds_vk_device_of(const void *object);
+/* The structure of that type in a pNext chain (64 deep at most), or NULL. */
+const void *ds_vk_find_in_chain(const void *next, VkStructureType type);
 /* Lock DS_LOCK_HOOK_TABLES held.  Where `size` bytes at `offset` of a
  * buffer (VK_WHOLE_SIZE: to its end) lie in its memory's host mapping, as
  * a write; false where the buffer is unbound or its memory not mapped there. */
