@@ -7,7 +7,8 @@
  * fence or a semaphore it signals an event recorded there; a fence waited
  * for (or found signalled), a queue or device waited idle, the host's wait.
  * What a submission writes is what its command buffers recorded: fills,
- * updates and copies into buffers, as bytes of their memory's host mapping
+ * updates, buffer copies and image-to-buffer copies (their surely written
+ * bytes) into buffers, as bytes of their memory's host mapping
  * (where a CPU tensor over it is read: ds_sync_host_reads).  Dispatches
  * write through descriptor sets, which are not followed: such a write is
  * unseen, which can hide a race, never make one.
