@@ -121,7 +121,8 @@ static void recorded_image_copies(VkCommandBuffer cb, VkBuffer dst, uint32_t cou
  * vkGetSemaphoreCounterValue answering V) waits for every signal of a value
  * <= V: a signal's value must exceed the counter when it runs, so those have
  * all run once the counter reached V.  Signals the host has waited for are
- * forgotten (every later operation merges the host's clock).  Left out: a
+ * forgotten (every later operation merges the host's clock), and so are
+ * those of a queue the host waited idle.  Left out: a
  * submission's wait for a value signalled only later (wait-before-signal
  * across queues; its ordering is not seen), and the host's vkSignalSemaphore
  * (it orders the host before the queue, which every submission already
@@ -239,6 +240,22 @@ static void timeline_waited(uintptr_t queue, VkSemaphore semaphore, uint64_t val
             signal_forget(t);
         }
     }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* The host waited for a queue (0: every queue) to be idle: its clock
+ * covers what they signalled, which is forgotten (keeping the table of
+ * signals small where the host waits that way, not on values). */
+static void queue_idle(uintptr_t queue)
+{
+    if (queue)
+        ds_sync_host_waits_stream(ds_vk_api, queue, false);
+    else
+        ds_sync_host_waits_all(ds_vk_api);
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    for (unsigned i = 0; i < DS_VK_SIGNALS; i++)
+        if (signals[i].semaphore && (!queue || signals[i].queue == queue))
+            signal_forget(&signals[i]);
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
