@@ -1,6 +1,7 @@
 # make bench: bench/run's programs, built like the tests (included by Makefile).
 BENCH_BIN := $(BUILD)/bench
-BENCH_PROGS := $(BENCH_BIN)/calls $(BENCH_BIN)/streams $(BENCH_BIN)/registry $(BENCH_BIN)/threads
+BENCH_PROGS := $(BENCH_BIN)/calls $(BENCH_BIN)/streams $(BENCH_BIN)/registry $(BENCH_BIN)/threads \
+               $(if $(wildcard /usr/include/vulkan/vulkan.h),$(BENCH_BIN)/vk_submit)
 
 $(BENCH_BIN)/calls: bench/calls.c include/dlshim.h $(CUDA_DRIVER)
 	@mkdir -p $(dir $@)
@@ -14,6 +15,12 @@ $(BENCH_BIN)/streams: bench/streams.c bench/device.h include/dlshim.h
 $(BENCH_BIN)/threads: bench/threads.c bench/device.h include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart -pthread $(VARIANT_LDFLAGS)
+
+# The Vulkan rows: the queue programs' set-up (tests/vulkan/vk_setup.c).
+$(BENCH_BIN)/vk_submit: bench/vk_submit.c tests/vulkan/vk_setup.c tests/vulkan/vk_setup.h
+	@mkdir -p $(dir $@)
+	$(CC) $(DEVICE_PROG_FLAGS) -Itests/vulkan -o $@ $< tests/vulkan/vk_setup.c -lvulkan \
+	    $(VARIANT_LDFLAGS)
 
 # Linked with the core's objects, as the unit tests are.
 $(BENCH_BIN)/registry: bench/registry.c $(CORE_OBJS)

@@ -28,20 +28,17 @@
  * utilities are C++ and not packaged).
  */
 #include <dlfcn.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "abi/vulkan.h"
-#include "hooks.h"
+#include "vulkan_family.h"
 
-#define P(x) ((uintptr_t)(x))
 #define DS_VK_INSTANCES 64u
 #define DS_VK_DEVICES 64u
 #define DS_VK_OBJECTS (1u << 16) /* memories and buffers each (a power of two) */
 
-static int ds_api = -1;
+int ds_vk_api = -1;
 static int ds_mapping_api = -1; /* host mappings: addresses, not handles */
 
 /* The first word of a dispatchable object is the loader's dispatch table:
@@ -65,31 +62,11 @@ typedef struct {
     PFN_vkGetPhysicalDeviceMemoryProperties memory_properties;
 } instance_slot;
 
-/* Each wrapped function's next pointer, named as the table names it. */
-typedef struct {
-    void *key; /* NULL: free */
-    VkDevice device;
-    int index; /* the physical device's, in enumeration order */
-    PFN_vkGetDeviceProcAddr next_gdpa;
-    PFN_vkDestroyDevice destroy;
-    VkPhysicalDeviceMemoryProperties memory;
-#define VK_HOOK(name, params, args, after) PFN_##name name;
-#define VK_VOID(name, params, args, before) PFN_##name name;
-#define VK_FREE(name, params, args, check, done) PFN_##name name;
-#define VK_HOOK_ON(object, name, params, args, after) PFN_##name name;
-#define VK_VOID_ON(object, name, params, args, before) PFN_##name name;
-#include "vulkan.def"
-#undef VK_HOOK
-#undef VK_VOID
-#undef VK_FREE
-#undef VK_HOOK_ON
-#undef VK_VOID_ON
-} device_slot;
 
 /* Written under the lock as instances and devices come and go; read
  * without it on each call (a slot's key is set last and cleared first). */
 static instance_slot instances[DS_VK_INSTANCES];
-static device_slot devices[DS_VK_DEVICES];
+static ds_vk_device devices[DS_VK_DEVICES];
 
 static instance_slot *instance_of(const void *object)
 {
@@ -100,7 +77,7 @@ static instance_slot *instance_of(const void *object)
     return NULL;
 }
 
-static device_slot *device_of(const void *object)
+ds_vk_device *ds_vk_device_of(const void *object)
 {
     void *key = dispatch_key(object);
     for (unsigned i = 0; key && i < DS_VK_DEVICES; i++)
@@ -199,13 +176,30 @@ static bool memory_of(uintptr_t handle, uintptr_t *memory)
     return bound;
 }
 
+/* Lock held (vulkan_family.h). */
+bool ds_vk_buffer_mapped(uint64_t buffer, uint64_t offset, uint64_t size, ds_range *out)
+{
+    const object *b = find(&buffers, buffer, false);
+    const object *m = b && b->memory ? find(&memories, b->memory, false) : NULL;
+    if (!m || !m->mapped)
+        return false;
+    if (size == VK_WHOLE_SIZE)
+        size = b->size > offset ? b->size - offset : 0;
+    uint64_t at = b->offset + offset; /* in the memory */
+    if (!size || at < m->offset)
+        return false;
+    *out = (ds_range){.start = (uintptr_t)(m->mapped + (at - m->offset)), .len = size,
+                      .write = true};
+    return true;
+}
+
 /* Property bits: the memory type's own six, then two of the allocation's. */
 enum { PROP_EXPORTABLE = 1u << 6, PROP_IMPORTED = 1u << 7 };
 static const char *const property_names[8] = {
     "device_local", "host_visible", "host_coherent", "host_cached",
     "lazily_allocated", "protected", "exportable", "imported"};
 
-static const void *find_in_chain(const void *next, VkStructureType type)
+const void *ds_vk_find_in_chain(const void *next, VkStructureType type)
 {
     for (int i = 0; next && i < 64; i++) {
         const VkBaseInStructure *s = next;
@@ -219,16 +213,16 @@ static const void *find_in_chain(const void *next, VkStructureType type)
 static void allocated(VkDevice device, const VkMemoryAllocateInfo *info, VkDeviceMemory memory,
                       const void *caller)
 {
-    device_slot *d = device_of(device);
+    ds_vk_device *d = ds_vk_device_of(device);
     if (!d || !memory)
         return;
     uint8_t props = 0;
     if (info->memoryTypeIndex < d->memory.memoryTypeCount)
         props = (uint8_t)(d->memory.memoryTypes[info->memoryTypeIndex].propertyFlags & 0x3f);
-    if (find_in_chain(info->pNext, VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO))
+    if (ds_vk_find_in_chain(info->pNext, VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO))
         props |= PROP_EXPORTABLE;
-    if (find_in_chain(info->pNext, VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR) ||
-        find_in_chain(info->pNext, VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT))
+    if (ds_vk_find_in_chain(info->pNext, VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR) ||
+        ds_vk_find_in_chain(info->pNext, VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT))
         props |= PROP_IMPORTED;
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     object *o = find(&memories, P(memory), true);
@@ -236,15 +230,15 @@ static void allocated(VkDevice device, const VkMemoryAllocateInfo *info, VkDevic
         *o = (object){.handle = P(memory), .memory = (uint64_t)(d - devices) + 1};
     ds_lock_give(DS_LOCK_HOOK_TABLES);
     ds_alloc_info a = {.base = P(memory), .size = info->allocationSize, .device = d->index,
-                       .kind = DS_ALLOC_DEVICE, .api = ds_api, .properties = props};
+                       .kind = DS_ALLOC_DEVICE, .api = ds_vk_api, .properties = props};
     ds_alloc_record(&a, ds_module_id_at(caller));
 }
 
 /* The device a memory's entry names, while it lives (for the calls the
  * shim makes itself). */
-static device_slot *device_of_memory(const object *o)
+static ds_vk_device *device_of_memory(const object *o)
 {
-    device_slot *d = o->memory && o->memory <= DS_VK_DEVICES ? &devices[o->memory - 1] : NULL;
+    ds_vk_device *d = o->memory && o->memory <= DS_VK_DEVICES ? &devices[o->memory - 1] : NULL;
     return d && __atomic_load_n(&d->key, __ATOMIC_ACQUIRE) ? d : NULL;
 }
 
@@ -260,7 +254,7 @@ static void release(uintptr_t base, int kind)
         o->handle = ~(uint64_t)0;
     }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
-    device_slot *d = device_of_memory(&copy);
+    ds_vk_device *d = device_of_memory(&copy);
     if (d && d->vkFreeMemory)
         d->vkFreeMemory(d->device, (VkDeviceMemory)base, copy.has_cb ? &copy.cb : NULL);
     if (copy.mapped)
@@ -275,7 +269,7 @@ static int free_check(VkDeviceMemory memory, const VkAllocationCallbacks *cb, co
         return DS_FREE_FORWARD;
     char who[DS_NAME_MAX];
     ds_module_name_at(caller, who, sizeof(who));
-    int action = ds_alloc_free_check(P(memory), ds_api, DS_ALLOC_DEVICE, who);
+    int action = ds_alloc_free_check(P(memory), ds_vk_api, DS_ALLOC_DEVICE, who);
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     object *o = find(&memories, P(memory), false);
     if (o && action == DS_FREE_DEFER && cb) {
@@ -292,7 +286,7 @@ static void mapped(VkDeviceMemory memory, VkDeviceSize offset, VkDeviceSize size
                    const void *caller)
 {
     ds_alloc_info m;
-    if (!data || ds_mapping_api < 0 || !ds_alloc_lookup_in(ds_api, P(memory), &m))
+    if (!data || ds_mapping_api < 0 || !ds_alloc_lookup_in(ds_vk_api, P(memory), &m))
         return;
     if (size == VK_WHOLE_SIZE)
         size = offset < m.size ? m.size - offset : 0;
@@ -354,7 +348,7 @@ static void freed(VkDeviceMemory memory, const void *caller)
     if (o)
         o->handle = ~(uint64_t)0;
     ds_lock_give(DS_LOCK_HOOK_TABLES);
-    ds_alloc_forget(P(memory), ds_api, who);
+    ds_alloc_forget(P(memory), ds_vk_api, who);
 }
 
 /* An unmap the shim deferred: the memory mapped at `base`, unmapped with
@@ -371,259 +365,15 @@ static void release_mapping(uintptr_t base, int kind)
             t[i].mapped = 0;
         }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
-    device_slot *d = device_of_memory(&copy);
+    ds_vk_device *d = device_of_memory(&copy);
     if (d && d->vkUnmapMemory)
         d->vkUnmapMemory(d->device, (VkDeviceMemory)copy.handle);
 }
 
-/* ---- queues: what a submission writes, in the stream model ---------------------
- * A queue is a stream of the model, a submission an operation on it, a
- * fence or a semaphore it signals an event recorded there; a fence waited
- * for (or found signalled), a queue or device waited idle, the host's wait.
- * What a submission writes is what its command buffers recorded: fills,
- * updates and copies into buffers, as bytes of their memory's host mapping
- * (where a CPU tensor over it is read: ds_sync_host_reads).  Dispatches
- * write through descriptor sets, which are not followed: such a write is
- * unseen, which can hide a race, never make one. */
-#define DS_VK_RECORDINGS 4096u /* command buffers (a power of two) */
-#define DS_VK_RECORDED 16u     /* writes kept per command buffer; more are unseen */
-
-typedef struct {
-    uint64_t buffer, offset, size;
-} recorded;
-
-typedef struct {
-    uint64_t handle; /* the command buffer; 0: free */
-    uint32_t n;
-    recorded w[DS_VK_RECORDED];
-} recording;
-
-static recording *recordings;
-
-/* Lock held.  The recording of a command buffer, or (insert) a slot for
- * it; NULL when the table is full (its writes go unseen).  A command
- * buffer freed is never removed: its handle, made again, begins afresh. */
-static recording *recording_of(VkCommandBuffer cb, bool insert)
-{
-    if (!recordings)
-        recordings = ds_map(sizeof(recording) * DS_VK_RECORDINGS, false);
-    if (!recordings || !cb)
-        return NULL;
-    uint64_t h = (P(cb) * 0x9e3779b97f4a7c15ull) >> 52;
-    for (unsigned i = 0; i < DS_VK_RECORDINGS; i++) {
-        recording *r = &recordings[(h + i) & (DS_VK_RECORDINGS - 1)];
-        if (r->handle == P(cb))
-            return r;
-        if (!r->handle) {
-            if (!insert)
-                return NULL;
-            r->handle = P(cb);
-            return r;
-        }
-    }
-    return NULL;
-}
-
-static void recording_reset(VkCommandBuffer cb)
-{
-    ds_lock_take(DS_LOCK_HOOK_TABLES);
-    recording *r = recording_of(cb, false);
-    if (r)
-        r->n = 0;
-    ds_lock_give(DS_LOCK_HOOK_TABLES);
-}
-
-static void recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
-                           VkDeviceSize size)
-{
-    if (!ds_sync_enabled())
-        return;
-    ds_lock_take(DS_LOCK_HOOK_TABLES);
-    recording *r = recording_of(cb, true);
-    if (r && r->n < DS_VK_RECORDED)
-        r->w[r->n++] = (recorded){P(buffer), offset, size};
-    ds_lock_give(DS_LOCK_HOOK_TABLES);
-}
-
-static void recorded_copies(VkCommandBuffer cb, VkBuffer dst, uint32_t count,
-                            const VkBufferCopy *regions)
-{
-    for (uint32_t i = 0; i < count && i < DS_VK_RECORDED; i++)
-        recorded_write(cb, dst, regions[i].dstOffset, regions[i].size);
-}
-
-/* Lock held.  Where a recorded write lands in its memory's host mapping;
- * false where the buffer is unbound or its memory not mapped there. */
-static bool mapped_range(const recorded *w, ds_range *out)
-{
-    const object *b = find(&buffers, w->buffer, false);
-    const object *m = b && b->memory ? find(&memories, b->memory, false) : NULL;
-    if (!m || !m->mapped)
-        return false;
-    uint64_t size = w->size == VK_WHOLE_SIZE ? (b->size > w->offset ? b->size - w->offset : 0)
-                                             : w->size;
-    uint64_t at = b->offset + w->offset; /* in the memory */
-    if (!size || at < m->offset)
-        return false;
-    *out = (ds_range){.start = (uintptr_t)(m->mapped + (at - m->offset)), .len = size,
-                      .write = true};
-    return true;
-}
-
-/* The writes of one submission's command buffers, as mapped ranges. */
-static int submission_writes(const VkSubmitInfo *submit, ds_range *out, int max)
-{
-    int n = 0;
-    ds_lock_take(DS_LOCK_HOOK_TABLES);
-    for (uint32_t c = 0; c < submit->commandBufferCount && c < 64; c++) {
-        const recording *r = recording_of(submit->pCommandBuffers[c], false);
-        for (uint32_t k = 0; r && k < r->n && n < max; k++)
-            n += mapped_range(&r->w[k], &out[n]);
-    }
-    ds_lock_give(DS_LOCK_HOOK_TABLES);
-    return n;
-}
-
-/* Each queue's device and the fence of its last fenced submission, for the
- * host's wait under DLSHIM_SYNC=enforce (queue_host_wait). */
-#define DS_VK_QUEUES 64u
-typedef struct {
-    VkQueue queue; /* NULL: free */
-    VkFence fence;
-    const device_slot *device;
-} queue_fence;
-static queue_fence queue_fences[DS_VK_QUEUES];
-
-static void fence_queued(VkQueue queue, VkFence fence)
-{
-    const device_slot *d = device_of(queue);
-    ds_lock_take(DS_LOCK_HOOK_TABLES);
-    for (unsigned i = 0; d && i < DS_VK_QUEUES; i++)
-        if (queue_fences[i].queue == queue || !queue_fences[i].queue) {
-            queue_fences[i] = (queue_fence){queue, fence, d};
-            break;
-        }
-    ds_lock_give(DS_LOCK_HOOK_TABLES);
-}
-
-/* The host waits, a second at most, for the queue's last fenced submission
- * (and, as drivers complete a queue's work in order, for what was submitted
- * before it): never forever, since the program may hold the queue back
- * itself until after the read (a wait on an event the host sets later). */
-static bool queue_host_wait(uintptr_t queue)
-{
-    queue_fence q = {0};
-    ds_lock_take(DS_LOCK_HOOK_TABLES);
-    for (unsigned i = 0; i < DS_VK_QUEUES && queue_fences[i].queue; i++)
-        if (P(queue_fences[i].queue) == queue)
-            q = queue_fences[i];
-    ds_lock_give(DS_LOCK_HOOK_TABLES);
-    if (!q.fence || !q.device->vkWaitForFences ||
-        q.device->vkWaitForFences(q.device->device, 1, &q.fence, 1, 1000000000ull) != VK_SUCCESS)
-        return false;
-    ds_sync_host_waits_event(ds_api, P(q.fence));
-    return true;
-}
-
-static void submitted(VkQueue queue, uint32_t count, const VkSubmitInfo *submits, VkFence fence,
-                      const void *caller)
-{
-    if (!ds_sync_enabled())
-        return;
-    for (uint32_t i = 0; i < count && i < 64; i++) {
-        const VkSubmitInfo *s = &submits[i];
-        for (uint32_t k = 0; k < s->waitSemaphoreCount && k < 64; k++)
-            ds_sync_stream_waits(ds_api, P(queue), P(s->pWaitSemaphores[k]), false);
-        ds_range writes[64];
-        int n = submission_writes(s, writes, (int)DS_ARRAY_LEN(writes));
-        ds_sync_op(ds_api, P(queue), false, writes, n, caller);
-        for (uint32_t k = 0; k < s->signalSemaphoreCount && k < 64; k++)
-            ds_sync_event_recorded(ds_api, P(s->pSignalSemaphores[k]), P(queue), false);
-    }
-    if (fence) {
-        ds_sync_event_recorded(ds_api, P(fence), P(queue), false);
-        fence_queued(queue, fence);
-    }
-}
-
-/* vkWaitForFences returned VK_SUCCESS: all of them signalled, or (waitAll
- * false) at least one, found by asking each. */
-static void fences_waited(const device_slot *d, uint32_t count, const VkFence *fences,
-                          VkBool32 all)
-{
-    for (uint32_t i = 0; i < count && i < 64; i++)
-        if (all || count == 1 ||
-            (d->vkGetFenceStatus && d->vkGetFenceStatus(d->device, fences[i]) == VK_SUCCESS))
-            ds_sync_host_waits_event(ds_api, P(fences[i]));
-}
-
 /* ---- the wrappers ---------------------------------------------------------------- */
-/* Each finds its device's next function (none: the loader never hands out
- * a wrapper for a function the device lacks, so this is garbage), records
- * only while the family is installed and the shim active, and leaves errno
- * as the call left it. */
-static bool on(void)
-{
-    return ds_api >= 0 && ds_active();
-}
-
-/* `object`: the first parameter, the dispatchable object whose device's
- * table the call goes through (a queue's and a command buffer's are their
- * device's). */
-#define VK_BEGIN(type, fail, object, name, params)                                            \
-    static VKAPI_ATTR type VKAPI_CALL wrap_##name params /* NOLINT */                         \
-    {                                                                                         \
-        const void *caller = __builtin_return_address(0);                                    \
-        device_slot *d_ = device_of(object);                                                  \
-        if (!d_ || !d_->name)                                                                 \
-            return fail;                                                                      \
-        (void)caller;
-#define VK_HOOK_ON(object, name, params, args, after)                                          \
-    VK_BEGIN(VkResult, VK_ERROR_INITIALIZATION_FAILED, object, name, params)                  \
-        VkResult r_ = d_->name args; /* NOLINT */                                             \
-        int errno_ = errno;                                                                   \
-        if (r_ == VK_SUCCESS && on()) {                                                       \
-            after;                                                                            \
-        }                                                                                     \
-        errno = errno_;                                                                       \
-        return r_;                                                                            \
-    }
-#define VK_VOID_ON(object, name, params, args, before)                                        \
-    VK_BEGIN(void, , object, name, params)                                                    \
-        int errno_ = errno;                                                                   \
-        if (on()) {                                                                           \
-            before;                                                                           \
-        }                                                                                     \
-        errno = errno_;                                                                       \
-        d_->name args; /* NOLINT */                                                           \
-    }
-/* A free or unmap refused under protect (made twice, or inside another):
- * Vulkan has no error to return, so the call is dropped, which is what
- * protects; a deferred one is made at the last release (release(),
- * release_mapping()). */
-#define VK_FREE(name, params, args, check, done)                                              \
-    VK_BEGIN(void, , device, name, params)                                                    \
-        int errno_ = errno;                                                                   \
-        bool on_ = on();                                                                      \
-        int action_ = on_ ? (check) : DS_FREE_FORWARD;                                        \
-        errno = errno_;                                                                       \
-        if (action_ != DS_FREE_FORWARD)                                                       \
-            return;                                                                           \
-        d_->name args; /* NOLINT */                                                           \
-        errno_ = errno;                                                                       \
-        if (on_) {                                                                            \
-            done;                                                                             \
-        }                                                                                     \
-        errno = errno_;                                                                       \
-    }
-#define VK_HOOK(name, params, args, after) VK_HOOK_ON(device, name, params, args, after)
-#define VK_VOID(name, params, args, before) VK_VOID_ON(device, name, params, args, before)
+#include "vulkan_wrap.h"
 #include "vulkan.def"
-#undef VK_HOOK
-#undef VK_VOID
-#undef VK_FREE
-#undef VK_HOOK_ON
-#undef VK_VOID_ON
+#include "vulkan_forms_undef.h"
 
 /* ---- the layer: instances, devices and the loader's lookups ------------------- */
 
@@ -716,7 +466,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice physic
     if (r != VK_SUCCESS)
         return r;
     int errno_ = errno;
-    device_slot s = {.key = dispatch_key(*out), .device = *out, .next_gdpa = next_gdpa,
+    ds_vk_device s = {.key = dispatch_key(*out), .device = *out, .next_gdpa = next_gdpa,
                      .index = physical_index(in, physical)};
     s.destroy = (PFN_vkDestroyDevice)next_gdpa(*out, "vkDestroyDevice");
     if (in->memory_properties)
@@ -727,11 +477,8 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice physic
 #define VK_HOOK_ON(object, name, params, args, after) VK_HOOK(name, params, args, after)
 #define VK_VOID_ON(object, name, params, args, before) VK_HOOK(name, params, args, before)
 #include "vulkan.def"
-#undef VK_HOOK
-#undef VK_VOID
-#undef VK_FREE
-#undef VK_HOOK_ON
-#undef VK_VOID_ON
+#include "vulkan_queues.def"
+#include "vulkan_forms_undef.h"
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     for (unsigned i = 0; i < DS_VK_DEVICES; i++)
         if (!devices[i].key) {
@@ -749,7 +496,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice physic
 static VKAPI_ATTR void VKAPI_CALL layer_DestroyDevice(VkDevice device,
                                                       const VkAllocationCallbacks *cb)
 {
-    device_slot *d = device_of(device);
+    ds_vk_device *d = ds_vk_device_of(device);
     if (!d)
         return;
     PFN_vkDestroyDevice destroy = d->destroy;
@@ -760,30 +507,20 @@ static VKAPI_ATTR void VKAPI_CALL layer_DestroyDevice(VkDevice device,
 
 /* The device functions this layer answers for: its wrappers, where the
  * device below has the function. */
-static PFN_vkVoidFunction device_wrapper(const device_slot *d, const char *name)
+static PFN_vkVoidFunction device_wrapper(const ds_vk_device *d, const char *name)
 {
-#define VK_HOOK(fn, params, args, after) \
-    if (!strcmp(name, #fn))              \
-        return d && !d->fn ? NULL : (PFN_vkVoidFunction)wrap_##fn;
-#define VK_VOID(fn, params, args, before) VK_HOOK(fn, params, args, before)
-#define VK_FREE(fn, params, args, check, done) VK_HOOK(fn, params, args, check)
-#define VK_HOOK_ON(object, fn, params, args, after) VK_HOOK(fn, params, args, after)
-#define VK_VOID_ON(object, fn, params, args, before) VK_HOOK(fn, params, args, before)
+#include "vulkan_lookup.h"
 #include "vulkan.def"
-#undef VK_HOOK
-#undef VK_VOID
-#undef VK_FREE
-#undef VK_HOOK_ON
-#undef VK_VOID_ON
+#include "vulkan_forms_undef.h"
     if (!strcmp(name, "vkDestroyDevice"))
         return (PFN_vkVoidFunction)layer_DestroyDevice;
-    return NULL;
+    return ds_vk_queue_wrapper(d, name);
 }
 
 static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL layer_GetDeviceProcAddr(VkDevice device,
                                                                         const char *name)
 {
-    device_slot *d = device_of(device);
+    ds_vk_device *d = ds_vk_device_of(device);
     if (!name || !d)
         return NULL;
     if (!strcmp(name, "vkGetDeviceProcAddr"))
@@ -852,7 +589,7 @@ static const ds_device_api api = {
     .memory_of = memory_of,
     .property_names = property_names,
     .stream_noun = "queue",
-    .host_wait = queue_host_wait};
+    .host_wait = ds_vk_queue_host_wait};
 
 #define DS_VK_LAYER "VK_LAYER_DLSHIM_ledger"
 
@@ -910,7 +647,7 @@ static const ds_device_api mapping_api = {
 
 static void install(void)
 {
-    ds_api = ds_device_api_add(&api);
+    ds_vk_api = ds_device_api_add(&api);
     ds_mapping_api = ds_device_api_add(&mapping_api);
     enable_layer();
 }

@@ -35,6 +35,11 @@ typedef VkFlags VkInstanceCreateFlags;
 typedef VkFlags VkDeviceCreateFlags;
 typedef VkFlags VkPipelineStageFlags;
 typedef VkFlags VkCommandBufferResetFlags;
+typedef VkFlags VkSemaphoreCreateFlags;
+typedef VkFlags VkSemaphoreWaitFlags;
+typedef VkFlags VkSubmitFlags;
+typedef uint64_t VkPipelineStageFlags2;
+typedef VkFlags VkImageAspectFlags;
 typedef uint32_t VkBool32;
 
 typedef struct VkInstance_T *VkInstance;
@@ -46,6 +51,7 @@ typedef struct VkQueue_T *VkQueue;
 typedef struct VkCommandBuffer_T *VkCommandBuffer;
 typedef struct VkFence_T *VkFence;
 typedef struct VkSemaphore_T *VkSemaphore;
+typedef struct VkImage_T *VkImage;
 
 #ifndef DS_ABI_SDK_TYPES
 /* Vulkan's enums are 32 bits wide by their MAX_ENUM values. */
@@ -62,6 +68,9 @@ typedef enum VkStructureType {
     VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO = 1000072002,
     VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR = 1000074000,
     VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT = 1000178000,
+    VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO = 1000207002,
+    VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO = 1000207003,
+    VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO = 1000207004,
     VK_STRUCTURE_TYPE_MAX_ENUM = 0x7FFFFFFF
 } VkStructureType;
 typedef enum VkSystemAllocationScope {
@@ -70,6 +79,16 @@ typedef enum VkSystemAllocationScope {
 typedef enum VkInternalAllocationType {
     VK_INTERNAL_ALLOCATION_TYPE_MAX_ENUM = 0x7FFFFFFF
 } VkInternalAllocationType;
+typedef enum VkSemaphoreType {
+    VK_SEMAPHORE_TYPE_BINARY = 0,
+    VK_SEMAPHORE_TYPE_TIMELINE = 1,
+    VK_SEMAPHORE_TYPE_MAX_ENUM = 0x7FFFFFFF
+} VkSemaphoreType;
+typedef enum VkSemaphoreWaitFlagBits {
+    VK_SEMAPHORE_WAIT_ANY_BIT = 1,
+    VK_SEMAPHORE_WAIT_FLAG_BITS_MAX_ENUM = 0x7FFFFFFF
+} VkSemaphoreWaitFlagBits;
+typedef enum VkImageLayout { VK_IMAGE_LAYOUT_MAX_ENUM = 0x7FFFFFFF } VkImageLayout;
 typedef enum VkExternalMemoryHandleTypeFlagBits {
     VK_EXTERNAL_MEMORY_HANDLE_TYPE_FLAG_BITS_MAX_ENUM = 0x7FFFFFFF
 } VkExternalMemoryHandleTypeFlagBits;
@@ -199,6 +218,96 @@ typedef struct VkBufferCopy {
     VkDeviceSize dstOffset;
     VkDeviceSize size;
 } VkBufferCopy;
+
+/* Semaphores: their type, timeline values in a submission, host waits. */
+typedef struct VkSemaphoreCreateInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkSemaphoreCreateFlags flags;
+} VkSemaphoreCreateInfo;
+
+typedef struct VkSemaphoreTypeCreateInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkSemaphoreType semaphoreType;
+    uint64_t initialValue;
+} VkSemaphoreTypeCreateInfo;
+
+typedef struct VkTimelineSemaphoreSubmitInfo {
+    VkStructureType sType;
+    const void *pNext;
+    uint32_t waitSemaphoreValueCount;
+    const uint64_t *pWaitSemaphoreValues;
+    uint32_t signalSemaphoreValueCount;
+    const uint64_t *pSignalSemaphoreValues;
+} VkTimelineSemaphoreSubmitInfo;
+
+typedef struct VkSemaphoreWaitInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkSemaphoreWaitFlags flags;
+    uint32_t semaphoreCount;
+    const VkSemaphore *pSemaphores;
+    const uint64_t *pValues;
+} VkSemaphoreWaitInfo;
+
+/* vkQueueSubmit2 (Vulkan 1.3, VK_KHR_synchronization2). */
+typedef struct VkSemaphoreSubmitInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkSemaphore semaphore;
+    uint64_t value;
+    VkPipelineStageFlags2 stageMask;
+    uint32_t deviceIndex;
+} VkSemaphoreSubmitInfo;
+
+typedef struct VkCommandBufferSubmitInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkCommandBuffer commandBuffer;
+    uint32_t deviceMask;
+} VkCommandBufferSubmitInfo;
+
+typedef struct VkSubmitInfo2 {
+    VkStructureType sType;
+    const void *pNext;
+    VkSubmitFlags flags;
+    uint32_t waitSemaphoreInfoCount;
+    const VkSemaphoreSubmitInfo *pWaitSemaphoreInfos;
+    uint32_t commandBufferInfoCount;
+    const VkCommandBufferSubmitInfo *pCommandBufferInfos;
+    uint32_t signalSemaphoreInfoCount;
+    const VkSemaphoreSubmitInfo *pSignalSemaphoreInfos;
+} VkSubmitInfo2;
+
+/* vkCmdCopyImageToBuffer's regions. */
+typedef struct VkImageSubresourceLayers {
+    VkImageAspectFlags aspectMask;
+    uint32_t mipLevel;
+    uint32_t baseArrayLayer;
+    uint32_t layerCount;
+} VkImageSubresourceLayers;
+
+typedef struct VkOffset3D {
+    int32_t x;
+    int32_t y;
+    int32_t z;
+} VkOffset3D;
+
+typedef struct VkExtent3D {
+    uint32_t width;
+    uint32_t height;
+    uint32_t depth;
+} VkExtent3D;
+
+typedef struct VkBufferImageCopy {
+    VkDeviceSize bufferOffset;
+    uint32_t bufferRowLength;
+    uint32_t bufferImageHeight;
+    VkImageSubresourceLayers imageSubresource;
+    VkOffset3D imageOffset;
+    VkExtent3D imageExtent;
+} VkBufferImageCopy;
 #endif
 typedef struct VkCommandBufferBeginInfo VkCommandBufferBeginInfo;
 
@@ -261,6 +370,24 @@ typedef void (*PFN_vkDestroyFence)(VkDevice device, VkFence fence,
     const VkAllocationCallbacks *pAllocator);
 typedef void (*PFN_vkDestroySemaphore)(VkDevice device, VkSemaphore semaphore,
     const VkAllocationCallbacks *pAllocator);
+typedef VkResult (*PFN_vkCreateSemaphore)(VkDevice device,
+    const VkSemaphoreCreateInfo *pCreateInfo, const VkAllocationCallbacks *pAllocator,
+    VkSemaphore *pSemaphore);
+typedef VkResult (*PFN_vkWaitSemaphores)(VkDevice device,
+    const VkSemaphoreWaitInfo *pWaitInfo, uint64_t timeout);
+typedef VkResult (*PFN_vkWaitSemaphoresKHR)(VkDevice device,
+    const VkSemaphoreWaitInfo *pWaitInfo, uint64_t timeout);
+typedef VkResult (*PFN_vkGetSemaphoreCounterValue)(VkDevice device, VkSemaphore semaphore,
+    uint64_t *pValue);
+typedef VkResult (*PFN_vkGetSemaphoreCounterValueKHR)(VkDevice device,
+    VkSemaphore semaphore, uint64_t *pValue);
+typedef VkResult (*PFN_vkQueueSubmit2)(VkQueue queue, uint32_t submitCount,
+    const VkSubmitInfo2 *pSubmits, VkFence fence);
+typedef VkResult (*PFN_vkQueueSubmit2KHR)(VkQueue queue, uint32_t submitCount,
+    const VkSubmitInfo2 *pSubmits, VkFence fence);
+typedef void (*PFN_vkCmdCopyImageToBuffer)(VkCommandBuffer commandBuffer, VkImage srcImage,
+    VkImageLayout srcImageLayout, VkBuffer dstBuffer, uint32_t regionCount,
+    const VkBufferImageCopy *pRegions);
 typedef VkResult (*PFN_vkGetMemoryFdKHR)(VkDevice device,
     const VkMemoryGetFdInfoKHR *pGetFdInfo, int *pFd);
 

@@ -99,7 +99,7 @@ def test_runner_reports_every_group(tmp_path):
                        env={**os.environ, "ASAN_OPTIONS": "detect_leaks=0"})
     assert p.returncode == 0, p.stderr
     rows = json.loads(out.read_text())["rows"]
-    assert {r["group"][:2] for r in rows} == {"1.", "2.", "3.", "4.", "5.", "9."}
+    assert {r["group"][:2] for r in rows} == {"1.", "2.", "3.", "4.", "5.", "9.", "10"}
     assert all("target" not in r or "pass" in r for r in rows)
 
 
@@ -204,3 +204,20 @@ def test_loop_rows_pair_runs_by_layout(monkeypatch, tmp_path):
     assert off["values"] == [1100 + 10 * layout for layout in runner.LAYOUTS]
     assert off["ratio"] == sorted((1100 + 10 * k) / (1000 + 10 * k) for k in runner.LAYOUTS)[1]
     assert "6 per round trip" in rows[3]["name"]
+
+
+def test_vulkan_submit_program(dlshim):
+    """Group 10: both submission forms run under the shim, their writes and
+    timeline values modelled, nothing reported (lavapipe)."""
+    if not (BENCH / "vk_submit").exists():
+        pytest.fail("bench/vk_submit was not built (libvulkan-dev)")
+    env = {"VK_ICD_FILENAMES": "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json",
+           "DLSHIM_SYNC": "check", "DLSHIM_SUMMARY": "1"}
+    if PRELOAD_FIRST:
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
+    for form in ("submit", "submit2"):
+        plain = dlshim.run([BENCH / "vk_submit", form, "130"], shim=False, env=env)
+        assert last_json(plain)["form"] == form
+        r = dlshim.run([BENCH / "vk_submit", form, "130"], env=env)
+        assert last_json(r)["ns"] > 0 and r.violations() == []
+        assert r.summary["allocations_live"] == 0

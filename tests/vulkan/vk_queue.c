@@ -29,23 +29,63 @@
 
 #include "vk_setup.h"
 
-static VkCommandBuffer command_buffer(VkCommandPool pool)
-{
-    VkCommandBuffer cb;
-    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                       .commandPool = pool,
-                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                       .commandBufferCount = 1};
-    VK_CHECK(vkAllocateCommandBuffers(device, &cai, &cb));
-    return cb;
-}
-
 static VkFence fence_made(void)
 {
     VkFence fence;
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VK_CHECK(vkCreateFence(device, &fci, NULL, &fence));
     return fence;
+}
+
+/* A 64 x 1 RGBA8 image on device memory of its own, for image_ modes. */
+static VkImage image;
+static VkDeviceMemory image_memory;
+
+static VkImage image_made(void)
+{
+    VkImageCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
+                             .imageType = VK_IMAGE_TYPE_2D, .format = VK_FORMAT_R8G8B8A8_UINT,
+                             .extent = {64, 1, 1}, .mipLevels = 1, .arrayLayers = 1,
+                             .samples = VK_SAMPLE_COUNT_1_BIT, .tiling = VK_IMAGE_TILING_OPTIMAL,
+                             .usage = VK_IMAGE_USAGE_TRANSFER_SRC_BIT |
+                                      VK_IMAGE_USAGE_TRANSFER_DST_BIT,
+                             .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED};
+    VK_CHECK(vkCreateImage(device, &ici, NULL, &image));
+    VkMemoryRequirements req;
+    vkGetImageMemoryRequirements(device, image, &req);
+    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                .allocationSize = req.size,
+                                .memoryTypeIndex = (uint32_t)__builtin_ctz(req.memoryTypeBits)};
+    VK_CHECK(vkAllocateMemory(device, &mai, NULL, &image_memory));
+    VK_CHECK(vkBindImageMemory(device, image, image_memory, 0));
+    return image;
+}
+
+static void layout(VkCommandBuffer cb, VkImage img, VkImageLayout from, VkImageLayout to)
+{
+    VkImageMemoryBarrier b = {.sType = VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT |
+                                               VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .oldLayout = from, .newLayout = to,
+                              .srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+                              .dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED, .image = img,
+                              .subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1}};
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 0,
+                         NULL, 0, NULL, 1, &b);
+}
+
+/* The image cleared to bytes of 1, then copied into the buffer's start. */
+static void image_copied(VkCommandBuffer cb, VkImage img, VkBuffer buffer)
+{
+    layout(cb, img, VK_IMAGE_LAYOUT_UNDEFINED, VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL);
+    VkClearColorValue ones = {.uint32 = {1, 1, 1, 1}};
+    VkImageSubresourceRange all = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1};
+    vkCmdClearColorImage(cb, img, VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL, &ones, 1, &all);
+    layout(cb, img, VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL, VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL);
+    VkBufferImageCopy region = {.imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1},
+                                .imageExtent = {64, 1, 1}};
+    vkCmdCopyImageToBuffer(cb, img, VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL, buffer, 1, &region);
 }
 
 static void submit(VkQueue queue, VkCommandBuffer cb, VkFence fence)
@@ -58,45 +98,35 @@ static void submit(VkQueue queue, VkCommandBuffer cb, VkFence fence)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "unsynced";
+    int from_image = !strncmp(mode, "image_", 6);
+    mode += from_image ? 6 : 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
     open_device();
-    VkBuffer buffer;
-    VkDeviceMemory memory;
-    make_buffer(&buffer, &memory);
-    uint32_t *p;
-    VK_CHECK(vkMapMemory(device, memory, 0, BYTES, 0, (void **)&p));
-    VkQueue queue;
-    vkGetDeviceQueue(device, 0, 0, &queue);
-    VkCommandPool pool;
-    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-                                   .queueFamilyIndex = 0};
-    VK_CHECK(vkCreateCommandPool(device, &pci, NULL, &pool));
-    VkEvent gate;
-    VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
-    VK_CHECK(vkCreateEvent(device, &eci, NULL, &gate));
-    VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    queue_rig rig;
+    rig_open(&rig);
+    VkQueue queue = rig.queue;
+    uint32_t *p = rig.p;
 
     /* early_fence: a submission that writes nothing, fenced and waited for. */
     VkFence early = fence_made();
-    VkCommandBuffer empty = command_buffer(pool);
-    VK_CHECK(vkBeginCommandBuffer(empty, &begin));
+    VkCommandBuffer empty = rig_begin(&rig, 0);
     VK_CHECK(vkEndCommandBuffer(empty));
     submit(queue, empty, early);
     VK_CHECK(vkWaitForFences(device, 1, &early, VK_TRUE, UINT64_MAX));
 
     /* The late fill. */
     VkFence fence = fence_made();
-    VkCommandBuffer cb = command_buffer(pool);
-    VK_CHECK(vkBeginCommandBuffer(cb, &begin));
-    vkCmdWaitEvents(cb, 1, &gate, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0,
-                    NULL, 0, NULL, 0, NULL);
-    vkCmdFillBuffer(cb, buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
+    VkCommandBuffer cb = rig_begin(&rig, 1);
+    if (from_image)
+        image_copied(cb, image_made(), rig.buffer);
+    else
+        vkCmdFillBuffer(cb, rig.buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
     VK_CHECK(vkEndCommandBuffer(cb));
     submit(queue, cb, fence);
 
     int racy = !strcmp(mode, "unsynced") || !strcmp(mode, "early_fence");  /* held back */
     if (!racy)
-        VK_CHECK(vkSetEvent(device, gate));
+        VK_CHECK(vkSetEvent(device, rig.gate));
     if (!strcmp(mode, "fence"))
         VK_CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
     if (!strcmp(mode, "fence_status"))
@@ -115,16 +145,14 @@ int main(int argc, char **argv)
     printf("consumer saw %u\n", p[1]);
     t.deleter(&t);
 
-    VK_CHECK(vkSetEvent(device, gate));
+    VK_CHECK(vkSetEvent(device, rig.gate));
     VK_CHECK(vkQueueWaitIdle(queue));
     vkDestroyFence(device, fence, NULL);
     vkDestroyFence(device, early, NULL);
-    vkDestroyEvent(device, gate, NULL);
-    vkDestroyCommandPool(device, pool, NULL);
-    vkUnmapMemory(device, memory);
-    vkFreeMemory(device, memory, NULL);
-    vkDestroyBuffer(device, buffer, NULL);
-    vkDestroyDevice(device, NULL);
-    vkDestroyInstance(instance, NULL);
+    if (from_image) {
+        vkDestroyImage(device, image, NULL);
+        vkFreeMemory(device, image_memory, NULL);
+    }
+    rig_close(&rig);
     return 0;
 }

@@ -14,8 +14,12 @@ VkDevice device;
 
 void open_device(void)
 {
-    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
-                             .apiVersion = VK_API_VERSION_1_1};
+    open_device_with(VK_API_VERSION_1_1, NULL, NULL);
+}
+
+void open_device_with(uint32_t api, const void *features, const char *extension)
+{
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = api};
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
                                 .pApplicationInfo = &app};
     /* No driver or no device: exit status 77, unavailable rather than failed
@@ -36,11 +40,18 @@ void open_device(void)
     VkDeviceQueueCreateInfo queue = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                      .queueFamilyIndex = 0, .queueCount = 1,
                                      .pQueuePriorities = &priority};
-    const char *extensions[] = {VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME};
-    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+    const char *extensions[] = {VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME, extension};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = features,
                               .queueCreateInfoCount = 1, .pQueueCreateInfos = &queue,
-                              .enabledExtensionCount = 1, .ppEnabledExtensionNames = extensions};
-    VK_CHECK(vkCreateDevice(physical, &dci, NULL, &device));
+                              .enabledExtensionCount = extension ? 2 : 1,
+                              .ppEnabledExtensionNames = extensions};
+    VkResult made_device = vkCreateDevice(physical, &dci, NULL, &device);
+    if (made_device == VK_ERROR_FEATURE_NOT_PRESENT ||
+        made_device == VK_ERROR_EXTENSION_NOT_PRESENT) { /* unavailable, as above */
+        printf("a Vulkan feature or extension the program needs is missing\n");
+        exit(77);
+    }
+    VK_CHECK(made_device);
 }
 
 /* A host-visible memory type the buffer accepts. */
@@ -64,7 +75,8 @@ void make_buffer(VkBuffer *buffer, VkDeviceMemory *memory)
         .sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
         .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
     VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .pNext = &ext,
-                              .size = BYTES, .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                              .size = BYTES, .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                               .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
     VK_CHECK(vkCreateBuffer(device, &bci, NULL, buffer));
     VkMemoryRequirements req;
@@ -108,4 +120,45 @@ DLManagedTensor mapped_tensor(uint32_t *p)
     return (DLManagedTensor){.dl_tensor = {.data = p, .device = {kDLCPU, 0}, .ndim = 1,
                                            .dtype = {kDLUInt, 32, 1}, .shape = mapped_shape},
                              .deleter = no_deleter};
+}
+
+void rig_open(queue_rig *r)
+{
+    make_buffer(&r->buffer, &r->memory);
+    VK_CHECK(vkMapMemory(device, r->memory, 0, BYTES, 0, (void **)&r->p));
+    vkGetDeviceQueue(device, 0, 0, &r->queue);
+    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                   .queueFamilyIndex = 0};
+    VK_CHECK(vkCreateCommandPool(device, &pci, NULL, &r->pool));
+    VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+    VK_CHECK(vkCreateEvent(device, &eci, NULL, &r->gate));
+}
+
+VkCommandBuffer rig_begin(const queue_rig *r, int gated)
+{
+    VkCommandBuffer cb;
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = r->pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandBufferCount = 1};
+    VK_CHECK(vkAllocateCommandBuffers(device, &cai, &cb));
+    VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    VK_CHECK(vkBeginCommandBuffer(cb, &begin));
+    if (gated)
+        vkCmdWaitEvents(cb, 1, &r->gate, VK_PIPELINE_STAGE_HOST_BIT,
+                        VK_PIPELINE_STAGE_TRANSFER_BIT, 0, NULL, 0, NULL, 0, NULL);
+    return cb;
+}
+
+void rig_close(queue_rig *r)
+{
+    VK_CHECK(vkSetEvent(device, r->gate));
+    VK_CHECK(vkQueueWaitIdle(r->queue));
+    vkDestroyEvent(device, r->gate, NULL);
+    vkDestroyCommandPool(device, r->pool, NULL);
+    vkUnmapMemory(device, r->memory);
+    vkFreeMemory(device, r->memory, NULL);
+    vkDestroyBuffer(device, r->buffer, NULL);
+    vkDestroyDevice(device, NULL);
+    vkDestroyInstance(instance, NULL);
 }

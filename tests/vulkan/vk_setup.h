@@ -19,6 +19,10 @@ extern VkPhysicalDevice physical;
 extern VkDevice device;
 
 void open_device(void);
+/* The same at Vulkan version `api`, with a feature chain for the device
+ * and one more device extension (or NULL); exit 77 where the device lacks
+ * either. */
+void open_device_with(uint32_t api, const void *features, const char *extension);
 /* An exportable buffer and its memory, filled with 0, 1, 2, ... */
 void make_buffer(VkBuffer *buffer, VkDeviceMemory *memory);
 /* A CPU tensor of the BYTES / 4 uint32 at p (a host mapping), whose
@@ -26,5 +30,24 @@ void make_buffer(VkBuffer *buffer, VkDeviceMemory *memory);
 DLManagedTensor mapped_tensor(uint32_t *p);
 /* The memory exported as an opaque file descriptor. */
 int memory_fd(VkDeviceMemory memory);
+
+/* What the queue programs (vk_queue, vk_timeline) share: the buffer of
+ * make_buffer mapped at p, the first queue, a command pool, and the event
+ * `gate` that holds their late write back until the host sets it. */
+typedef struct {
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+    uint32_t *p;
+    VkQueue queue;
+    VkCommandPool pool;
+    VkEvent gate;
+} queue_rig;
+/* After open_device. */
+void rig_open(queue_rig *r);
+/* A command buffer begun; its first command waits for the gate (gated). */
+VkCommandBuffer rig_begin(const queue_rig *r, int gated);
+/* The gate set, the queue idle, then everything destroyed, the device and
+ * the instance last. */
+void rig_close(queue_rig *r);
 
 #endif

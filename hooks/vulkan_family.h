@@ -1,0 +1,68 @@
+/*
+ * vulkan_family.h — what the Vulkan family's two files share, and nothing
+ * else: vulkan.c (the layer, device memory, buffers and host mappings:
+ * vulkan.def) and vulkan_queues.c (queues, command buffers, fences and
+ * semaphores in the stream model: vulkan_queues.def).
+ *
+ * vulkan.c owns the devices' dispatch (ds_vk_device_of), the family's
+ * descriptor (ds_vk_api) and the tables of buffers and memories, which
+ * vulkan_queues.c reads only through ds_vk_buffer_mapped; vulkan_queues.c
+ * owns everything about queues and hands vulkan.c its wrappers
+ * (ds_vk_queue_wrapper) and the host's bounded wait (ds_vk_queue_host_wait).
+ */
+#ifndef DS_VULKAN_FAMILY_H
+#define DS_VULKAN_FAMILY_H
+
+#include <errno.h>
+
+#include "abi/vulkan.h"
+#include "hooks.h"
+
+#define P(x) ((uintptr_t)(x))
+
+/* A device: its handle, where its calls go next, and each wrapped
+ * function's next pointer, named as the tables name it. */
+typedef struct ds_vk_device {
+    void *key; /* its dispatch table; NULL: a free slot */
+    VkDevice device;
+    int index; /* the physical device's, in enumeration order */
+    PFN_vkGetDeviceProcAddr next_gdpa;
+    PFN_vkDestroyDevice destroy;
+    VkPhysicalDeviceMemoryProperties memory;
+#define VK_HOOK(name, params, args, after) PFN_##name name;
+#define VK_VOID(name, params, args, before) PFN_##name name;
+#define VK_FREE(name, params, args, check, done) PFN_##name name;
+#define VK_HOOK_ON(object, name, params, args, after) PFN_##name name;
+#define VK_VOID_ON(object, name, params, args, before) PFN_##name name;
+#include "vulkan.def"
+#include "vulkan_queues.def"
+#include "vulkan_forms_undef.h"
+} ds_vk_device;
+
+/* ---- vulkan.c ------------------------------------------------------------------ */
+/* The family's descriptor (-1 until installed). */
+extern int ds_vk_api;
+/* The device of a dispatchable object (a device, a queue, a command
+ * buffer), or NULL. */
+ds_vk_device *ds_vk_device_of(const void *object);
+/* The structure of that type in a pNext chain (64 deep at most), or NULL. */
+const void *ds_vk_find_in_chain(const void *next, VkStructureType type);
+/* Lock DS_LOCK_HOOK_TABLES held.  Where `size` bytes at `offset` of a
+ * buffer (VK_WHOLE_SIZE: to its end) lie in its memory's host mapping, as
+ * a write; false where the buffer is unbound or its memory not mapped there. */
+bool ds_vk_buffer_mapped(uint64_t buffer, uint64_t offset, uint64_t size, ds_range *out);
+
+/* ---- vulkan_queues.c ----------------------------------------------------------- */
+/* The wrapper of a function of vulkan_queues.def (NULL: not one of its
+ * rows, or `d` lacks it; d NULL: any device). */
+PFN_vkVoidFunction ds_vk_queue_wrapper(const ds_vk_device *d, const char *name);
+/* The descriptor's host_wait: the host waits, bounded, for a queue. */
+bool ds_vk_queue_host_wait(uintptr_t queue);
+
+/* Whether to record: the family installed and the shim active. */
+static inline bool ds_vk_on(void)
+{
+    return ds_vk_api >= 0 && ds_active();
+}
+
+#endif /* DS_VULKAN_FAMILY_H */

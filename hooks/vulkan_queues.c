@@ -1,0 +1,488 @@
+/*
+ * vulkan_queues.c — Vulkan queues in the stream model (the Vulkan family's
+ * second file; vulkan.c is the layer and the memory, vulkan_family.h what
+ * the two share).
+ *
+ * A queue is a stream of the model, a submission an operation on it, a
+ * fence or a semaphore it signals an event recorded there; a fence waited
+ * for (or found signalled), a queue or device waited idle, the host's wait.
+ * What a submission writes is what its command buffers recorded: fills,
+ * updates, buffer copies and image-to-buffer copies (their surely written
+ * bytes) into buffers, as bytes of their memory's host mapping
+ * (where a CPU tensor over it is read: ds_sync_host_reads).  Dispatches
+ * write through descriptor sets, which are not followed: such a write is
+ * unseen, which can hide a race, never make one.
+ *
+ * Semaphores are edges: a binary one an event (recorded where a submission
+ * signals it, waited for where one waits), a timeline one an event per
+ * value signalled, which a submission's or the host's wait for a value
+ * merges up to that value (see "timeline semaphores" below).
+ *
+ * Wraps (vulkan_queues.def): vkBeginCommandBuffer, vkResetCommandBuffer,
+ * vkCmdFillBuffer, vkCmdUpdateBuffer, vkCmdCopyBuffer, vkCmdCopyImageToBuffer,
+ * vkQueueSubmit, vkQueueSubmit2(KHR), vkQueueWaitIdle, vkDeviceWaitIdle,
+ * vkWaitForFences, vkGetFenceStatus, vkDestroyFence, vkCreateSemaphore,
+ * vkDestroySemaphore, vkWaitSemaphores(KHR), vkGetSemaphoreCounterValue(KHR).
+ * Left out: what that table says.
+ */
+#include <string.h>
+
+#include "vulkan_family.h"
+
+#define DS_VK_RECORDINGS 4096u /* command buffers (a power of two) */
+#define DS_VK_RECORDED 16u     /* writes kept per command buffer; more are unseen */
+
+typedef struct {
+    uint64_t buffer, offset, size;
+} recorded;
+
+typedef struct {
+    uint64_t handle; /* the command buffer; 0: free */
+    uint32_t n;
+    recorded w[DS_VK_RECORDED];
+} recording;
+
+static recording *recordings;
+
+/* Lock held.  The recording of a command buffer, or (insert) a slot for
+ * it; NULL when the table is full (its writes go unseen).  A command
+ * buffer freed is never removed: its handle, made again, begins afresh. */
+static recording *recording_of(VkCommandBuffer cb, bool insert)
+{
+    if (!recordings)
+        recordings = ds_map(sizeof(recording) * DS_VK_RECORDINGS, false);
+    if (!recordings || !cb)
+        return NULL;
+    uint64_t h = (P(cb) * 0x9e3779b97f4a7c15ull) >> 52;
+    for (unsigned i = 0; i < DS_VK_RECORDINGS; i++) {
+        recording *r = &recordings[(h + i) & (DS_VK_RECORDINGS - 1)];
+        if (r->handle == P(cb))
+            return r;
+        if (!r->handle) {
+            if (!insert)
+                return NULL;
+            r->handle = P(cb);
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static void recording_reset(VkCommandBuffer cb)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    recording *r = recording_of(cb, false);
+    if (r)
+        r->n = 0;
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+static void recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
+                           VkDeviceSize size)
+{
+    if (!ds_sync_enabled())
+        return;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    recording *r = recording_of(cb, true);
+    if (r && r->n < DS_VK_RECORDED)
+        r->w[r->n++] = (recorded){P(buffer), offset, size};
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+static void recorded_copies(VkCommandBuffer cb, VkBuffer dst, uint32_t count,
+                            const VkBufferCopy *regions)
+{
+    for (uint32_t i = 0; regions && i < count && i < DS_VK_RECORDED; i++)
+        recorded_write(cb, dst, regions[i].dstOffset, regions[i].size);
+}
+
+/* An image copied into a buffer: of each region, the bytes it writes
+ * whatever the format (a texel or a block is at least a byte, a block row at
+ * least as many bytes as it has texels): its first row's first `width`
+ * bytes at bufferOffset.  Fewer than it writes: an unseen byte can hide a
+ * race, never make one. */
+static void recorded_image_copies(VkCommandBuffer cb, VkBuffer dst, uint32_t count,
+                                  const VkBufferImageCopy *regions)
+{
+    for (uint32_t i = 0; regions && i < count && i < DS_VK_RECORDED; i++) {
+        const VkBufferImageCopy *r = &regions[i];
+        if (r->imageExtent.width && r->imageExtent.height && r->imageExtent.depth &&
+            r->imageSubresource.layerCount)
+            recorded_write(cb, dst, r->bufferOffset, r->imageExtent.width);
+    }
+}
+
+/* ---- timeline semaphores: a clock per value signalled --------------------------
+ * A binary semaphore is an event of the model: its signal in a submission a
+ * record on the queue, its wait a stream wait.  A timeline semaphore counts:
+ * each signal of a value in a submission is an event of its own (its key
+ * the address of its slot here, which no driver's handle can be), and a wait
+ * for value V (a submission's, or the host's: vkWaitSemaphores, or
+ * vkGetSemaphoreCounterValue answering V) waits for every signal of a value
+ * <= V: a signal's value must exceed the counter when it runs, so those have
+ * all run once the counter reached V.  Signals the host has waited for are
+ * forgotten (every later operation merges the host's clock), and so are
+ * those of a queue the host waited idle.  Left out: a
+ * submission's wait for a value signalled only later (wait-before-signal
+ * across queues; its ordering is not seen), and the host's vkSignalSemaphore
+ * (it orders the host before the queue, which every submission already
+ * merges). */
+#define DS_VK_TIMELINES 1024u /* timeline semaphores known (a power of two) */
+#define DS_VK_SIGNALS 1024u   /* signals not yet waited for by the host */
+
+static uint64_t timelines[DS_VK_TIMELINES]; /* handles; 0: free, ~0: deleted */
+
+typedef struct {
+    uint64_t semaphore; /* 0: free */
+    uint64_t value;
+    uint64_t queue;
+} timeline_signal;
+static timeline_signal signals[DS_VK_SIGNALS];
+static unsigned next_signal; /* where a full table overwrites (the oldest, roughly) */
+
+static uintptr_t signal_key(const timeline_signal *t)
+{
+    return (uintptr_t)t;
+}
+
+/* Lock held.  The slot of a timeline semaphore, or (insert) a free one. */
+static uint64_t *timeline_slot(uint64_t handle, bool insert)
+{
+    if (!handle || handle == ~(uint64_t)0)
+        return NULL;
+    uint64_t h = (handle * 0x9e3779b97f4a7c15ull) >> 54, *hole = NULL;
+    for (unsigned i = 0; i < DS_VK_TIMELINES; i++) {
+        uint64_t *t = &timelines[(h + i) & (DS_VK_TIMELINES - 1)];
+        if (*t == handle)
+            return t;
+        if (*t == ~(uint64_t)0 && !hole)
+            hole = t;
+        if (!*t)
+            return insert ? (hole ? hole : t) : NULL;
+    }
+    return insert ? hole : NULL;
+}
+
+static bool is_timeline(VkSemaphore semaphore)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    bool yes = timeline_slot(P(semaphore), false) != NULL;
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+    return yes;
+}
+
+static void semaphore_created(VkSemaphore semaphore, const VkSemaphoreCreateInfo *info)
+{
+    const VkSemaphoreTypeCreateInfo *type =
+        info ? ds_vk_find_in_chain(info->pNext, VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO)
+             : NULL;
+    if (!type || type->semaphoreType != VK_SEMAPHORE_TYPE_TIMELINE)
+        return;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    uint64_t *t = timeline_slot(P(semaphore), true);
+    if (t)
+        *t = P(semaphore);
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* Lock held.  A signal's slot given back, and its event. */
+static void signal_forget(timeline_signal *t)
+{
+    ds_sync_event_destroyed(ds_vk_api, signal_key(t));
+    t->semaphore = 0;
+}
+
+static void semaphore_destroyed(VkSemaphore semaphore)
+{
+    ds_sync_event_destroyed(ds_vk_api, P(semaphore));
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    uint64_t *slot = timeline_slot(P(semaphore), false);
+    if (slot) {
+        *slot = ~(uint64_t)0;
+        for (unsigned i = 0; i < DS_VK_SIGNALS; i++)
+            if (signals[i].semaphore == P(semaphore))
+                signal_forget(&signals[i]);
+    }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* A submission on `queue` signals `value`: its event recorded there.  A
+ * full table overwrites an old signal (a host wait for that one alone then
+ * orders nothing: 1,024 signals that the host never waited for). */
+static void timeline_signalled(VkQueue queue, VkSemaphore semaphore, uint64_t value)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    timeline_signal *t = NULL;
+    for (unsigned i = 0; i < DS_VK_SIGNALS && !t; i++)
+        if (!signals[(next_signal + i) % DS_VK_SIGNALS].semaphore)
+            t = &signals[(next_signal + i) % DS_VK_SIGNALS];
+    if (!t)
+        t = &signals[next_signal % DS_VK_SIGNALS];
+    next_signal = (unsigned)(t - signals + 1) % DS_VK_SIGNALS;
+    *t = (timeline_signal){P(semaphore), value, P(queue)};
+    ds_sync_event_recorded(ds_vk_api, signal_key(t), P(queue), false);
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* `queue` (0: the host) waits for `value` of the semaphore: for each signal
+ * of a value up to it.  The host's, once waited for, are forgotten. */
+static void timeline_waited(uintptr_t queue, VkSemaphore semaphore, uint64_t value)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    for (unsigned i = 0; i < DS_VK_SIGNALS; i++) {
+        timeline_signal *t = &signals[i];
+        if (t->semaphore != P(semaphore) || !t->semaphore || t->value > value)
+            continue;
+        if (queue) {
+            ds_sync_stream_waits(ds_vk_api, queue, signal_key(t), false);
+        } else {
+            ds_sync_host_waits_event(ds_vk_api, signal_key(t));
+            signal_forget(t);
+        }
+    }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* The host waited for a queue (0: every queue) to be idle: its clock
+ * covers what they signalled, which is forgotten (keeping the table of
+ * signals small where the host waits that way, not on values). */
+static void queue_idle(uintptr_t queue)
+{
+    if (queue)
+        ds_sync_host_waits_stream(ds_vk_api, queue, false);
+    else
+        ds_sync_host_waits_all(ds_vk_api);
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    for (unsigned i = 0; i < DS_VK_SIGNALS; i++)
+        if (signals[i].semaphore && (!queue || signals[i].queue == queue))
+            signal_forget(&signals[i]);
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* vkWaitSemaphores returned VK_SUCCESS: every value reached, or (the
+ * any flag) at least one, found by asking each semaphore its counter. */
+static void semaphores_waited(const ds_vk_device *d, const VkSemaphoreWaitInfo *info)
+{
+    if (!info || !info->pSemaphores || !info->pValues)
+        return;
+    PFN_vkGetSemaphoreCounterValue counter =
+        d->vkGetSemaphoreCounterValue ? d->vkGetSemaphoreCounterValue
+                                      : d->vkGetSemaphoreCounterValueKHR;
+    bool any = info->flags & VK_SEMAPHORE_WAIT_ANY_BIT && info->semaphoreCount > 1;
+    for (uint32_t i = 0; i < info->semaphoreCount && i < 64; i++) {
+        uint64_t value = info->pValues[i];
+        if (any && (!counter || counter(d->device, info->pSemaphores[i], &value) != VK_SUCCESS))
+            continue;
+        timeline_waited(0, info->pSemaphores[i], value);
+    }
+}
+
+static void counter_read(VkSemaphore semaphore, const uint64_t *value)
+{
+    if (value)
+        timeline_waited(0, semaphore, *value);
+}
+
+/* ---- submissions ----------------------------------------------------------------- */
+
+/* Each queue's device and what the host can wait for to see its last
+ * submission that gave one done (a fence, or a timeline value it signals),
+ * for the host's wait under DLSHIM_SYNC=enforce (ds_vk_queue_host_wait). */
+#define DS_VK_QUEUES 64u
+typedef struct {
+    VkQueue queue; /* NULL: free */
+    VkFence fence; /* or */
+    VkSemaphore timeline;
+    uint64_t value;
+    const ds_vk_device *device;
+} queue_fence;
+static queue_fence queue_fences[DS_VK_QUEUES];
+
+static void fence_queued(VkQueue queue, VkFence fence, VkSemaphore timeline, uint64_t value)
+{
+    const ds_vk_device *d = ds_vk_device_of(queue);
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    for (unsigned i = 0; d && i < DS_VK_QUEUES; i++)
+        if (queue_fences[i].queue == queue || !queue_fences[i].queue) {
+            queue_fences[i] = (queue_fence){queue, fence, timeline, value, d};
+            break;
+        }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* The host waits, a second at most, for the queue's last submission that
+ * can be waited for (and, as drivers complete a queue's work in order, for
+ * what was submitted before it): never forever, since the program may hold
+ * the queue back itself until after the read (a wait on an event the host
+ * sets later). */
+bool ds_vk_queue_host_wait(uintptr_t queue)
+{
+    queue_fence q = {0};
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    for (unsigned i = 0; i < DS_VK_QUEUES && queue_fences[i].queue; i++)
+        if (P(queue_fences[i].queue) == queue)
+            q = queue_fences[i];
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+    const ds_vk_device *d = q.device;
+    if (q.fence) {
+        if (!d->vkWaitForFences ||
+            d->vkWaitForFences(d->device, 1, &q.fence, 1, 1000000000ull) != VK_SUCCESS)
+            return false;
+        ds_sync_host_waits_event(ds_vk_api, P(q.fence));
+        return true;
+    }
+    if (!q.timeline)
+        return false;
+    PFN_vkWaitSemaphores wait = d->vkWaitSemaphores ? d->vkWaitSemaphores : d->vkWaitSemaphoresKHR;
+    VkSemaphoreWaitInfo info = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                .semaphoreCount = 1, .pSemaphores = &q.timeline,
+                                .pValues = &q.value};
+    if (!wait || wait(d->device, &info, 1000000000ull) != VK_SUCCESS)
+        return false;
+    timeline_waited(0, q.timeline, q.value);
+    return true;
+}
+
+/* One submission, whichever call made it: its semaphores (`value` read only
+ * for timeline ones), its command buffers. */
+typedef struct {
+    uint32_t waits, buffers, signals;
+    VkSemaphore wait[64], signal[64];
+    uint64_t wait_value[64], signal_value[64];
+    VkCommandBuffer buffer[64];
+} submission;
+
+/* The writes of one submission's command buffers, as mapped ranges. */
+static int submission_writes(const submission *s, ds_range *out, int max)
+{
+    int n = 0;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    for (uint32_t c = 0; c < s->buffers; c++) {
+        const recording *r = recording_of(s->buffer[c], false);
+        for (uint32_t k = 0; r && k < r->n && n < max; k++)
+            n += ds_vk_buffer_mapped(r->w[k].buffer, r->w[k].offset, r->w[k].size, &out[n]);
+    }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+    return n;
+}
+
+/* A submission on the queue's clock: what it waits for merged, what it
+ * writes ticked, what it signals recorded.  The last timeline value it
+ * signals is kept in *timeline / *value. */
+static void submission_modelled(VkQueue queue, const submission *s, const void *caller,
+                                VkSemaphore *timeline, uint64_t *value)
+{
+    for (uint32_t k = 0; k < s->waits; k++)
+        if (is_timeline(s->wait[k]))
+            timeline_waited(P(queue), s->wait[k], s->wait_value[k]);
+        else
+            ds_sync_stream_waits(ds_vk_api, P(queue), P(s->wait[k]), false);
+    ds_range writes[64];
+    int n = submission_writes(s, writes, (int)DS_ARRAY_LEN(writes));
+    ds_sync_op(ds_vk_api, P(queue), false, writes, n, caller);
+    for (uint32_t k = 0; k < s->signals; k++)
+        if (is_timeline(s->signal[k])) {
+            timeline_signalled(queue, s->signal[k], s->signal_value[k]);
+            *timeline = s->signal[k];
+            *value = s->signal_value[k];
+        } else {
+            ds_sync_event_recorded(ds_vk_api, P(s->signal[k]), P(queue), false);
+        }
+}
+
+/* Counts bounded: a program's struct is read at most 64 deep. */
+static uint32_t bounded(uint32_t n, const void *array)
+{
+    return array ? (n < 64 ? n : 64) : 0;
+}
+
+/* The i-th VkSubmitInfo as a submission: timeline values from its
+ * VkTimelineSemaphoreSubmitInfo, where it has one for that semaphore. */
+static void read_submit(const void *submits, uint32_t i, submission *s)
+{
+    const VkSubmitInfo *si = &((const VkSubmitInfo *)submits)[i];
+    const VkTimelineSemaphoreSubmitInfo *tv =
+        ds_vk_find_in_chain(si->pNext, VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO);
+    *s = (submission){.waits = bounded(si->waitSemaphoreCount, si->pWaitSemaphores),
+                      .buffers = bounded(si->commandBufferCount, si->pCommandBuffers),
+                      .signals = bounded(si->signalSemaphoreCount, si->pSignalSemaphores)};
+    for (uint32_t k = 0; k < s->waits; k++) {
+        s->wait[k] = si->pWaitSemaphores[k];
+        s->wait_value[k] = tv && tv->pWaitSemaphoreValues && k < tv->waitSemaphoreValueCount
+                               ? tv->pWaitSemaphoreValues[k]
+                               : 0;
+    }
+    for (uint32_t k = 0; k < s->buffers; k++)
+        s->buffer[k] = si->pCommandBuffers[k];
+    for (uint32_t k = 0; k < s->signals; k++) {
+        s->signal[k] = si->pSignalSemaphores[k];
+        s->signal_value[k] = tv && tv->pSignalSemaphoreValues &&
+                                     k < tv->signalSemaphoreValueCount
+                                 ? tv->pSignalSemaphoreValues[k]
+                                 : 0;
+    }
+}
+
+/* The i-th VkSubmitInfo2 (vkQueueSubmit2) as a submission. */
+static void read_submit2(const void *submits, uint32_t i, submission *s)
+{
+    const VkSubmitInfo2 *si = &((const VkSubmitInfo2 *)submits)[i];
+    *s = (submission){.waits = bounded(si->waitSemaphoreInfoCount, si->pWaitSemaphoreInfos),
+                      .buffers = bounded(si->commandBufferInfoCount, si->pCommandBufferInfos),
+                      .signals = bounded(si->signalSemaphoreInfoCount, si->pSignalSemaphoreInfos)};
+    for (uint32_t k = 0; k < s->waits; k++) {
+        s->wait[k] = si->pWaitSemaphoreInfos[k].semaphore;
+        s->wait_value[k] = si->pWaitSemaphoreInfos[k].value;
+    }
+    for (uint32_t k = 0; k < s->buffers; k++)
+        s->buffer[k] = si->pCommandBufferInfos[k].commandBuffer;
+    for (uint32_t k = 0; k < s->signals; k++) {
+        s->signal[k] = si->pSignalSemaphoreInfos[k].semaphore;
+        s->signal_value[k] = si->pSignalSemaphoreInfos[k].value;
+    }
+}
+
+/* A vkQueueSubmit or vkQueueSubmit2 that succeeded: each of its submissions
+ * (64 at most, each read by `read`), then its fence. */
+static void submitted(VkQueue queue, uint32_t count, const void *submits,
+                      void (*read)(const void *, uint32_t, submission *), VkFence fence,
+                      const void *caller)
+{
+    if (!ds_sync_enabled())
+        return;
+    VkSemaphore timeline = VK_NULL_HANDLE;
+    uint64_t value = 0;
+    for (uint32_t i = 0; submits && i < count && i < 64; i++) {
+        submission s;
+        read(submits, i, &s);
+        submission_modelled(queue, &s, caller, &timeline, &value);
+    }
+    if (fence)
+        ds_sync_event_recorded(ds_vk_api, P(fence), P(queue), false);
+    if (fence || timeline)
+        fence_queued(queue, fence, timeline, value);
+}
+
+/* vkWaitForFences returned VK_SUCCESS: all of them signalled, or (waitAll
+ * false) at least one, found by asking each. */
+static void fences_waited(const ds_vk_device *d, uint32_t count, const VkFence *fences,
+                          VkBool32 all)
+{
+    for (uint32_t i = 0; i < count && i < 64; i++)
+        if (all || count == 1 ||
+            (d->vkGetFenceStatus && d->vkGetFenceStatus(d->device, fences[i]) == VK_SUCCESS))
+            ds_sync_host_waits_event(ds_vk_api, P(fences[i]));
+}
+
+/* ---- the wrappers ---------------------------------------------------------------- */
+#include "vulkan_wrap.h"
+#include "vulkan_queues.def"
+#include "vulkan_forms_undef.h"
+
+PFN_vkVoidFunction ds_vk_queue_wrapper(const ds_vk_device *d, const char *name)
+{
+#include "vulkan_lookup.h"
+#include "vulkan_queues.def"
+#include "vulkan_forms_undef.h"
+    return NULL;
+}
