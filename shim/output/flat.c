@@ -36,24 +36,27 @@
  * A program exports tensors of a few shapes over and over, and writing the
  * digits of a shape and its strides was a sixth of an export event: the
  * last rendering of a few short arrays is kept, and copied when an array
- * comes again.  Used only under the log's lock (the direct path below),
- * which makes the table this thread's alone meanwhile: a signal handler
- * never writes there, as ds_log_reserve refuses a thread that holds a shim
- * lock. */
+ * comes again.  A table per slot of the log's lines, used only while the
+ * slot is held (the direct path below), which makes it this thread's alone
+ * meanwhile (or one of the threads sharing slot 0): a signal handler never
+ * writes there, as ds_log_reserve refuses a thread that holds a shim lock. */
 #define MEMO_SLOTS 8 /* a power of two */
 #define MEMO_DIMS 4
 #define MEMO_BYTES 32
-static struct {
+typedef struct {
     uint8_t len; /* 0: empty (an array takes at least "[]") */
     int n;
     int64_t v[MEMO_DIMS];
     char text[MEMO_BYTES];
-} memo[MEMO_SLOTS];
+} memo_slot;
+static struct {
+    _Alignas(64) memo_slot slot[MEMO_SLOTS]; /* a table's lines its slot's alone */
+} memo[DS_LOG_SLOTS];
 
 /* Out of line, so that the common cases below save no registers: an
  * array written afresh, and (`slot`) remembered. */
 static __attribute__((noinline)) char *put_ints_afresh(char *p, const int64_t *v, int n,
-                                                        __typeof__(&memo[0]) slot)
+                                                        memo_slot *slot)
 {
     char *end = ds_put_ints(p, v, n);
     size_t len = (size_t)(end - p);
@@ -73,7 +76,7 @@ static inline char *put_ints_remembered(char *p, const int64_t *v, int n)
     uint64_t h = (uint64_t)n;
     for (int i = 0; i < n; i++)
         h = (h ^ (uint64_t)v[i]) * 0x9e3779b97f4a7c15ull;
-    __typeof__(&memo[0]) m = &memo[h >> 61 & (MEMO_SLOTS - 1)];
+    memo_slot *m = &memo[ds_log_own_slot - 1u].slot[h >> 61 & (MEMO_SLOTS - 1)];
     bool same = m->len && m->n == n;
     for (int i = 0; same && i < n; i++)
         same = m->v[i] == v[i];

@@ -87,6 +87,12 @@ bool ds_log_write_at(const char *line, size_t len, uint64_t now);
 char *ds_log_reserve(uint64_t now);
 void ds_log_commit(const char *end, uint64_t now);
 void ds_log_cancel(void);
+/* The log's slots of lines (log.c), a shard of LOG_LINES each, and this
+ * thread's slot plus one (0: none yet).  Between ds_log_reserve and
+ * ds_log_commit the thread holds slot ds_log_own_slot - 1, and what is kept
+ * per slot (flat.c's arrays) is its own. */
+#define DS_LOG_SLOTS DS_SHARDS_SPIN16
+extern DS_TLS unsigned char ds_log_own_slot;
 /* Writes what the buffer holds (violations, exit, _exit). */
 bool ds_log_flush(void);
 void ds_log_before_fork(void); /* every lock held */
