@@ -97,43 +97,20 @@ static atomic_uint_fast64_t dropped;
 
 #define DS_LOG_AGE_NS 100000000ull /* 100 ms: the longest a line waits while events flow */
 
-/* The lines waiting to be written, a slot per thread (see the top): slot 0
- * is shared by threads that found no slot of their own free; slot i is
- * guarded by shard i of LOG_LINES, the whole lock taken by a flush.  Each
- * slot holds two blocks of buffer_size bytes and the marks of their lines
- * (a line's time and end): the one its threads add to, and the one a flush
- * took from it, written under LOG while the threads go on. */
-typedef struct {
-    uint64_t ns;  /* the event's time: the flush merges the slots by it */
-    uint32_t end; /* where the line ends in its block */
-} line_mark;
-typedef struct {
-    _Alignas(64) char *buf; /* NULL: not laid out yet (slot_ready) */
-    line_mark *marks;
-    /* cap: what lines may fill, buffer_size or, under a file's cap, the
-     * room claimed from it for this block (file_size counts it) */
-    size_t len, cap;
-    uint32_t lines;
-    bool taken;             /* a thread's own, under LOG (never slot 0) */
-    /* the block a flush took, under LOG */
-    char *held;
-    line_mark *held_marks;
-    size_t held_len;
-    uint32_t held_lines;
-    char *mem; /* both blocks and their marks, kept across re-opens */
-    size_t mem_size;
-} log_slot;
-static log_slot slots[DS_LOG_SLOTS];
+/* The lines waiting to be written, a slot per thread (see the top, and
+ * output.h): slot 0 is shared by threads that found no slot of their own
+ * free; slot i is guarded by shard i of LOG_LINES, the whole lock taken by
+ * a flush.  Each slot holds two blocks of buffer_size bytes and the marks
+ * of their lines (a line's time and end): the one its threads add to, and
+ * the one a flush took from it, written under LOG while the threads go on. */
+ds_log_slot ds_log_slots[DS_LOG_SLOTS];
+#define slots ds_log_slots
 DS_TLS unsigned char ds_log_own_slot;
+struct ds_log_due ds_log_flush_due;
+#define flush_due ds_log_flush_due
 static bool buffered;        /* lines to this log go into the slots */
 static size_t buffer_size;   /* DLSHIM_LOG_BUFFER: a block's bytes */
 static uint32_t mark_cap;    /* a block's lines at most */
-/* The next flush is due when an event at or after this time comes: lines
- * wait at most DS_LOG_AGE_NS after the last flush.  Alone on its line:
- * every line reads it, a flush writes it. */
-static struct {
-    _Alignas(64) _Atomic uint64_t at;
-} flush_due;
 /* A flush that merges two slots or more copies their lines here in time
  * order (2 blocks' bytes, mapped at the first such flush). */
 static char *merged;
@@ -367,9 +344,8 @@ static void set_buffer(int fd)
     }
     buffered = buffer;
     buffer_size = buffer ? want : 0;
-    /* the shortest lines are about 40 bytes: more lines than this, and the
-     * block is written early */
-    mark_cap = (uint32_t)(buffer_size / 32 + 4);
+    /* lines are DS_LOG_LINE_MIN bytes at least: the marks never run out */
+    mark_cap = (uint32_t)(buffer_size / DS_LOG_LINE_MIN + 2);
     for (int i = 0; i < DS_LOG_SLOTS; i++) {
         slots[i].buf = NULL;
         slots[i].len = slots[i].cap = 0;
@@ -550,13 +526,13 @@ static bool take_blocks(int fd)
 {
     uint64_t unused = 0, held = 0, lines = 0;
     for (int i = 0; i < DS_LOG_SLOTS; i++) {
-        log_slot *s = &slots[i];
+        ds_log_slot *s = &slots[i];
         if (!s->buf)
             continue;
         if (file_max)
             unused += s->cap - s->len;
         char *b = s->buf;
-        line_mark *m = s->marks;
+        ds_line_mark *m = s->marks;
         s->buf = s->held, s->marks = s->held_marks;
         s->held = b, s->held_marks = m;
         s->held_len = s->len, s->held_lines = s->lines;
@@ -618,7 +594,7 @@ static bool write_held(int fd)
     bool ok = true;
     if (n == 1 || merged_size < room) { /* one block, or no memory to merge in */
         for (int k = 0; k < n; k++) {
-            log_slot *s = &slots[with[k]];
+            ds_log_slot *s = &slots[with[k]];
             ok = write_block(fd, s->held, s->held_len, s->held_lines) && ok;
             s->held_len = s->held_lines = 0;
         }
@@ -643,7 +619,7 @@ static bool write_held(int fd)
             }
         }
         int i = with[best];
-        log_slot *s = &slots[i];
+        ds_log_slot *s = &slots[i];
         uint32_t first = at[i];
         size_t from = first ? s->held_marks[first - 1].end : 0;
         do {
@@ -713,9 +689,9 @@ bool ds_log_full_owed(uint64_t *max_size)
 /* s's shard held: room for len more bytes in its block, and under a cap
  * the file's room for them, claimed a block at a time (as much of the
  * block as the file has room for). */
-static __attribute__((noinline)) bool room_for(log_slot *s, size_t len)
+static __attribute__((noinline)) bool room_for(ds_log_slot *s, size_t len)
 {
-    if (!s->buf || s->len + len > buffer_size || s->lines >= mark_cap)
+    if (!s->buf || len < DS_LOG_LINE_MIN || s->len + len > buffer_size || s->lines >= mark_cap)
         return false;
     if (s->len + len <= s->cap)
         return true;
@@ -730,11 +706,11 @@ static __attribute__((noinline)) bool room_for(log_slot *s, size_t len)
 
 /* LOG and s's shard held: s laid out in its memory (mapped, or mapped
  * afresh when too small for the buffer asked for, at its first line). */
-static bool slot_ready(log_slot *s)
+static bool slot_ready(ds_log_slot *s)
 {
     if (s->buf)
         return true;
-    size_t block = block_bytes(), need = 2 * (block + (size_t)mark_cap * sizeof(line_mark));
+    size_t block = block_bytes(), need = 2 * (block + (size_t)mark_cap * sizeof(ds_line_mark));
     if (s->mem_size < need) {
         void *p = ds_map(need, true);
         if (!p)
@@ -744,7 +720,7 @@ static bool slot_ready(log_slot *s)
         s->mem_size = need;
     }
     s->held = s->mem + block;
-    s->marks = (line_mark *)(void *)(s->mem + 2 * block);
+    s->marks = (ds_line_mark *)(void *)(s->mem + 2 * block);
     s->held_marks = s->marks + mark_cap;
     s->len = s->held_len = s->cap = 0;
     s->lines = s->held_lines = 0;
@@ -771,11 +747,11 @@ static unsigned own_slot(void)
     return i;
 }
 
-static inline void add_line(log_slot *s, const char *line, size_t len, uint64_t now)
+static inline void add_line(ds_log_slot *s, const char *line, size_t len, uint64_t now)
 {
     memcpy(s->buf + s->len, line, len);
     s->len += len;
-    s->marks[s->lines++] = (line_mark){now, (uint32_t)s->len};
+    s->marks[s->lines++] = (ds_line_mark){now, (uint32_t)s->len};
 }
 
 /* LOG held: the line added to this thread's slot, unless a flush is due
@@ -783,7 +759,7 @@ static inline void add_line(log_slot *s, const char *line, size_t len, uint64_t 
 static bool add_own(const char *line, size_t len, uint64_t now, bool flushed)
 {
     unsigned i = own_slot();
-    log_slot *s = &slots[i];
+    ds_log_slot *s = &slots[i];
     ds_lock_take_shard(DS_LOCK_LOG_LINES, i);
     bool in = (flushed || now < atomic_load_explicit(&flush_due.at, memory_order_relaxed)) &&
               slot_ready(s) && room_for(s, len);
@@ -863,6 +839,19 @@ static __attribute__((noinline)) bool write_slow(const char *line, size_t len, u
     return ok;
 }
 
+/* ds_log_write_at's way when its slot is held or has no room. */
+static __attribute__((noinline)) bool write_own(unsigned mine, const char *line, size_t len,
+                                                 uint64_t now)
+{
+    ds_log_slot *s = &slots[mine - 1];
+    ds_lock_take_shard(DS_LOCK_LOG_LINES, mine - 1);
+    bool in = now < atomic_load_explicit(&flush_due.at, memory_order_relaxed) && room_for(s, len);
+    if (in)
+        add_line(s, line, len, now);
+    ds_lock_give_shard(DS_LOCK_LOG_LINES, mine - 1);
+    return in || write_slow(line, len, now, false);
+}
+
 bool ds_log_write_at(const char *line, size_t len, uint64_t now)
 {
     int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
@@ -871,19 +860,20 @@ bool ds_log_write_at(const char *line, size_t len, uint64_t now)
     /* The common case: this thread's block with room for the line, no
      * flush due, taken by a thread inside no other shim lock. */
     unsigned mine = ds_log_own_slot;
-    if (mine && fd >= 0 && buffered && !ds_holds_lock() &&
-        !atomic_load_explicit(&ds_leaving, memory_order_relaxed)) {
-        log_slot *s = &slots[mine - 1];
-        ds_lock_take_shard(DS_LOCK_LOG_LINES, mine - 1);
-        if (now < atomic_load_explicit(&flush_due.at, memory_order_relaxed) &&
-            ((s->len + len <= s->cap && s->lines < mark_cap) || room_for(s, len))) {
-            add_line(s, line, len, now);
-            ds_lock_give_shard(DS_LOCK_LOG_LINES, mine - 1);
-            return true;
-        }
+    if (!mine || fd < 0 || !buffered || ds_holds_lock() ||
+        atomic_load_explicit(&ds_leaving, memory_order_relaxed))
+        return write_slow(line, len, now, false);
+    ds_log_slot *s = &slots[mine - 1];
+    if (!ds_shard_take_now(DS_LOCK_LOG_LINES, mine - 1))
+        return write_own(mine, line, len, now);
+    if (now < atomic_load_explicit(&flush_due.at, memory_order_relaxed) &&
+        s->len + len <= s->cap && len >= DS_LOG_LINE_MIN) {
+        add_line(s, line, len, now);
         ds_lock_give_shard(DS_LOCK_LOG_LINES, mine - 1);
+        return true;
     }
-    return write_slow(line, len, now, false);
+    ds_lock_give_shard(DS_LOCK_LOG_LINES, mine - 1);
+    return write_own(mine, line, len, now);
 }
 
 bool ds_log_write_tail(const char *line, size_t len, uint64_t now)
@@ -893,16 +883,29 @@ bool ds_log_write_tail(const char *line, size_t len, uint64_t now)
     return write_slow(line, len, now, true);
 }
 
-#define DS_LOG_RESERVE (DS_LINE_MAX + DS_EV_SLACK)
-
-/* ds_log_reserve's way when its slot has no room or a flush is due. */
-static __attribute__((noinline)) char *reserve_slow(int fd, uint64_t now)
+/* ds_log_reserve's way (output.h) when this thread has no slot yet, may
+ * not take one, its slot is held elsewhere or has no room, or a flush is
+ * due. */
+char *ds_log_reserve_slow(uint64_t now)
 {
+    int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
+    if (fd < 0 || !buffered || buffer_size < DS_LOG_RESERVE || ds_holds_lock() ||
+        atomic_load_explicit(&ds_leaving, memory_order_relaxed))
+        return NULL;
     if (file_max && atomic_load_explicit(&file_full, memory_order_relaxed) != FULL_NO)
         return NULL; /* built aside, and counted */
+    unsigned mine = ds_log_own_slot;
+    if (mine) { /* its slot was held by a thread sharing it, or is full */
+        ds_log_slot *s = &slots[mine - 1];
+        ds_lock_take_shard(DS_LOCK_LOG_LINES, mine - 1);
+        if (now < atomic_load_explicit(&flush_due.at, memory_order_relaxed) &&
+            room_for(s, DS_LOG_RESERVE))
+            return s->buf + s->len;
+        ds_lock_give_shard(DS_LOCK_LOG_LINES, mine - 1);
+    }
     ds_lock_take(DS_LOCK_LOG);
     unsigned i = own_slot();
-    log_slot *s = &slots[i];
+    ds_log_slot *s = &slots[i];
     for (int round = 0; round < 2; round++) {
         ds_lock_take_shard(DS_LOCK_LOG_LINES, i);
         if ((round || now < atomic_load_explicit(&flush_due.at, memory_order_relaxed)) &&
@@ -919,39 +922,6 @@ static __attribute__((noinline)) char *reserve_slow(int fd, uint64_t now)
     /* the file's cap is near: the line is built aside and weighed */
     ds_lock_give(DS_LOCK_LOG);
     return NULL;
-}
-
-char *ds_log_reserve(uint64_t now)
-{
-    int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
-    if (fd < 0 || !buffered || buffer_size < DS_LOG_RESERVE || ds_holds_lock() ||
-        atomic_load_explicit(&ds_leaving, memory_order_relaxed))
-        return NULL;
-    unsigned mine = ds_log_own_slot;
-    if (mine) {
-        log_slot *s = &slots[mine - 1];
-        ds_lock_take_shard(DS_LOCK_LOG_LINES, mine - 1);
-        if (now < atomic_load_explicit(&flush_due.at, memory_order_relaxed) &&
-            ((s->cap - s->len >= DS_LOG_RESERVE && s->lines < mark_cap) ||
-             room_for(s, DS_LOG_RESERVE)))
-            return s->buf + s->len;
-        ds_lock_give_shard(DS_LOCK_LOG_LINES, mine - 1);
-    }
-    return reserve_slow(fd, now);
-}
-
-void ds_log_commit(const char *end, uint64_t now)
-{
-    unsigned i = ds_log_own_slot - 1u;
-    log_slot *s = &slots[i];
-    s->len = (size_t)(end - s->buf);
-    s->marks[s->lines++] = (line_mark){now, (uint32_t)s->len};
-    ds_lock_give_shard(DS_LOCK_LOG_LINES, i);
-}
-
-void ds_log_cancel(void)
-{
-    ds_lock_give_shard(DS_LOCK_LOG_LINES, ds_log_own_slot - 1u);
 }
 
 bool ds_log_write(const char *line, size_t len)
