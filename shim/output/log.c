@@ -70,6 +70,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -571,9 +572,68 @@ static bool write_block(int fd, const char *p, size_t len, uint64_t lines)
     return false;
 }
 
+/* LOG held: lines gathered for one writev(2), at most IOV_BATCH runs. */
+#define IOV_BATCH 512
+typedef struct {
+    struct iovec iov[IOV_BATCH];
+    int n;
+    size_t bytes;
+    uint64_t lines;
+} gathered;
+
+static bool write_gathered(int fd, gathered *g)
+{
+    bool ok = true;
+    if (g->n) {
+        int saved = errno;
+        ssize_t w;
+        do {
+            w = writev(fd, g->iov, g->n);
+        } while (w < 0 && errno == EINTR);
+        errno = saved;
+        if (w != (ssize_t)g->bytes) {
+            atomic_fetch_add_explicit(&dropped, g->lines, memory_order_relaxed);
+            ok = false;
+        }
+    }
+    g->n = 0, g->bytes = 0, g->lines = 0;
+    return ok;
+}
+
+/* LOG held: a run of lines of one slot, from `from` to `end` in its held
+ * block, added to what goes out: into `merged` (compressed), or as a
+ * piece of the next writev (the lines written where they are). */
+static bool put_run(int fd, gathered *g, size_t *out, uint64_t *out_lines, const char *p,
+                    size_t len, uint64_t lines)
+{
+    bool ok = true;
+    if (!log_zstd) {
+        if (g->n == IOV_BATCH)
+            ok = write_gathered(fd, g);
+        g->iov[g->n++] = (struct iovec){(void *)(uintptr_t)p, len};
+        g->bytes += len, g->lines += lines;
+        return ok;
+    }
+    for (size_t at = 0; at < len;) {
+        /* whole lines only: a run is cut at a line's end where merged fills */
+        size_t n = len - at;
+        if (*out + n > merged_size) {
+            ok = write_block(fd, merged, *out, *out_lines) && ok;
+            *out = 0, *out_lines = 0;
+        }
+        memcpy(merged + *out, p + at, n);
+        *out += n, at += n;
+    }
+    *out_lines += lines;
+    return ok;
+}
+
 /* LOG held: the held blocks written.  One alone (one thread) is written
- * where it is; two or more are merged by their lines' times into `merged`,
- * each slot's lines kept in their order, and written a block at a time. */
+ * where it is; two or more are merged by their lines' times, each slot's
+ * lines kept in their order: runs of a slot's lines that no other slot's
+ * line comes between go out as the pieces of one writev(2) each, where
+ * they are (no copy: the kernel gathers them, and /dev/null not even
+ * that), or into `merged` for a compressed log, written a block a time. */
 static bool write_held(int fd)
 {
     int with[DS_LOG_SLOTS], n = 0;
@@ -583,7 +643,7 @@ static bool write_held(int fd)
     if (n == 0)
         return true;
     size_t room = 2 * block_bytes();
-    if (n > 1 && merged_size < room) {
+    if (n > 1 && log_zstd && merged_size < room) {
         void *p = ds_map(room, true);
         if (p) {
             ds_unmap(merged, merged_size);
@@ -592,7 +652,7 @@ static bool write_held(int fd)
         }
     }
     bool ok = true;
-    if (n == 1 || merged_size < room) { /* one block, or no memory to merge in */
+    if (n == 1 || (log_zstd && merged_size < room)) { /* one block, or no memory to merge in */
         for (int k = 0; k < n; k++) {
             ds_log_slot *s = &slots[with[k]];
             ok = write_block(fd, s->held, s->held_len, s->held_lines) && ok;
@@ -600,6 +660,7 @@ static bool write_held(int fd)
         }
         return ok;
     }
+    static gathered g; /* under LOG */
     uint32_t at[DS_LOG_SLOTS] = {0};
     size_t out = 0;
     uint64_t out_lines = 0;
@@ -622,21 +683,16 @@ static bool write_held(int fd)
         ds_log_slot *s = &slots[i];
         uint32_t first = at[i];
         size_t from = first ? s->held_marks[first - 1].end : 0;
-        do {
-            size_t end = s->held_marks[at[i]].end;
-            if (out + (end - from) > merged_size) {
-                ok = write_block(fd, merged, out, out_lines) && ok;
-                out = 0, out_lines = 0;
-            }
-            memcpy(merged + out, s->held + from, end - from);
-            out += end - from, out_lines++;
-            from = end;
-        } while (++at[i] < s->held_lines && s->held_marks[at[i]].ns <= second);
+        while (++at[i] < s->held_lines && s->held_marks[at[i]].ns <= second) {
+        }
+        size_t end = s->held_marks[at[i] - 1].end;
+        ok = put_run(fd, &g, &out, &out_lines, s->held + from, end - from, at[i] - first) && ok;
         if (at[i] == s->held_lines) {
             s->held_len = s->held_lines = 0;
             with[best] = with[--n];
         }
     }
+    ok = write_gathered(fd, &g) && ok;
     return write_block(fd, merged, out, out_lines) && ok;
 }
 
