@@ -117,6 +117,8 @@ static uint32_t mark_cap;    /* a block's lines at most */
 static char *merged;
 static size_t merged_size;
 static pthread_key_t slot_key; /* its destructor frees a thread's slot */
+static atomic_uint slot_users; /* threads with slots of their own, and slot 0 once used */
+static bool slot0_counted;     /* under LOG */
 static atomic_bool slot_key_made;
 
 /* The room kept under the cap for the log_full line and the summary (at
@@ -316,6 +318,7 @@ static void slot_given_back(void *value)
     if (ds_log_own_slot != i + 1)
         return; /* a slot of the parent's, in a forked child */
     ds_log_own_slot = 0;
+    atomic_fetch_sub_explicit(&slot_users, 1, memory_order_relaxed);
     if (ds_holds_lock() || !ds_lock_take_bounded(DS_LOCK_LOG))
         return; /* leaving: the slot stays taken, its lines are flushed */
     slots[i].taken = false;
@@ -404,6 +407,8 @@ void ds_log_after_fork(void)
         slots[i].taken = false;
     }
     ds_log_own_slot = 0;
+    atomic_store(&slot_users, 0);
+    slot0_counted = false;
     atomic_store(&flush_due.at, 0);
     if (!log_per_pid)
         return;
@@ -538,7 +543,7 @@ static bool take_blocks(int fd)
         s->held = b, s->held_marks = m;
         s->held_len = s->len, s->held_lines = s->lines;
         s->len = 0, s->lines = 0;
-        s->cap = file_max ? 0 : buffer_size;
+        s->cap = 0;
         held += s->held_len, lines += s->held_lines;
     }
     if (!file_max)
@@ -743,19 +748,30 @@ bool ds_log_full_owed(uint64_t *max_size)
 }
 
 /* s's shard held: room for len more bytes in its block, and under a cap
- * the file's room for them, claimed a block at a time (as much of the
- * block as the file has room for). */
-static __attribute__((noinline)) bool room_for(ds_log_slot *s, size_t len)
+ * the file's room for them, claimed as the block fills (as much of it as
+ * the file has room for, a CAS at a time).  A block asks for a flush when
+ * half full when other threads log too, and fills on past the half only
+ * while another thread's flush is being written (LOG held): so a thread
+ * seldom waits for another's flush while its block has room.  `whole`: a flush was just done, and
+ * the line goes in if the block can take it. */
+static __attribute__((noinline)) bool room_for(ds_log_slot *s, size_t len, bool whole)
 {
     if (!s->buf || len < DS_LOG_LINE_MIN || s->len + len > buffer_size || s->lines >= mark_cap)
         return false;
     if (s->len + len <= s->cap)
         return true;
+    size_t upto = buffer_size;
+    if (s->len + len <= buffer_size / 2 &&
+        atomic_load_explicit(&slot_users, memory_order_relaxed) > 1)
+        upto = buffer_size / 2;
+    else if (!whole && (ds_holds(DS_LOCK_LOG) ||
+                        !atomic_load_explicit(ds_spin_of(DS_LOCK_LOG, 0), memory_order_relaxed)))
+        return false; /* time to flush */
     if (!file_max) {
-        s->cap = buffer_size;
+        s->cap = upto;
         return true;
     }
-    size_t got = claim_room(s->len + len - s->cap, buffer_size - s->cap);
+    size_t got = claim_room(s->len + len - s->cap, upto - s->cap);
     s->cap += got;
     return got != 0;
 }
@@ -800,6 +816,10 @@ static unsigned own_slot(void)
     else
         slots[i].taken = true;
     ds_log_own_slot = (unsigned char)(i + 1);
+    if (i != 0) /* slot 0's threads are counted once: they share its room */
+        atomic_fetch_add_explicit(&slot_users, 1, memory_order_relaxed);
+    else if (!slot0_counted && (slot0_counted = true))
+        atomic_fetch_add_explicit(&slot_users, 1, memory_order_relaxed);
     return i;
 }
 
@@ -818,7 +838,7 @@ static bool add_own(const char *line, size_t len, uint64_t now, bool flushed)
     ds_log_slot *s = &slots[i];
     ds_lock_take_shard(DS_LOCK_LOG_LINES, i);
     bool in = (flushed || now < atomic_load_explicit(&flush_due.at, memory_order_relaxed)) &&
-              slot_ready(s) && room_for(s, len);
+              slot_ready(s) && room_for(s, len, flushed);
     if (in)
         add_line(s, line, len, now);
     ds_lock_give_shard(DS_LOCK_LOG_LINES, i);
@@ -901,7 +921,8 @@ static __attribute__((noinline)) bool write_own(unsigned mine, const char *line,
 {
     ds_log_slot *s = &slots[mine - 1];
     ds_lock_take_shard(DS_LOCK_LOG_LINES, mine - 1);
-    bool in = now < atomic_load_explicit(&flush_due.at, memory_order_relaxed) && room_for(s, len);
+    bool in = now < atomic_load_explicit(&flush_due.at, memory_order_relaxed) &&
+              room_for(s, len, false);
     if (in)
         add_line(s, line, len, now);
     ds_lock_give_shard(DS_LOCK_LOG_LINES, mine - 1);
@@ -955,7 +976,7 @@ char *ds_log_reserve_slow(uint64_t now)
         ds_log_slot *s = &slots[mine - 1];
         ds_lock_take_shard(DS_LOCK_LOG_LINES, mine - 1);
         if (now < atomic_load_explicit(&flush_due.at, memory_order_relaxed) &&
-            room_for(s, DS_LOG_RESERVE))
+            room_for(s, DS_LOG_RESERVE, false))
             return s->buf + s->len;
         ds_lock_give_shard(DS_LOCK_LOG_LINES, mine - 1);
     }
@@ -965,7 +986,7 @@ char *ds_log_reserve_slow(uint64_t now)
     for (int round = 0; round < 2; round++) {
         ds_lock_take_shard(DS_LOCK_LOG_LINES, i);
         if ((round || now < atomic_load_explicit(&flush_due.at, memory_order_relaxed)) &&
-            slot_ready(s) && room_for(s, DS_LOG_RESERVE)) {
+            slot_ready(s) && room_for(s, DS_LOG_RESERVE, round == 1)) {
             ds_lock_give(DS_LOCK_LOG); /* the slot's stays taken until the commit */
             return s->buf + s->len;
         }
