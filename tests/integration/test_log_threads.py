@@ -10,10 +10,10 @@ import subprocess
 
 import pytest
 
-from conftest import PRELOAD_FIRST, REPORT, SYSTEM_PYTHON, parse_jsonl
+from conftest import PRELOAD_FIRST, REPORT, SYSTEM_PYTHON, WRAPPER, parse_jsonl
 
 SANITIZED = "asan" in PRELOAD_FIRST or "tsan" in PRELOAD_FIRST
-N = 300 if SANITIZED else 2000
+N = 300 if SANITIZED or WRAPPER else 2000
 
 
 def zst_events(path):
