@@ -22,7 +22,8 @@
  * slot's lines at one instant (LOG_LINES whole: each slot's block becomes
  * its held block, a pointer swap; the threads go on in their other block)
  * and then, under LOG alone, merges the held blocks by each line's time
- * (kept beside it: t_ns, a mark per line) into one run written in blocks.
+ * (kept beside it: t_ns, a mark per line), the runs of each slot's lines
+ * handed to writev(2) where they lie.
  * So the file is in time order across threads, as with one buffer, and
  * each thread's lines keep their order; a line is never written ahead of
  * one that was in a slot before it came (an export, then its import on
@@ -816,9 +817,10 @@ static unsigned own_slot(void)
     else
         slots[i].taken = true;
     ds_log_own_slot = (unsigned char)(i + 1);
-    if (i != 0) /* slot 0's threads are counted once: they share its room */
-        atomic_fetch_add_explicit(&slot_users, 1, memory_order_relaxed);
-    else if (!slot0_counted && (slot0_counted = true))
+    /* slot 0's threads are counted once: they share its room */
+    bool counted = i == 0 && slot0_counted;
+    slot0_counted = slot0_counted || i == 0;
+    if (!counted)
         atomic_fetch_add_explicit(&slot_users, 1, memory_order_relaxed);
     return i;
 }
