@@ -218,6 +218,7 @@ check-tsan: deps
 # put the shim into as well.
 VALGRIND_LIB ?= /usr/libexec/valgrind
 VALGRIND_TESTS := tests/integration/test_exchange.py tests/integration/test_violations.py \
+                  tests/integration/test_log_threads.py \
                   tests/integration/test_device.py tests/integration/test_sync.py \
                   tests/integration/test_copies.py tests/integration/test_entry.py \
                   tests/integration/test_got.py tests/integration/test_config.py tests/stress

@@ -36,24 +36,27 @@
  * A program exports tensors of a few shapes over and over, and writing the
  * digits of a shape and its strides was a sixth of an export event: the
  * last rendering of a few short arrays is kept, and copied when an array
- * comes again.  Used only under the log's lock (the direct path below),
- * which makes the table this thread's alone meanwhile: a signal handler
- * never writes there, as ds_log_reserve refuses a thread that holds a shim
- * lock. */
+ * comes again.  A table per slot of the log's lines, used only while the
+ * slot is held (the direct path below), which makes it this thread's alone
+ * meanwhile (or one of the threads sharing slot 0): a signal handler never
+ * writes there, as ds_log_reserve refuses a thread that holds a shim lock. */
 #define MEMO_SLOTS 8 /* a power of two */
 #define MEMO_DIMS 4
 #define MEMO_BYTES 32
-static struct {
+typedef struct {
     uint8_t len; /* 0: empty (an array takes at least "[]") */
     int n;
     int64_t v[MEMO_DIMS];
     char text[MEMO_BYTES];
-} memo[MEMO_SLOTS];
+} memo_slot;
+static struct {
+    _Alignas(64) memo_slot slot[MEMO_SLOTS]; /* a table's lines its slot's alone */
+} memo[DS_LOG_SLOTS];
 
 /* Out of line, so that the common cases below save no registers: an
  * array written afresh, and (`slot`) remembered. */
 static __attribute__((noinline)) char *put_ints_afresh(char *p, const int64_t *v, int n,
-                                                        __typeof__(&memo[0]) slot)
+                                                        memo_slot *slot)
 {
     char *end = ds_put_ints(p, v, n);
     size_t len = (size_t)(end - p);
@@ -68,12 +71,12 @@ static __attribute__((noinline)) char *put_ints_afresh(char *p, const int64_t *v
 
 /* The array v[n] (n <= MEMO_DIMS) from its slot, with room for
  * DS_MOST_INTS(n) and MEMO_BYTES checked. */
-static inline char *put_ints_remembered(char *p, const int64_t *v, int n)
+static inline char *put_ints_remembered(char *p, const int64_t *v, int n, memo_slot *table)
 {
     uint64_t h = (uint64_t)n;
     for (int i = 0; i < n; i++)
         h = (h ^ (uint64_t)v[i]) * 0x9e3779b97f4a7c15ull;
-    __typeof__(&memo[0]) m = &memo[h >> 61 & (MEMO_SLOTS - 1)];
+    memo_slot *m = &table[h >> 61 & (MEMO_SLOTS - 1)];
     bool same = m->len && m->n == n;
     for (int i = 0; same && i < n; i++)
         same = m->v[i] == v[i];
@@ -84,39 +87,39 @@ static inline char *put_ints_remembered(char *p, const int64_t *v, int n)
 }
 
 /* Each returns the value's end, or NULL where a checked value does not
- * end before `limit`.  `locked`: written in the log's buffer under its
+ * end before `limit`.  `locked`: written in a slot of the log under its
  * lock, where the table of arrays above may be used. */
-static inline char *put_HEX(char *p, uintptr_t v, bool text, const char *limit, bool locked)
+static inline char *put_HEX(char *p, uintptr_t v, bool text, const char *limit, memo_slot *locked)
 {
     (void)limit, (void)locked;
     return ds_put_hex(p, v, text);
 }
 
-static inline char *put_UINT(char *p, uint64_t v, bool text, const char *limit, bool locked)
+static inline char *put_UINT(char *p, uint64_t v, bool text, const char *limit, memo_slot *locked)
 {
     (void)text, (void)limit, (void)locked;
     return ds_put_uint(p, v);
 }
 
-static inline char *put_BOOL(char *p, bool v, bool text, const char *limit, bool locked)
+static inline char *put_BOOL(char *p, bool v, bool text, const char *limit, memo_slot *locked)
 {
     (void)text, (void)limit, (void)locked;
     return ds_put_bool(p, v);
 }
 
-static inline char *put_NAME(char *p, uint16_t id, bool text, const char *limit, bool locked)
+static inline char *put_NAME(char *p, uint16_t id, bool text, const char *limit, memo_slot *locked)
 {
     (void)limit, (void)locked;
     return ds_put_name(p, id, text);
 }
 
-static inline char *put_NAME_OR_NULL(char *p, int32_t id, bool text, const char *limit, bool locked)
+static inline char *put_NAME_OR_NULL(char *p, int32_t id, bool text, const char *limit, memo_slot *locked)
 {
     (void)limit, (void)locked;
     return id < 0 ? ds_put_null(p, text) : ds_put_name(p, (uint16_t)id, text);
 }
 
-static inline char *put_LABEL(char *p, ds_label v, bool text, const char *limit, bool locked)
+static inline char *put_LABEL(char *p, ds_label v, bool text, const char *limit, memo_slot *locked)
 {
     (void)limit, (void)locked;
     if (!v.text)
@@ -124,7 +127,7 @@ static inline char *put_LABEL(char *p, ds_label v, bool text, const char *limit,
     return ds_put_str(p, v.text, strnlen(v.text, DS_NAME_MAX - 1), text);
 }
 
-static inline char *put_WORD(char *p, const ds_word v, bool text, const char *limit, bool locked)
+static inline char *put_WORD(char *p, const ds_word v, bool text, const char *limit, memo_slot *locked)
 {
     (void)limit, (void)locked;
     if (v.len == 0)
@@ -132,18 +135,18 @@ static inline char *put_WORD(char *p, const ds_word v, bool text, const char *li
     return ds_put_slot(p, v.slot, v.len < DS_WORD_SLOT ? v.len : DS_WORD_SLOT - 1, text);
 }
 
-static inline char *put_INTS(char *p, ds_ints v, bool text, const char *limit, bool locked)
+static inline char *put_INTS(char *p, ds_ints v, bool text, const char *limit, memo_slot *locked)
 {
     if (!v.v)
         return ds_put_null(p, text);
     if (v.n < 0 || v.n > DS_MAX_NDIM || limit - p < (ptrdiff_t)DS_MOST_INTS(v.n))
         return NULL;
     if (locked && v.n <= MEMO_DIMS && limit - p >= MEMO_BYTES)
-        return put_ints_remembered(p, v.v, v.n);
+        return put_ints_remembered(p, v.v, v.n, locked);
     return put_ints_afresh(p, v.v, v.n, NULL);
 }
 
-static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit, bool locked)
+static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit, memo_slot *locked)
 {
     (void)locked;
     if (v.n == 0) /* flags, nearly always: no call */
@@ -175,13 +178,13 @@ static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit,
     _Static_assert(0 DS_FIELDS_##ID(MOST) <= DS_EV_SLACK,                      \
                    #event "'s bounded fields are over the slack");             \
     static char *event##_json(char *p, const char *limit, const ds_##event##_fields *f, \
-                              bool locked)                                     \
+                              memo_slot *locked)                                     \
     {                                                                          \
         DS_FIELDS_##ID(JSON_FIELD)                                             \
         return p;                                                              \
     }                                                                          \
     static char *event##_text(char *p, const char *limit, const ds_##event##_fields *f, \
-                              bool locked)                                     \
+                              memo_slot *locked)                                     \
     {                                                                          \
         DS_FIELDS_##ID(TEXT_FIELD)                                             \
         return p;                                                              \
@@ -190,8 +193,8 @@ static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit,
     {                                                                          \
         if (e->overflow)                                                       \
             return;                                                            \
-        char *p = e->text ? event##_text(e->p, e->limit, f, false)            \
-                          : event##_json(e->p, e->limit, f, false);           \
+        char *p = e->text ? event##_text(e->p, e->limit, f, NULL)             \
+                          : event##_json(e->p, e->limit, f, NULL);            \
         if (p && p <= e->limit)                                                \
             e->p = p;                                                          \
         else                                                                   \
@@ -222,8 +225,8 @@ static inline char *put_WORDS(char *p, ds_words v, bool text, const char *limit,
         if (ctx && ctx->any)                                                   \
             p = ds_put_context(p, limit, ctx, text);                           \
         if (p)                                                                 \
-            p = text ? event##_text(p, limit, f, true)                         \
-                     : event##_json(p, limit, f, true);                        \
+            p = text ? event##_text(p, limit, f, memo[ds_log_own_slot - 1u].slot) \
+                     : event##_json(p, limit, f, memo[ds_log_own_slot - 1u].slot); \
         finish(p, limit, text, ns);                                            \
     }
 

@@ -1,28 +1,53 @@
 /*
  * log.c — the event sink.
  *
- * Lines to a regular file are gathered in one process buffer
- * (DLSHIM_LOG_BUFFER bytes, mmap'd) and written by one write(2) when it
- * fills, when its oldest line is DS_LOG_AGE_NS old, after a violation, at
- * exit and _exit, and before fork: a system call per event cost more than
- * all the bookkeeping of a handoff.  What a killed process loses is the
- * buffer, so DLSHIM_LOG_BUFFER=0 writes each line at once.  A character
- * device that is not a terminal (/dev/null) is buffered as a file is:
- * nobody reads it line by line, and a write per event there cost more than
- * the whole file log.  Terminals and pipes are never buffered: someone reads
- * them as lines come (`| jq`, `| grep`), and the 100 ms age is only looked
- * at when the next event comes, so a program gone quiet would hold its last
- * lines back from them.  stderr is buffered only when it is such a device
- * (the program's own messages to it cannot be put out of order).  Lines of concurrent
- * threads never interleave: whole lines go into the buffer under its lock,
- * and files are opened O_APPEND.  A write that fails or comes up short drops
- * what it carried and counts the lines; the program never sees an error, and
- * writing to a closed pipe never raises SIGPIPE in it.
+ * Lines to a regular file are gathered in memory and written in blocks,
+ * one write(2) per block, when a block fills, when DS_LOG_AGE_NS has passed
+ * since the last flush, after a violation, at exit and _exit, on a fatal
+ * signal and before fork: a system call per event cost more than all the
+ * bookkeeping of a handoff.  What a killed process loses is what waits, so
+ * DLSHIM_LOG_BUFFER=0 writes each line at once.  A character device that
+ * is not a terminal (/dev/null) is buffered as a file is: nobody reads it
+ * line by line, and a write per event there cost more than the whole file
+ * log.  Terminals and pipes are never buffered: someone reads them as
+ * lines come (`| jq`, `| grep`), and the 100 ms age is only looked at when
+ * the next event comes, so a program gone quiet would hold its last lines
+ * back from them.  stderr is buffered only when it is such a device (the
+ * program's own messages to it cannot be put out of order).
+ *
+ * Slots, one a thread (issue 53): a thread adds its lines to a slot of its
+ * own (DS_LOG_SLOTS, a shard each of LOG_LINES, a cache line of its own),
+ * so that threads logging at once share no lock and write no common line:
+ * the one lock they share (LOG) is taken only to write.  A flush takes every
+ * slot's lines at one instant (LOG_LINES whole: each slot's block becomes
+ * its held block, a pointer swap; the threads go on in their other block)
+ * and then, under LOG alone, merges the held blocks by each line's time
+ * (kept beside it: t_ns, a mark per line), the runs of each slot's lines
+ * handed to writev(2) where they lie.
+ * So the file is in time order across threads, as with one buffer, and
+ * each thread's lines keep their order; a line is never written ahead of
+ * one that was in a slot before it came (an export, then its import on
+ * another thread).  The one exception to time order: a line whose event
+ * came just before a flush but was added just after it goes with the next
+ * flush, after later lines of other threads.  One thread alone writes its
+ * block where it is, no merge.  A summary's lines (ds_log_write_tail) are
+ * written at once, after a flush of every slot.  Memory: 2 blocks of
+ * DLSHIM_LOG_BUFFER bytes and their marks a slot, mapped at its first line
+ * and kept; at most DS_LOG_SLOTS - 1 threads have slots of their own at a
+ * time (a thread that ends gives its slot back, its lines staying there
+ * for the next flush); the others share slot 0.  Lines of concurrent
+ * threads never interleave: whole lines go into the slots, blocks are
+ * written whole, and files are opened O_APPEND.  A write that fails or
+ * comes up short drops what it carried and counts the lines; the program
+ * never sees an error, and writing to a closed pipe never raises SIGPIPE
+ * in it.
  *
  * A log file cannot fill the disk: DLSHIM_LOG_MAX_SIZE caps what the file
- * holds (its size at open included, and at each write of the buffer the
- * size on disk, which other processes of the run may have grown).
- * Ordinary lines stop DS_LOG_TAIL_ROOM short of the cap; then one
+ * holds (its size at open included, and at each flush the size on disk, which other processes of the run may have grown).
+ * A block claims the file's room as it starts filling (as much of a block
+ * as there is room for: one CAS a block, not a line), and a flush gives
+ * back what its blocks did not fill, so the cap stays exact with many
+ * slots.  Ordinary lines stop DS_LOG_TAIL_ROOM short of the cap; then one
  * `log_full` line says so, and the summary (and a text summary's tables)
  * may use the room left; every later line is counted, never written
  * (ds_log_capped, `capped_events` in the summary).  A stop rather than
@@ -46,6 +71,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,20 +98,39 @@ static bool run_first;
 static atomic_uint_fast64_t dropped;
 
 #define DS_LOG_AGE_NS 100000000ull /* 100 ms: the longest a line waits while events flow */
-static char *buffer;         /* NULL: unbuffered */
-/* buffer_cap: what lines may fill, DLSHIM_LOG_BUFFER (buffer_size) or less
- * where the file's cap is nearer (room_now). */
-static size_t buffer_cap, buffer_size, buffer_len, buffer_lines;
-static char *buffer_mem;     /* kept across re-opens (tests re-initialise) */
-static size_t buffer_mem_cap;
-/* When the oldest line held came: the tick clock is plenty for a 100 ms age. */
-static uint64_t buffer_since;
+
+/* The lines waiting to be written, a slot per thread (see the top, and
+ * output.h): slot 0 is shared by threads that found no slot of their own
+ * free; slot i is guarded by shard i of LOG_LINES, the whole lock taken by
+ * a flush.  Each slot holds two blocks of buffer_size bytes and the marks
+ * of their lines (a line's time and end): the one its threads add to, and
+ * the one a flush took from it, written under LOG while the threads go on. */
+ds_log_slot ds_log_slots[DS_LOG_SLOTS];
+#define slots ds_log_slots
+DS_TLS unsigned char ds_log_own_slot;
+struct ds_log_due ds_log_flush_due;
+#define flush_due ds_log_flush_due
+static bool buffered;        /* lines to this log go into the slots */
+static size_t buffer_size;   /* DLSHIM_LOG_BUFFER: a block's bytes */
+static uint32_t mark_cap;    /* a block's lines at most */
+/* A flush that merges two slots or more copies their lines here in time
+ * order (2 blocks' bytes, mapped at the first such flush). */
+static char *merged;
+static size_t merged_size;
+static pthread_key_t slot_key; /* its destructor frees a thread's slot */
+static atomic_uint slot_users; /* threads with slots of their own, and slot 0 once used */
+static bool slot0_counted;     /* under LOG */
+static atomic_bool slot_key_made;
 
 /* The room kept under the cap for the log_full line and the summary (at
  * most 64 KiB, ledger/summary.c), or half the cap where that is smaller. */
 #define DS_LOG_TAIL_ROOM (72 * 1024ull)
 static uint64_t file_max;               /* 0: no cap (not a file we opened) */
-static _Atomic uint64_t file_size;      /* bytes the file holds, claimed before written */
+/* Bytes the file holds, claimed before they are written: a block's room
+ * when a thread starts filling it (a few CAS per block, not per line). */
+static struct {
+    _Alignas(64) _Atomic uint64_t bytes;
+} file_size;
 enum { FULL_NO, FULL_OWED, FULL_WRITTEN };
 static atomic_int file_full;            /* the log_full line: FULL_* */
 static atomic_uint_fast64_t capped;     /* lines not written since */
@@ -215,17 +260,22 @@ static uint64_t soft_max(void)
     return file_max - tail;
 }
 
-/* What the buffer may take before the file reaches its soft cap. */
-static size_t room_now(void)
+/* Claims between need and want bytes of the file under its soft cap for a
+ * block (as many as there are); 0 when need does not fit, or the log_full
+ * line is owed (then only the summary's lines are written: the slow path). */
+static size_t claim_room(size_t need, size_t want)
 {
-    if (!file_max)
-        return buffer_size;
     if (atomic_load_explicit(&file_full, memory_order_relaxed) != FULL_NO)
-        return 0; /* after the log_full line, only the summary's (the slow path) */
-    uint64_t have = atomic_load_explicit(&file_size, memory_order_relaxed), soft = soft_max();
-    if (have >= soft)
         return 0;
-    return soft - have < buffer_size ? (size_t)(soft - have) : buffer_size;
+    uint64_t have = atomic_load_explicit(&file_size.bytes, memory_order_relaxed), soft = soft_max();
+    size_t got;
+    do {
+        if (have >= soft || soft - have < need)
+            return 0;
+        got = soft - have < want ? (size_t)(soft - have) : want;
+    } while (!atomic_compare_exchange_weak_explicit(&file_size.bytes, &have, have + got,
+                                                     memory_order_relaxed, memory_order_relaxed));
+    return got;
 }
 
 /* Claims len bytes of the file under limit; false when they do not fit. */
@@ -233,11 +283,11 @@ static bool claim(size_t len, uint64_t limit)
 {
     if (!file_max)
         return true;
-    uint64_t have = atomic_load_explicit(&file_size, memory_order_relaxed);
+    uint64_t have = atomic_load_explicit(&file_size.bytes, memory_order_relaxed);
     do {
         if (have + len > limit)
             return false;
-    } while (!atomic_compare_exchange_weak_explicit(&file_size, &have, have + len,
+    } while (!atomic_compare_exchange_weak_explicit(&file_size.bytes, &have, have + len,
                                                      memory_order_relaxed, memory_order_relaxed));
     return true;
 }
@@ -251,34 +301,66 @@ static void set_cap(int fd)
     if (fd > STDERR_FILENO && ds_cfg.log_max_size > 0 && ds_fstat(fd, &st) == 0 &&
         S_ISREG(st.st_mode)) {
         file_max = (uint64_t)ds_cfg.log_max_size;
-        atomic_store(&file_size, (uint64_t)st.st_size);
+        atomic_store(&file_size.bytes, (uint64_t)st.st_size);
     }
 }
 
+/* Bytes of a block's lines, rounded so that its marks are aligned. */
+static size_t block_bytes(void)
+{
+    return (buffer_size + 15) & ~(size_t)15;
+}
+
+/* A thread that ends gives its slot back; what its lines wait for there
+ * is written by the next flush, as any slot's. */
+static void slot_given_back(void *value)
+{
+    unsigned i = (unsigned)(uintptr_t)value - 1;
+    if (ds_log_own_slot != i + 1)
+        return; /* a slot of the parent's, in a forked child */
+    ds_log_own_slot = 0;
+    atomic_fetch_sub_explicit(&slot_users, 1, memory_order_relaxed);
+    if (ds_holds_lock() || !ds_lock_take_bounded(DS_LOCK_LOG))
+        return; /* leaving: the slot stays taken, its lines are flushed */
+    slots[i].taken = false;
+    ds_lock_give(DS_LOCK_LOG);
+}
+
 /* Buffer lines for fd if it is a regular file, or a device nobody reads
- * line by line (not a terminal), and a buffer is asked for. */
+ * line by line (not a terminal), and a buffer is asked for.  Every slot is
+ * laid out afresh at its next line (slot_ready), in its memory if that is
+ * large enough. */
 static void set_buffer(int fd)
 {
     struct stat st;
     size_t want = (size_t)ds_cfg.log_buffer;
-    buffer = NULL;
-    buffer_cap = buffer_size = buffer_len = buffer_lines = 0;
-    if (want == 0 || fd < STDERR_FILENO || ds_fstat(fd, &st) != 0)
-        return;
-    bool quiet_device = S_ISCHR(st.st_mode) && !isatty(fd);
-    if (!quiet_device && (fd == STDERR_FILENO || !S_ISREG(st.st_mode)))
-        return;
-    if (want > buffer_mem_cap) {
-        void *p = ds_map(want, true);
-        if (!p)
-            return;
-        ds_unmap(buffer_mem, buffer_mem_cap);
-        buffer_mem = p;
-        buffer_mem_cap = want;
+    bool buffer = false;
+    if (want > 0 && fd >= STDERR_FILENO && ds_fstat(fd, &st) == 0) {
+        bool quiet_device = S_ISCHR(st.st_mode) && !isatty(fd);
+        buffer = quiet_device || (fd != STDERR_FILENO && S_ISREG(st.st_mode));
     }
-    buffer = buffer_mem;
-    buffer_size = want;
-    buffer_cap = room_now();
+    if (buffer && !atomic_exchange(&slot_key_made, true) &&
+        pthread_key_create(&slot_key, slot_given_back) != 0)
+        atomic_store(&slot_key_made, false);
+    bool locks = !ds_holds_lock();
+    if (locks) {
+        ds_lock_take(DS_LOCK_LOG);
+        ds_lock_take(DS_LOCK_LOG_LINES);
+    }
+    buffered = buffer;
+    buffer_size = buffer ? want : 0;
+    /* lines are DS_LOG_LINE_MIN bytes at least: the marks never run out */
+    mark_cap = (uint32_t)(buffer_size / DS_LOG_LINE_MIN + 2);
+    for (int i = 0; i < DS_LOG_SLOTS; i++) {
+        slots[i].buf = NULL;
+        slots[i].len = slots[i].cap = 0;
+        slots[i].lines = 0;
+    }
+    atomic_store(&flush_due.at, 0);
+    if (locks) {
+        ds_lock_give(DS_LOCK_LOG_LINES);
+        ds_lock_give(DS_LOCK_LOG);
+    }
 }
 
 void ds_log_set_run(uint64_t start_ns, bool first, bool append)
@@ -319,8 +401,16 @@ void ds_log_open(const char *spec)
 void ds_log_after_fork(void)
 {
     /* The parent flushed before forking (ds_log_before_fork): nothing is
-     * pending. */
-    buffer_len = buffer_lines = 0;
+     * pending.  The child's one thread takes a slot at its next line. */
+    for (int i = 0; i < DS_LOG_SLOTS; i++) {
+        slots[i].len = slots[i].cap = slots[i].held_len = 0;
+        slots[i].lines = slots[i].held_lines = 0;
+        slots[i].taken = false;
+    }
+    ds_log_own_slot = 0;
+    atomic_store(&slot_users, 0);
+    slot0_counted = false;
+    atomic_store(&flush_due.at, 0);
     if (!log_per_pid)
         return;
     int old = atomic_load(&log_fd);
@@ -348,9 +438,7 @@ static int writable_fd(void)
         log_is_pipe = fd_is_pipe(fd);
         set_cap(fd);
         if (fd <= STDERR_FILENO)
-            buffer = NULL, log_zstd = false; /* the parent's stderr: as its own lines are */
-        else if (buffer)
-            buffer_cap = room_now();
+            buffered = false, log_zstd = false; /* the parent's stderr: as its own lines are */
         atomic_store(&log_fd, fd);
         errno = saved;
     }
@@ -433,34 +521,195 @@ static bool write_raw(int fd, const char *p, size_t len)
 
 static void owe_log_full(void);
 
-/* Buffer lock held.  What the buffer holds fits the soft cap (buffer_cap)
- * unless other processes of the run grew the file meanwhile: its size on
- * disk is looked at first, a fstat per block. */
-static bool flush_locked(int fd)
+/* LOG and LOG_LINES held: each slot's lines become its held block, and the
+ * room claimed for what they did not fill goes back to the file.  All
+ * slots at one instant, so that no line is written ahead of one that was
+ * in a slot before it came (an export before its import on another
+ * thread).  Under a cap, the file's size on disk is looked at first (a
+ * fstat per flush): other processes of the run may have grown it past what
+ * the blocks were promised, and then the blocks are not written but
+ * counted.  False then. */
+static bool take_blocks(int fd)
+{
+    uint64_t unused = 0, held = 0, lines = 0;
+    for (int i = 0; i < DS_LOG_SLOTS; i++) {
+        ds_log_slot *s = &slots[i];
+        if (!s->buf)
+            continue;
+        if (file_max)
+            unused += s->cap - s->len;
+        char *b = s->buf;
+        ds_line_mark *m = s->marks;
+        s->buf = s->held, s->marks = s->held_marks;
+        s->held = b, s->held_marks = m;
+        s->held_len = s->len, s->held_lines = s->lines;
+        s->len = 0, s->lines = 0;
+        s->cap = 0;
+        held += s->held_len, lines += s->held_lines;
+    }
+    if (!file_max)
+        return true;
+    uint64_t have = atomic_fetch_sub_explicit(&file_size.bytes, unused, memory_order_relaxed) - unused;
+    struct stat st;
+    if (!held || ds_fstat(fd, &st) != 0)
+        return true;
+    uint64_t seen = (uint64_t)st.st_size + held; /* what we wrote is on disk: LOG is held */
+    while (seen > have && !atomic_compare_exchange_weak_explicit(&file_size.bytes, &have, seen,
+                                                                  memory_order_relaxed,
+                                                                  memory_order_relaxed)) {
+    }
+    if ((seen > have ? seen : have) <= file_max)
+        return true;
+    atomic_fetch_sub_explicit(&file_size.bytes, held, memory_order_relaxed);
+    atomic_fetch_add_explicit(&capped, lines, memory_order_relaxed);
+    owe_log_full();
+    for (int i = 0; i < DS_LOG_SLOTS; i++)
+        slots[i].held_len = slots[i].held_lines = 0;
+    return false;
+}
+
+/* LOG held: bytes of lines written, or dropped and counted (a short write
+ * leaves a partial line: rare). */
+static bool write_block(int fd, const char *p, size_t len, uint64_t lines)
+{
+    if (!len || write_out(fd, p, len))
+        return true;
+    atomic_fetch_add_explicit(&dropped, lines, memory_order_relaxed);
+    return false;
+}
+
+/* LOG held: lines gathered for one writev(2), at most IOV_BATCH runs. */
+#define IOV_BATCH 512
+typedef struct {
+    struct iovec iov[IOV_BATCH];
+    int n;
+    size_t bytes;
+    uint64_t lines;
+} gathered;
+
+static bool write_gathered(int fd, gathered *g)
 {
     bool ok = true;
-    if (buffer_len && file_max) {
-        struct stat st;
-        uint64_t have = atomic_load_explicit(&file_size, memory_order_relaxed);
-        if (ds_fstat(fd, &st) == 0 && (uint64_t)st.st_size > have)
-            atomic_store_explicit(&file_size, (uint64_t)st.st_size, memory_order_relaxed);
-        if (!claim(buffer_len, file_max)) {
-            atomic_fetch_add_explicit(&capped, buffer_lines, memory_order_relaxed);
-            buffer_len = buffer_lines = 0;
-            owe_log_full();
-            buffer_cap = room_now();
-            return false;
+    if (g->n) {
+        int saved = errno;
+        ssize_t w;
+        do {
+            w = writev(fd, g->iov, g->n);
+        } while (w < 0 && errno == EINTR);
+        errno = saved;
+        if (w != (ssize_t)g->bytes) {
+            atomic_fetch_add_explicit(&dropped, g->lines, memory_order_relaxed);
+            ok = false;
         }
     }
-    if (buffer_len && !write_out(fd, buffer, buffer_len)) {
-        /* a short write leaves a partial line: rare, counted */
-        atomic_fetch_add_explicit(&dropped, buffer_lines, memory_order_relaxed);
-        ok = false;
-    }
-    buffer_len = buffer_lines = 0;
-    if (buffer)
-        buffer_cap = room_now();
+    g->n = 0, g->bytes = 0, g->lines = 0;
     return ok;
+}
+
+/* LOG held: a run of lines of one slot, from `from` to `end` in its held
+ * block, added to what goes out: into `merged` (compressed), or as a
+ * piece of the next writev (the lines written where they are). */
+static bool put_run(int fd, gathered *g, size_t *out, uint64_t *out_lines, const char *p,
+                    size_t len, uint64_t lines)
+{
+    bool ok = true;
+    if (!log_zstd) {
+        if (g->n == IOV_BATCH)
+            ok = write_gathered(fd, g);
+        g->iov[g->n++] = (struct iovec){(void *)(uintptr_t)p, len};
+        g->bytes += len, g->lines += lines;
+        return ok;
+    }
+    for (size_t at = 0; at < len;) {
+        /* whole lines only: a run is cut at a line's end where merged fills */
+        size_t n = len - at;
+        if (*out + n > merged_size) {
+            ok = write_block(fd, merged, *out, *out_lines) && ok;
+            *out = 0, *out_lines = 0;
+        }
+        memcpy(merged + *out, p + at, n);
+        *out += n, at += n;
+    }
+    *out_lines += lines;
+    return ok;
+}
+
+/* LOG held: the held blocks written.  One alone (one thread) is written
+ * where it is; two or more are merged by their lines' times, each slot's
+ * lines kept in their order: runs of a slot's lines that no other slot's
+ * line comes between go out as the pieces of one writev(2) each, where
+ * they are (no copy: the kernel gathers them, and /dev/null not even
+ * that), or into `merged` for a compressed log, written a block a time. */
+static bool write_held(int fd)
+{
+    int with[DS_LOG_SLOTS], n = 0;
+    for (int i = 0; i < DS_LOG_SLOTS; i++)
+        if (slots[i].held_len)
+            with[n++] = i;
+    if (n == 0)
+        return true;
+    size_t room = 2 * block_bytes();
+    if (n > 1 && log_zstd && merged_size < room) {
+        void *p = ds_map(room, true);
+        if (p) {
+            ds_unmap(merged, merged_size);
+            merged = p;
+            merged_size = room;
+        }
+    }
+    bool ok = true;
+    if (n == 1 || (log_zstd && merged_size < room)) { /* one block, or no memory to merge in */
+        for (int k = 0; k < n; k++) {
+            ds_log_slot *s = &slots[with[k]];
+            ok = write_block(fd, s->held, s->held_len, s->held_lines) && ok;
+            s->held_len = s->held_lines = 0;
+        }
+        return ok;
+    }
+    static gathered g; /* under LOG */
+    uint32_t at[DS_LOG_SLOTS] = {0};
+    size_t out = 0;
+    uint64_t out_lines = 0;
+    while (n > 0) {
+        /* the slot whose next line is the oldest, and the time of the next
+         * line of any other: its lines up to that time go on together */
+        int best = 0;
+        uint64_t second = UINT64_MAX;
+        for (int k = 1; k < n; k++) {
+            uint64_t t = slots[with[k]].held_marks[at[with[k]]].ns;
+            uint64_t b = slots[with[best]].held_marks[at[with[best]]].ns;
+            if (t < b) {
+                second = b;
+                best = k;
+            } else if (t < second) {
+                second = t;
+            }
+        }
+        int i = with[best];
+        ds_log_slot *s = &slots[i];
+        uint32_t first = at[i];
+        size_t from = first ? s->held_marks[first - 1].end : 0;
+        while (++at[i] < s->held_lines && s->held_marks[at[i]].ns <= second) {
+        }
+        size_t end = s->held_marks[at[i] - 1].end;
+        ok = put_run(fd, &g, &out, &out_lines, s->held + from, end - from, at[i] - first) && ok;
+        if (at[i] == s->held_lines) {
+            s->held_len = s->held_lines = 0;
+            with[best] = with[--n];
+        }
+    }
+    ok = write_gathered(fd, &g) && ok;
+    return write_block(fd, merged, out, out_lines) && ok;
+}
+
+/* LOG held: every slot's lines written. */
+static bool flush_locked(int fd)
+{
+    if (!ds_lock_take_bounded(DS_LOCK_LOG_LINES))
+        return false; /* leaving, and a thread holds its slot */
+    bool fits = take_blocks(fd);
+    ds_lock_give(DS_LOCK_LOG_LINES);
+    return write_held(fd) && fits;
 }
 
 /* A line that does not go into the buffer: written at once. */
@@ -499,9 +748,109 @@ bool ds_log_full_owed(uint64_t *max_size)
     return true;
 }
 
-/* Everything but a line going into a buffer with room: a descriptor
- * still to open, no buffer, a re-entry, a full or old buffer.  Out of line,
- * so that the common case below needs no registers saved. */
+/* s's shard held: room for len more bytes in its block, and under a cap
+ * the file's room for them, claimed as the block fills (as much of it as
+ * the file has room for, a CAS at a time).  A block asks for a flush when
+ * half full when other threads log too, and fills on past the half only
+ * while another thread's flush is being written (LOG held): so a thread
+ * seldom waits for another's flush while its block has room.  `whole`: a flush was just done, and
+ * the line goes in if the block can take it. */
+static __attribute__((noinline)) bool room_for(ds_log_slot *s, size_t len, bool whole)
+{
+    if (!s->buf || len < DS_LOG_LINE_MIN || s->len + len > buffer_size || s->lines >= mark_cap)
+        return false;
+    if (s->len + len <= s->cap)
+        return true;
+    size_t upto = buffer_size;
+    if (s->len + len <= buffer_size / 2 &&
+        atomic_load_explicit(&slot_users, memory_order_relaxed) > 1)
+        upto = buffer_size / 2;
+    else if (!whole && (ds_holds(DS_LOCK_LOG) ||
+                        !atomic_load_explicit(ds_spin_of(DS_LOCK_LOG, 0), memory_order_relaxed)))
+        return false; /* time to flush */
+    if (!file_max) {
+        s->cap = upto;
+        return true;
+    }
+    size_t got = claim_room(s->len + len - s->cap, upto - s->cap);
+    s->cap += got;
+    return got != 0;
+}
+
+/* LOG and s's shard held: s laid out in its memory (mapped, or mapped
+ * afresh when too small for the buffer asked for, at its first line). */
+static bool slot_ready(ds_log_slot *s)
+{
+    if (s->buf)
+        return true;
+    size_t block = block_bytes(), need = 2 * (block + (size_t)mark_cap * sizeof(ds_line_mark));
+    if (s->mem_size < need) {
+        void *p = ds_map(need, true);
+        if (!p)
+            return false;
+        ds_unmap(s->mem, s->mem_size);
+        s->mem = p;
+        s->mem_size = need;
+    }
+    s->held = s->mem + block;
+    s->marks = (ds_line_mark *)(void *)(s->mem + 2 * block);
+    s->held_marks = s->marks + mark_cap;
+    s->len = s->held_len = s->cap = 0;
+    s->lines = s->held_lines = 0;
+    s->buf = s->mem;
+    return true;
+}
+
+/* LOG held: this thread's slot, a free one taken at its first line (given
+ * back when the thread ends: slot_given_back), or the shared slot 0 when
+ * none is free. */
+static unsigned own_slot(void)
+{
+    if (ds_log_own_slot)
+        return ds_log_own_slot - 1u;
+    unsigned i = 1;
+    while (i < DS_LOG_SLOTS && slots[i].taken)
+        i++;
+    if (i == DS_LOG_SLOTS || !atomic_load_explicit(&slot_key_made, memory_order_relaxed) ||
+        pthread_setspecific(slot_key, (void *)(uintptr_t)(i + 1)) != 0)
+        i = 0;
+    else
+        slots[i].taken = true;
+    ds_log_own_slot = (unsigned char)(i + 1);
+    /* slot 0's threads are counted once: they share its room */
+    bool counted = i == 0 && slot0_counted;
+    slot0_counted = slot0_counted || i == 0;
+    if (!counted)
+        atomic_fetch_add_explicit(&slot_users, 1, memory_order_relaxed);
+    return i;
+}
+
+static inline void add_line(ds_log_slot *s, const char *line, size_t len, uint64_t now)
+{
+    memcpy(s->buf + s->len, line, len);
+    s->len += len;
+    s->marks[s->lines++] = (ds_line_mark){now, (uint32_t)s->len};
+}
+
+/* LOG held: the line added to this thread's slot, unless a flush is due
+ * first (`flushed`: one was just done). */
+static bool add_own(const char *line, size_t len, uint64_t now, bool flushed)
+{
+    unsigned i = own_slot();
+    ds_log_slot *s = &slots[i];
+    ds_lock_take_shard(DS_LOCK_LOG_LINES, i);
+    bool in = (flushed || now < atomic_load_explicit(&flush_due.at, memory_order_relaxed)) &&
+              slot_ready(s) && room_for(s, len, flushed);
+    if (in)
+        add_line(s, line, len, now);
+    ds_lock_give_shard(DS_LOCK_LOG_LINES, i);
+    return in;
+}
+
+/* Everything but a line going into its slot's block with room: a
+ * descriptor still to open, no buffer, a re-entry, a full block, a flush
+ * due, a summary's line.  Out of line, so that the common case below needs
+ * no registers saved. */
 static __attribute__((noinline)) bool write_slow(const char *line, size_t len, uint64_t now,
                                                   bool tail)
 {
@@ -512,18 +861,18 @@ static __attribute__((noinline)) bool write_slow(const char *line, size_t len, u
         return false;
     }
     /* Unbuffered, or re-entered from a signal handler that interrupted this
-     * thread inside the shim (which may hold the buffer's lock): written at
+     * thread inside the shim (which may hold a slot's lock): written at
      * once.  So is a line while leaving through _exit as another thread
-     * holds the buffer: ahead of what the buffer holds. */
+     * holds the log: ahead of what the slots hold. */
     uint64_t limit = tail ? file_max : soft_max();
     if (file_max && !tail && atomic_load_explicit(&file_full, memory_order_relaxed) != FULL_NO) {
         atomic_fetch_add_explicit(&capped, 1, memory_order_relaxed);
         return false;
     }
-    /* The lock for the buffer or the compressor; a plain unbuffered line
+    /* The lock for the slots or the compressor; a plain unbuffered line
      * (stderr, a pipe) is one write(2), whole without it. */
-    bool locked = (buffer || log_zstd) && !ds_holds_lock() && ds_lock_take_bounded(DS_LOCK_LOG);
-    if (!buffer || !locked) {
+    bool locked = (buffered || log_zstd) && !ds_holds_lock() && ds_lock_take_bounded(DS_LOCK_LOG);
+    if (!buffered || !locked) {
         bool ok;
         if (!claim(len, limit))
             ok = tail ? (atomic_fetch_add_explicit(&capped, 1, memory_order_relaxed), false)
@@ -537,29 +886,49 @@ static __attribute__((noinline)) bool write_slow(const char *line, size_t len, u
         return ok;
     }
     bool ok = true;
-    if (buffer_len + len > buffer_cap)
+    if (!tail && !atomic_load_explicit(&ds_leaving, memory_order_relaxed)) {
+        if (add_own(line, len, now, false)) {
+            ds_lock_give(DS_LOCK_LOG);
+            return true;
+        }
         ok = flush_locked(fd);
-    if (len > buffer_cap) {
-        /* a buffer smaller than a line, or the cap near: after what it held */
-        if (claim(len, limit))
-            ok = write_now(fd, line, len) && ok;
-        else if (tail)
-            ok = (atomic_fetch_add_explicit(&capped, 1, memory_order_relaxed), false);
-        else {
-            ok = refuse_capped();
-            buffer_cap = 0; /* no shorter line after the log_full line */
+        atomic_store_explicit(&flush_due.at, now + DS_LOG_AGE_NS, memory_order_relaxed);
+        if (add_own(line, len, now, true)) {
+            ds_lock_give(DS_LOCK_LOG);
+            return ok;
         }
     } else {
-        if (buffer_len == 0)
-            buffer_since = now;
-        memcpy(buffer + buffer_len, line, len);
-        buffer_len += len;
-        buffer_lines++;
-        if (now - buffer_since >= DS_LOG_AGE_NS)
-            ok = flush_locked(fd) && ok;
+        ok = flush_locked(fd);
+    }
+    /* A summary's line, a line longer than a block, or the cap near:
+     * written at once, after every line the slots held. */
+    if (claim(len, limit)) {
+        ok = write_now(fd, line, len) && ok;
+    } else if (tail) {
+        atomic_fetch_add_explicit(&capped, 1, memory_order_relaxed);
+        ok = false;
+    } else {
+        ok = refuse_capped();
+        /* the room other threads' blocks claimed goes back, and what they
+         * hold is written before the log_full line: no later line is */
+        flush_locked(fd);
     }
     ds_lock_give(DS_LOCK_LOG);
     return ok;
+}
+
+/* ds_log_write_at's way when its slot is held or has no room. */
+static __attribute__((noinline)) bool write_own(unsigned mine, const char *line, size_t len,
+                                                 uint64_t now)
+{
+    ds_log_slot *s = &slots[mine - 1];
+    ds_lock_take_shard(DS_LOCK_LOG_LINES, mine - 1);
+    bool in = now < atomic_load_explicit(&flush_due.at, memory_order_relaxed) &&
+              room_for(s, len, false);
+    if (in)
+        add_line(s, line, len, now);
+    ds_lock_give_shard(DS_LOCK_LOG_LINES, mine - 1);
+    return in || write_slow(line, len, now, false);
 }
 
 bool ds_log_write_at(const char *line, size_t len, uint64_t now)
@@ -567,22 +936,23 @@ bool ds_log_write_at(const char *line, size_t len, uint64_t now)
     int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
     if (fd == -1)
         return true; /* DLSHIM_LOG=off is not a loss */
-    /* The common case: a file's buffer with room for the line, which has
-     * not waited too long, taken by a thread inside no other shim lock. */
-    if (fd >= 0 && buffer && !ds_holds_lock() && !atomic_load_explicit(&ds_leaving, memory_order_relaxed)) {
-        ds_lock_take(DS_LOCK_LOG);
-        if (buffer_len + len <= buffer_cap && (buffer_len == 0 || now - buffer_since < DS_LOG_AGE_NS)) {
-            if (buffer_len == 0)
-                buffer_since = now;
-            memcpy(buffer + buffer_len, line, len);
-            buffer_len += len;
-            buffer_lines++;
-            ds_lock_give(DS_LOCK_LOG);
-            return true;
-        }
-        ds_lock_give(DS_LOCK_LOG);
+    /* The common case: this thread's block with room for the line, no
+     * flush due, taken by a thread inside no other shim lock. */
+    unsigned mine = ds_log_own_slot;
+    if (!mine || fd < 0 || !buffered || ds_holds_lock() ||
+        atomic_load_explicit(&ds_leaving, memory_order_relaxed))
+        return write_slow(line, len, now, false);
+    ds_log_slot *s = &slots[mine - 1];
+    if (!ds_shard_take_now(DS_LOCK_LOG_LINES, mine - 1))
+        return write_own(mine, line, len, now);
+    if (now < atomic_load_explicit(&flush_due.at, memory_order_relaxed) &&
+        s->len + len <= s->cap && len >= DS_LOG_LINE_MIN) {
+        add_line(s, line, len, now);
+        ds_lock_give_shard(DS_LOCK_LOG_LINES, mine - 1);
+        return true;
     }
-    return write_slow(line, len, now, false);
+    ds_lock_give_shard(DS_LOCK_LOG_LINES, mine - 1);
+    return write_own(mine, line, len, now);
 }
 
 bool ds_log_write_tail(const char *line, size_t len, uint64_t now)
@@ -592,36 +962,45 @@ bool ds_log_write_tail(const char *line, size_t len, uint64_t now)
     return write_slow(line, len, now, true);
 }
 
-char *ds_log_reserve(uint64_t now)
+/* ds_log_reserve's way (output.h) when this thread has no slot yet, may
+ * not take one, its slot is held elsewhere or has no room, or a flush is
+ * due. */
+char *ds_log_reserve_slow(uint64_t now)
 {
-    if (atomic_load_explicit(&log_fd, memory_order_relaxed) < 0 || !buffer ||
-        buffer_size < DS_LINE_MAX + DS_EV_SLACK || ds_holds_lock() ||
+    int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
+    if (fd < 0 || !buffered || buffer_size < DS_LOG_RESERVE || ds_holds_lock() ||
         atomic_load_explicit(&ds_leaving, memory_order_relaxed))
         return NULL;
-    ds_lock_take(DS_LOCK_LOG);
-    if (buffer_len && (buffer_cap - buffer_len < DS_LINE_MAX + DS_EV_SLACK ||
-                       now - buffer_since >= DS_LOG_AGE_NS))
-        flush_locked(atomic_load_explicit(&log_fd, memory_order_relaxed));
-    if (buffer_cap - buffer_len < DS_LINE_MAX + DS_EV_SLACK) {
-        /* the file's cap is near: the line is built aside and weighed */
-        ds_lock_give(DS_LOCK_LOG);
-        return NULL;
+    if (file_max && atomic_load_explicit(&file_full, memory_order_relaxed) != FULL_NO)
+        return NULL; /* built aside, and counted */
+    unsigned mine = ds_log_own_slot;
+    if (mine) { /* its slot was held by a thread sharing it, or is full */
+        ds_log_slot *s = &slots[mine - 1];
+        ds_lock_take_shard(DS_LOCK_LOG_LINES, mine - 1);
+        if (now < atomic_load_explicit(&flush_due.at, memory_order_relaxed) &&
+            room_for(s, DS_LOG_RESERVE, false))
+            return s->buf + s->len;
+        ds_lock_give_shard(DS_LOCK_LOG_LINES, mine - 1);
     }
-    return buffer + buffer_len;
-}
-
-void ds_log_commit(const char *end, uint64_t now)
-{
-    if (buffer_len == 0)
-        buffer_since = now;
-    buffer_len = (size_t)(end - buffer);
-    buffer_lines++;
+    ds_lock_take(DS_LOCK_LOG);
+    unsigned i = own_slot();
+    ds_log_slot *s = &slots[i];
+    for (int round = 0; round < 2; round++) {
+        ds_lock_take_shard(DS_LOCK_LOG_LINES, i);
+        if ((round || now < atomic_load_explicit(&flush_due.at, memory_order_relaxed)) &&
+            slot_ready(s) && room_for(s, DS_LOG_RESERVE, round == 1)) {
+            ds_lock_give(DS_LOCK_LOG); /* the slot's stays taken until the commit */
+            return s->buf + s->len;
+        }
+        ds_lock_give_shard(DS_LOCK_LOG_LINES, i);
+        if (round == 0) {
+            flush_locked(fd);
+            atomic_store_explicit(&flush_due.at, now + DS_LOG_AGE_NS, memory_order_relaxed);
+        }
+    }
+    /* the file's cap is near: the line is built aside and weighed */
     ds_lock_give(DS_LOCK_LOG);
-}
-
-void ds_log_cancel(void)
-{
-    ds_lock_give(DS_LOCK_LOG);
+    return NULL;
 }
 
 bool ds_log_write(const char *line, size_t len)
@@ -632,7 +1011,7 @@ bool ds_log_write(const char *line, size_t len)
 bool ds_log_flush(void)
 {
     int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
-    if (fd < 0 || !buffer || ds_holds_lock())
+    if (fd < 0 || !buffered || ds_holds_lock())
         return true;
     if (!ds_lock_take_bounded(DS_LOCK_LOG))
         return false;
@@ -641,14 +1020,16 @@ bool ds_log_flush(void)
     return ok;
 }
 
-/* Before fork, with every shim lock taken (the log's too), the buffer is
- * written, so that neither side writes it twice; the child starts empty
- * (ds_log_after_fork). */
+/* Before fork, with every shim lock taken (the log's and every slot's),
+ * the slots are written, so that neither side writes them twice; the
+ * child starts empty (ds_log_after_fork). */
 void ds_log_before_fork(void)
 {
     int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
-    if (buffer && fd >= 0)
-        flush_locked(fd);
+    if (buffered && fd >= 0) {
+        take_blocks(fd);
+        write_held(fd);
+    }
 }
 
 /* The summary of a log that failed (a full disk, a reader gone) goes to

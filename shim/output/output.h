@@ -78,15 +78,81 @@ bool ds_log_write_tail(const char *line, size_t len, uint64_t now);
 /* The same for a line of an event at `now` (ds_now_ns), which ages the
  * buffer without reading the clock again. */
 bool ds_log_write_at(const char *line, size_t len, uint64_t now);
-/* A line written in the buffer itself: where it goes, with DS_LINE_MAX +
- * DS_EV_SLACK bytes of room, the buffer's lock taken (what it held was
- * written first if it had not that room or had waited too long); NULL,
- * nothing taken, where the log has no such buffer or this thread may not
- * take its lock now.  Then ds_log_commit with the line's end (its newline
- * included), or ds_log_cancel to write nothing. */
-char *ds_log_reserve(uint64_t now);
-void ds_log_commit(const char *end, uint64_t now);
-void ds_log_cancel(void);
+/* The log's slots of lines (log.c), one a thread, a shard of LOG_LINES
+ * each; slot 0 is shared by threads beyond the others.  Here so that the
+ * direct path below is inline: it is half of a handoff event's cost. */
+#define DS_LOG_SLOTS DS_SHARDS_SPIN16
+#define DS_LOG_RESERVE (DS_LINE_MAX + DS_EV_SLACK)
+/* Every line put in a slot is an event's, which is longer than this (its
+ * head alone: `{"event":"mark","pid":1,"tid":1,"t_ns":1}`, or the text
+ * log's `dlshim:    0.000001 1/1 mark      `), so a block of N bytes holds
+ * at most N / DS_LOG_LINE_MIN lines and needs no count checked per line. */
+#define DS_LOG_LINE_MIN 32
+typedef struct {
+    uint64_t ns;  /* the event's time: a flush merges the slots by it */
+    uint32_t end; /* where the line ends in its block */
+} ds_line_mark;
+typedef struct {
+    /* under the slot's shard: its threads add lines to buf */
+    _Alignas(64) char *buf; /* NULL: not laid out yet */
+    ds_line_mark *marks;
+    /* cap: what lines may fill, the block's size or, under a file's cap,
+     * the room claimed from it for this block */
+    size_t len, cap;
+    uint32_t lines;
+    bool taken; /* a thread's own (never slot 0), under LOG */
+    /* the block a flush took from it, written under LOG */
+    char *held;
+    ds_line_mark *held_marks;
+    size_t held_len;
+    uint32_t held_lines;
+    char *mem; /* both blocks and their marks, kept across re-opens */
+    size_t mem_size;
+} ds_log_slot;
+extern ds_log_slot ds_log_slots[DS_LOG_SLOTS];
+/* This thread's slot plus one (0: none yet). */
+extern DS_TLS unsigned char ds_log_own_slot;
+/* When an event's time reaches this a flush is due: lines wait at most
+ * 100 ms after the last one.  Alone on its line, read by every line. */
+extern struct ds_log_due {
+    _Alignas(64) _Atomic uint64_t at;
+} ds_log_flush_due;
+char *ds_log_reserve_slow(uint64_t now);
+/* A line written in its thread's slot itself: where it goes, with
+ * DS_LOG_RESERVE bytes of room, the slot's lock taken (what the slots held
+ * written first if it had not that room or a flush was due); NULL, nothing
+ * taken, where the log has no slots or this thread may not take one now.
+ * Then ds_log_commit with the line's end (its newline included), or
+ * ds_log_cancel to write nothing. */
+static inline char *ds_log_reserve(uint64_t now)
+{
+    unsigned mine = ds_log_own_slot;
+    if (__builtin_expect(mine == 0 || ds_holds_lock() ||
+                             atomic_load_explicit(&ds_leaving, memory_order_relaxed),
+                         0))
+        return ds_log_reserve_slow(now);
+    ds_log_slot *s = &ds_log_slots[mine - 1];
+    if (!ds_shard_take_now(DS_LOCK_LOG_LINES, mine - 1))
+        return ds_log_reserve_slow(now);
+    if (__builtin_expect(now < atomic_load_explicit(&ds_log_flush_due.at, memory_order_relaxed) &&
+                             s->cap - s->len >= DS_LOG_RESERVE,
+                         1))
+        return s->buf + s->len;
+    ds_lock_give_shard(DS_LOCK_LOG_LINES, mine - 1);
+    return ds_log_reserve_slow(now);
+}
+static inline void ds_log_commit(const char *end, uint64_t now)
+{
+    unsigned i = ds_log_own_slot - 1u;
+    ds_log_slot *s = &ds_log_slots[i];
+    s->len = (size_t)(end - s->buf);
+    s->marks[s->lines++] = (ds_line_mark){now, (uint32_t)s->len};
+    ds_lock_give_shard(DS_LOCK_LOG_LINES, i);
+}
+static inline void ds_log_cancel(void)
+{
+    ds_lock_give_shard(DS_LOCK_LOG_LINES, ds_log_own_slot - 1u);
+}
 /* Writes what the buffer holds (violations, exit, _exit). */
 bool ds_log_flush(void);
 void ds_log_before_fork(void); /* every lock held */

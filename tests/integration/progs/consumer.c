@@ -5,6 +5,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +215,72 @@ static int threads(int n)
     return 0;
 }
 
+/* ---- ring: 8 threads handing tensors round a ring at once, each
+ * exporting one, passing it to the next thread through a mailbox of one,
+ * and importing and releasing the one its neighbour passed it, n times.
+ * Then, per `then`: "return" (the threads end, then the program), "_exit"
+ * or "segv" from thread 1 while every thread is alive (their lines still
+ * held), "fork" from thread 1 while the others are alive (the child does n
+ * exchanges of its own and exits; the parent waits for it).  `size`
+ * threads (8 unless given, at most RING_MAX).  For the log's
+ * slots of lines (shim/output/log.c): every line of every thread, each
+ * import after its export. */
+#define RING_MAX 64
+static DLManagedTensor *_Atomic mailbox[RING_MAX];
+static int ring_size;
+static pthread_barrier_t ring_done;
+static const char *ring_then;
+static int cycles(int n);
+
+static void *ring_member(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    for (int i = 0; i < per_thread; i++) {
+        DLManagedTensor *t = prod_make(1, 4);
+        while (atomic_load(&mailbox[(id + 1) % ring_size]))
+            sched_yield();
+        atomic_store(&mailbox[(id + 1) % ring_size], t);
+        DLManagedTensor *mine;
+        while (!(mine = atomic_exchange(&mailbox[id], NULL)))
+            sched_yield();
+        dlshim_import(mine, "cons");
+        mine->deleter(mine);
+    }
+    pthread_barrier_wait(&ring_done);
+    if (id == 1 && !strcmp(ring_then, "_exit"))
+        _exit(0);
+    if (id == 1 && !strcmp(ring_then, "segv")) {
+        volatile int *nowhere = NULL;
+        *nowhere = 1;
+    }
+    if (id == 1 && !strcmp(ring_then, "fork")) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            cycles(per_thread);
+            exit(0);
+        }
+        int status = 0;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || status != 0)
+            fprintf(stderr, "consumer: the child failed\n");
+    }
+    pthread_barrier_wait(&ring_done);
+    return NULL;
+}
+
+static int ring(int n, const char *then, int size)
+{
+    pthread_t th[RING_MAX];
+    per_thread = n;
+    ring_then = then;
+    ring_size = size < 2 || size > RING_MAX ? NTHREADS : size;
+    pthread_barrier_init(&ring_done, NULL, (unsigned)ring_size);
+    for (int i = 0; i < ring_size; i++)
+        pthread_create(&th[i], NULL, ring_member, (void *)(intptr_t)i);
+    for (int i = 0; i < ring_size; i++)
+        pthread_join(th[i], NULL);
+    return 0;
+}
+
 /* ---- n exchanges one after the other: few live tensors, many released.
  * Each freed tensor's memory is taken by a block held to the end, so every
  * tensor has its own address (malloc would otherwise reuse one, and the
@@ -348,6 +416,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "garbage")) rc = garbage();
     else if (!strcmp(mode, "errno")) rc = keep_errno();
     else if (!strcmp(mode, "threads")) rc = threads(atoi(arg));
+    else if (!strcmp(mode, "ring")) rc = ring(atoi(arg), argc > 3 ? argv[3] : "return", argc > 4 ? atoi(argv[4]) : 0);
     else if (!strcmp(mode, "cycles")) rc = cycles(atoi(arg));
     else if (!strcmp(mode, "deleter_reenters")) rc = deleter_reenters();
     else if (!strcmp(mode, "dlclose")) rc = close_shim(arg);
