@@ -292,6 +292,17 @@ static bool claim(size_t len, uint64_t limit)
     return true;
 }
 
+/* Claims the file's room for one line written at once: an ordinary line
+ * under the soft cap, and none once the log_full line is owed (a shorter
+ * line than the one refused may still fit, but must not follow log_full);
+ * a summary's line (`tail`) under the cap itself. */
+static bool claim_line(size_t len, bool tail)
+{
+    if (!tail && file_max && atomic_load_explicit(&file_full, memory_order_relaxed) != FULL_NO)
+        return false;
+    return claim(len, tail ? file_max : soft_max());
+}
+
 /* The cap for fd: a regular file this log opened (not stderr). */
 static void set_cap(int fd)
 {
@@ -864,7 +875,6 @@ static __attribute__((noinline)) bool write_slow(const char *line, size_t len, u
      * thread inside the shim (which may hold a slot's lock): written at
      * once.  So is a line while leaving through _exit as another thread
      * holds the log: ahead of what the slots hold. */
-    uint64_t limit = tail ? file_max : soft_max();
     if (file_max && !tail && atomic_load_explicit(&file_full, memory_order_relaxed) != FULL_NO) {
         atomic_fetch_add_explicit(&capped, 1, memory_order_relaxed);
         return false;
@@ -874,7 +884,7 @@ static __attribute__((noinline)) bool write_slow(const char *line, size_t len, u
     bool locked = (buffered || log_zstd) && !ds_holds_lock() && ds_lock_take_bounded(DS_LOCK_LOG);
     if (!buffered || !locked) {
         bool ok;
-        if (!claim(len, limit))
+        if (!claim_line(len, tail))
             ok = tail ? (atomic_fetch_add_explicit(&capped, 1, memory_order_relaxed), false)
                       : refuse_capped();
         else if (log_zstd && !locked) /* the compressor is the lock holder's */
@@ -902,7 +912,7 @@ static __attribute__((noinline)) bool write_slow(const char *line, size_t len, u
     }
     /* A summary's line, a line longer than a block, or the cap near:
      * written at once, after every line the slots held. */
-    if (claim(len, limit)) {
+    if (claim_line(len, tail)) {
         ok = write_now(fd, line, len) && ok;
     } else if (tail) {
         atomic_fetch_add_explicit(&capped, 1, memory_order_relaxed);
