@@ -279,6 +279,19 @@ static inline bool ds_spin_take_now(int id)
     ds_locks_held &= ~(1u << id);
     return false;
 }
+/* One shard of sharded spin lock `id` taken if it is free now, as
+ * ds_spin_take_now. */
+static inline bool ds_spin_take_shard_now(int id, unsigned shard)
+{
+#ifdef DS_DEBUG_LOCKS
+    ds_lock_order_check(id);
+#endif
+    ds_locks_held |= 1u << id;
+    if (!atomic_exchange_explicit(ds_spin_of(id, shard), true, memory_order_acquire))
+        return true;
+    ds_locks_held &= ~(1u << id);
+    return false;
+}
 /* Takes it if it comes within about a millisecond (never when this thread
  * holds it already): for the summary at _exit, which must not wait for a
  * thread that is about to vanish. */

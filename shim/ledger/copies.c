@@ -8,8 +8,11 @@
  * would have avoided.
  *
  * A copy names the share it reads or writes through the index of live
- * shares (shares.c).  Bounded tables, one spin lock (every copy takes it),
- * nothing called out while it is held.
+ * shares (shares.c).  Bounded tables, one spin lock (every copy that
+ * touches a tracked buffer or a share takes it; a copy this thread repeats
+ * only counts), nothing called out while it is held.  The counts are kept
+ * in cells of their own, a thread's by its id, summed when read: threads
+ * copying at once write no common line.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -39,7 +42,13 @@ static recent_copy recent[DS_RECENT_COPIES];
 static uint64_t nrecent;
 static trip trips[DS_PENDING_TRIPS];
 static uint64_t ntrips;
-static atomic_uint_fast64_t transfers, bytes_transferred, roundtrips;
+#define DS_COUNT_CELLS 64 /* a power of two */
+typedef struct {
+    _Alignas(64) atomic_uint_fast64_t transfers, bytes;
+} count_cell;
+static count_cell counts[DS_COUNT_CELLS];
+static DS_TLS count_cell *my_counts; /* this thread's cell, once it copied */
+static atomic_uint_fast64_t roundtrips;
 
 static const char *const direction_names[] = {"h2d", "d2h", "d2d", "h2h", "peer"};
 
@@ -143,12 +152,21 @@ static uint64_t changes_now(bool by_source)
     return ds_alloc_changes() + (by_source ? 0 : ds_shares_changes());
 }
 
+/* The calling thread's cell (threads may share one: its counts are atomic). */
+__attribute__((noinline)) static count_cell *counts_of_thread(void)
+{
+    unsigned long tid = (unsigned long)ds_tid();
+    my_counts = &counts[(tid * 0x9e3779b97f4a7c15ull) >> 58 & (DS_COUNT_CELLS - 1)];
+    return my_counts;
+}
+
 /* Always inline: it is all a repeated copy does (ds_copy_repeat). */
 __attribute__((always_inline)) static inline void count(uint64_t bytes)
 {
-    atomic_fetch_add(&transfers, 1);
+    count_cell *c = my_counts ? my_counts : counts_of_thread();
+    atomic_fetch_add_explicit(&c->transfers, 1, memory_order_relaxed);
     ds_note_work();
-    atomic_fetch_add(&bytes_transferred, bytes);
+    atomic_fetch_add_explicit(&c->bytes, bytes, memory_order_relaxed);
 }
 
 /* Whether last_copy answers for this copy. */
@@ -299,14 +317,19 @@ bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source)
 
 void ds_copies_totals(uint64_t *count, uint64_t *bytes, uint64_t *trips_out)
 {
-    *count = atomic_load(&transfers);
-    *bytes = atomic_load(&bytes_transferred);
+    *count = *bytes = 0;
+    for (unsigned i = 0; i < DS_COUNT_CELLS; i++) {
+        *count += atomic_load_explicit(&counts[i].transfers, memory_order_relaxed);
+        *bytes += atomic_load_explicit(&counts[i].bytes, memory_order_relaxed);
+    }
     *trips_out = atomic_load(&roundtrips);
 }
 
 void ds_copies_after_fork(void)
 {
-    atomic_store(&transfers, 0);
-    atomic_store(&bytes_transferred, 0);
-    atomic_store(&roundtrips, 0);
+    for (unsigned i = 0; i < DS_COUNT_CELLS; i++) {
+        atomic_store(&counts[i].transfers, 0);
+        atomic_store(&counts[i].bytes, 0);
+    }
+    atomic_store(&roundtrips, 0); /* the child's thread keeps its cell */
 }
