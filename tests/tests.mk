@@ -200,7 +200,7 @@ DEVICE_BIN := $(BUILD)/tests/device
 DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN)/hip_alloc \
                 $(DEVICE_BIN)/culike_user $(DEVICE_BIN)/handoff $(DEVICE_BIN)/hip_handoff \
                 $(DEVICE_BIN)/hip_handoff_spt \
-                $(DEVICE_BIN)/copies $(DEVICE_BIN)/handoff_ptsz $(DEVICE_BIN)/stream_threads
+                $(DEVICE_BIN)/copies $(DEVICE_BIN)/handoff_ptsz
 DEVICE_PROG_FLAGS = $(BASE_CFLAGS) $(DEVICE_INCLUDES) $(CFLAGS) $(VARIANT_CFLAGS) \
                     -Wno-missing-prototypes -pthread
 
@@ -209,10 +209,6 @@ $(DEVICE_BIN)/rt_alloc: tests/device/rt_alloc.c include/dlshim.h
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
 $(DEVICE_BIN)/handoff: tests/device/handoff.c include/dlshim.h
-	@mkdir -p $(dir $@)
-	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
-
-$(DEVICE_BIN)/stream_threads: tests/device/stream_threads.c include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
