@@ -130,17 +130,19 @@ static void emit_roundtrip(const trip *t, const side *dst, uint64_t bytes, const
  * (their sum: both only grow; the allocations' alone when the source is a
  * tracked allocation, which makes the copy relevant and a filler of exports
  * whatever the shares are: the shares' count is a sum over their shards),
- * and of recent copies after its own entry.
+ * and of recent copies once its own entry (`entry`, in the ring of recent
+ * copies) was checked against those after it (`nrecent`).
  * Programs repeat copies between the same buffers; the same copy again
  * while these hold is relevant or not alike, and if it is, its entry is
- * still the newest recent copy: it is counted, nothing else.  Not kept for
+ * still the newest recent copy into its bytes (still_newest): it is
+ * counted, nothing else.  Not kept for
  * copies between host and device (their trips go on), nor read when events
  * are written.  Device copies only: they run inside a device call, where a
  * signal handler on this thread does not come back here (its device calls
  * are inner ones); a host copy (memcpy) may. */
 typedef struct {
     uintptr_t dst, src;
-    uint64_t bytes, changes, nrecent;
+    uint64_t bytes, changes, nrecent, entry;
     int8_t direction;
     bool relevant;
     bool by_source; /* the source is tracked: `changes` counts allocations only */
@@ -169,13 +171,40 @@ __attribute__((always_inline)) static inline void count(uint64_t bytes)
     atomic_fetch_add_explicit(&c->bytes, bytes, memory_order_relaxed);
 }
 
+/* A relevant memo's entry, once copies were recorded after it (another
+ * thread's, as a rule): whether it is still in the ring and none of those
+ * copies wrote over its destination.  Then its copy repeated answers
+ * ds_copies_filled_by_copy as the same copy recorded again would (the
+ * newest copy into bytes its destination covers is still its own, and
+ * where it is not, the copies after it are the same either way), and the
+ * memo is moved on to now; else the copy is recorded again.  So two
+ * threads each repeating a copy of its own do not make each other take
+ * the lock and write the ring on every copy. */
+__attribute__((noinline)) static bool still_newest(copy_memo *m)
+{
+    bool newest = true;
+    ds_lock_take(DS_LOCK_COPIES);
+    uint64_t now = nrecent;
+    if (now - m->entry > DS_RECENT_COPIES)
+        newest = false; /* its entry was written over */
+    for (uint64_t n = m->nrecent; newest && n < now; n++) {
+        const recent_copy *c = &recent[n % DS_RECENT_COPIES];
+        newest = !(c->dst < m->dst + m->bytes && m->dst < c->dst_end);
+    }
+    ds_lock_give(DS_LOCK_COPIES);
+    if (newest)
+        m->nrecent = now;
+    return newest;
+}
+
 /* Whether last_copy answers for this copy. */
-static inline bool repeated(const copy_memo *m, uintptr_t dst, uintptr_t src, uint64_t bytes,
+static inline bool repeated(copy_memo *m, uintptr_t dst, uintptr_t src, uint64_t bytes,
                             int direction)
 {
     return m->dst == dst && m->src == src && m->bytes == bytes && m->direction == direction &&
            m->changes == changes_now(m->by_source) &&
-           (!m->relevant || m->nrecent == __atomic_load_n(&nrecent, __ATOMIC_RELAXED)) &&
+           (!m->relevant || m->nrecent == __atomic_load_n(&nrecent, __ATOMIC_RELAXED) ||
+            still_newest(m)) &&
            !ds_event_wanted(DS_EV_COPY);
 }
 
@@ -187,7 +216,7 @@ __attribute__((noinline)) static void record_general(uintptr_t dst, uintptr_t sr
     ds_shares_index();
     /* Both counts read before the lookups: a change meanwhile voids the memo. */
     uint64_t alloc_changes = ds_alloc_changes(), share_changes = ds_shares_changes();
-    copy_memo memo = {dst, src, bytes, 0, 0, (int8_t)direction, false, false};
+    copy_memo memo = {dst, src, bytes, 0, 0, 0, (int8_t)direction, false, false};
     side s, d;
     describe(&s, src);
     describe(&d, dst);
@@ -211,6 +240,7 @@ __attribute__((noinline)) static void record_general(uintptr_t dst, uintptr_t sr
             dst, dst + bytes, src, ds_tid(), site, s.tracked || s.share, (int8_t)direction};
         __atomic_store_n(&nrecent, nrecent + 1, __ATOMIC_RELAXED);
         memo.nrecent = nrecent;
+        memo.entry = nrecent - 1;
         if (direction == DS_COPY_D2H && s.tracked) {
             trips[ntrips++ % DS_PENDING_TRIPS] =
                 (trip){dst, dst + bytes, s.alloc};
