@@ -264,23 +264,11 @@ __attribute__((always_inline)) static inline void ds_lock_give_shard(int id, uns
     atomic_store_explicit(ds_spin_of(id, shard), false, memory_order_release);
     ds_locks_held &= ~(1u << id);
 }
-/* Spin lock `id` (unsharded) taken if it is free now (as ds_lock_take
- * would): false, not taken, while another thread holds it.  For a fast way
- * that hands over to a slower one which waits, rather than waiting itself:
- * then it calls nothing, and costs no frame. */
-static inline bool ds_spin_take_now(int id)
-{
-#ifdef DS_DEBUG_LOCKS
-    ds_lock_order_check(id);
-#endif
-    ds_locks_held |= 1u << id;
-    if (!atomic_exchange_explicit(ds_spin_of(id, 0), true, memory_order_acquire))
-        return true;
-    ds_locks_held &= ~(1u << id);
-    return false;
-}
-/* The same for one shard of sharded spin lock `id`. */
-static inline bool ds_shard_take_now(int id, unsigned shard)
+/* One shard of sharded spin lock `id` (0: an unsharded one) taken if it is
+ * free now (as ds_lock_take would): false, not taken, while another thread
+ * holds it.  For a fast way that hands over to a slower one which waits,
+ * rather than waiting itself: then it calls nothing, and costs no frame. */
+static inline bool ds_spin_take_shard_now(int id, unsigned shard)
 {
 #ifdef DS_DEBUG_LOCKS
     ds_lock_order_check(id);
@@ -290,6 +278,10 @@ static inline bool ds_shard_take_now(int id, unsigned shard)
         return true;
     ds_locks_held &= ~(1u << id);
     return false;
+}
+static inline bool ds_spin_take_now(int id)
+{
+    return ds_spin_take_shard_now(id, 0);
 }
 /* Takes it if it comes within about a millisecond (never when this thread
  * holds it already): for the summary at _exit, which must not wait for a

@@ -8,8 +8,11 @@
  * would have avoided.
  *
  * A copy names the share it reads or writes through the index of live
- * shares (shares.c).  Bounded tables, one spin lock (every copy takes it),
- * nothing called out while it is held.
+ * shares (shares.c).  Bounded tables, one spin lock (every copy that
+ * touches a tracked buffer or a share takes it; a copy this thread repeats
+ * only counts), nothing called out while it is held.  The counts are kept
+ * in cells of their own, a thread's by its id, summed when read: threads
+ * copying at once write no common line.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -39,7 +42,13 @@ static recent_copy recent[DS_RECENT_COPIES];
 static uint64_t nrecent;
 static trip trips[DS_PENDING_TRIPS];
 static uint64_t ntrips;
-static atomic_uint_fast64_t transfers, bytes_transferred, roundtrips;
+#define DS_COUNT_CELLS 64 /* a power of two */
+typedef struct {
+    _Alignas(64) atomic_uint_fast64_t transfers, bytes;
+} count_cell;
+static count_cell counts[DS_COUNT_CELLS];
+static DS_TLS count_cell *my_counts; /* this thread's cell, once it copied */
+static atomic_uint_fast64_t roundtrips;
 
 static const char *const direction_names[] = {"h2d", "d2h", "d2d", "h2h", "peer"};
 
@@ -121,17 +130,19 @@ static void emit_roundtrip(const trip *t, const side *dst, uint64_t bytes, const
  * (their sum: both only grow; the allocations' alone when the source is a
  * tracked allocation, which makes the copy relevant and a filler of exports
  * whatever the shares are: the shares' count is a sum over their shards),
- * and of recent copies after its own entry.
+ * and of recent copies once its own entry (`entry`, in the ring of recent
+ * copies) was checked against those after it (`nrecent`).
  * Programs repeat copies between the same buffers; the same copy again
  * while these hold is relevant or not alike, and if it is, its entry is
- * still the newest recent copy: it is counted, nothing else.  Not kept for
+ * still the newest recent copy into its bytes (still_newest): it is
+ * counted, nothing else.  Not kept for
  * copies between host and device (their trips go on), nor read when events
  * are written.  Device copies only: they run inside a device call, where a
  * signal handler on this thread does not come back here (its device calls
  * are inner ones); a host copy (memcpy) may. */
 typedef struct {
     uintptr_t dst, src;
-    uint64_t bytes, changes, nrecent;
+    uint64_t bytes, changes, nrecent, entry;
     int8_t direction;
     bool relevant;
     bool by_source; /* the source is tracked: `changes` counts allocations only */
@@ -143,21 +154,57 @@ static uint64_t changes_now(bool by_source)
     return ds_alloc_changes() + (by_source ? 0 : ds_shares_changes());
 }
 
+/* The calling thread's cell (threads may share one: its counts are atomic). */
+__attribute__((noinline)) static count_cell *counts_of_thread(void)
+{
+    unsigned long tid = (unsigned long)ds_tid();
+    my_counts = &counts[(tid * 0x9e3779b97f4a7c15ull) >> 58 & (DS_COUNT_CELLS - 1)];
+    return my_counts;
+}
+
 /* Always inline: it is all a repeated copy does (ds_copy_repeat). */
 __attribute__((always_inline)) static inline void count(uint64_t bytes)
 {
-    atomic_fetch_add(&transfers, 1);
+    count_cell *c = my_counts ? my_counts : counts_of_thread();
+    atomic_fetch_add_explicit(&c->transfers, 1, memory_order_relaxed);
     ds_note_work();
-    atomic_fetch_add(&bytes_transferred, bytes);
+    atomic_fetch_add_explicit(&c->bytes, bytes, memory_order_relaxed);
+}
+
+/* A relevant memo's entry, once copies were recorded after it (another
+ * thread's, as a rule): whether it is still in the ring and none of those
+ * copies wrote over its destination.  Then its copy repeated answers
+ * ds_copies_filled_by_copy as the same copy recorded again would (the
+ * newest copy into bytes its destination covers is still its own, and
+ * where it is not, the copies after it are the same either way), and the
+ * memo is moved on to now; else the copy is recorded again.  So two
+ * threads each repeating a copy of its own do not make each other take
+ * the lock and write the ring on every copy. */
+__attribute__((noinline)) static bool still_newest(copy_memo *m)
+{
+    bool newest = true;
+    ds_lock_take(DS_LOCK_COPIES);
+    uint64_t now = nrecent;
+    if (now - m->entry > DS_RECENT_COPIES)
+        newest = false; /* its entry was written over */
+    for (uint64_t n = m->nrecent; newest && n < now; n++) {
+        const recent_copy *c = &recent[n % DS_RECENT_COPIES];
+        newest = !(c->dst < m->dst + m->bytes && m->dst < c->dst_end);
+    }
+    ds_lock_give(DS_LOCK_COPIES);
+    if (newest)
+        m->nrecent = now;
+    return newest;
 }
 
 /* Whether last_copy answers for this copy. */
-static inline bool repeated(const copy_memo *m, uintptr_t dst, uintptr_t src, uint64_t bytes,
+static inline bool repeated(copy_memo *m, uintptr_t dst, uintptr_t src, uint64_t bytes,
                             int direction)
 {
     return m->dst == dst && m->src == src && m->bytes == bytes && m->direction == direction &&
            m->changes == changes_now(m->by_source) &&
-           (!m->relevant || m->nrecent == __atomic_load_n(&nrecent, __ATOMIC_RELAXED)) &&
+           (!m->relevant || m->nrecent == __atomic_load_n(&nrecent, __ATOMIC_RELAXED) ||
+            still_newest(m)) &&
            !ds_event_wanted(DS_EV_COPY);
 }
 
@@ -169,7 +216,7 @@ __attribute__((noinline)) static void record_general(uintptr_t dst, uintptr_t sr
     ds_shares_index();
     /* Both counts read before the lookups: a change meanwhile voids the memo. */
     uint64_t alloc_changes = ds_alloc_changes(), share_changes = ds_shares_changes();
-    copy_memo memo = {dst, src, bytes, 0, 0, (int8_t)direction, false, false};
+    copy_memo memo = {dst, src, bytes, 0, 0, 0, (int8_t)direction, false, false};
     side s, d;
     describe(&s, src);
     describe(&d, dst);
@@ -193,6 +240,7 @@ __attribute__((noinline)) static void record_general(uintptr_t dst, uintptr_t sr
             dst, dst + bytes, src, ds_tid(), site, s.tracked || s.share, (int8_t)direction};
         __atomic_store_n(&nrecent, nrecent + 1, __ATOMIC_RELAXED);
         memo.nrecent = nrecent;
+        memo.entry = nrecent - 1;
         if (direction == DS_COPY_D2H && s.tracked) {
             trips[ntrips++ % DS_PENDING_TRIPS] =
                 (trip){dst, dst + bytes, s.alloc};
@@ -299,14 +347,19 @@ bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source)
 
 void ds_copies_totals(uint64_t *count, uint64_t *bytes, uint64_t *trips_out)
 {
-    *count = atomic_load(&transfers);
-    *bytes = atomic_load(&bytes_transferred);
+    *count = *bytes = 0;
+    for (unsigned i = 0; i < DS_COUNT_CELLS; i++) {
+        *count += atomic_load_explicit(&counts[i].transfers, memory_order_relaxed);
+        *bytes += atomic_load_explicit(&counts[i].bytes, memory_order_relaxed);
+    }
     *trips_out = atomic_load(&roundtrips);
 }
 
 void ds_copies_after_fork(void)
 {
-    atomic_store(&transfers, 0);
-    atomic_store(&bytes_transferred, 0);
-    atomic_store(&roundtrips, 0);
+    for (unsigned i = 0; i < DS_COUNT_CELLS; i++) {
+        atomic_store(&counts[i].transfers, 0);
+        atomic_store(&counts[i].bytes, 0);
+    }
+    atomic_store(&roundtrips, 0); /* the child's thread keeps its cell */
 }

@@ -35,8 +35,14 @@
  * handoff waits (ds_sync_op_now says why); and no pending handoff is looked
  * at while none waits.
  *
- * One spin lock (short sections); barriers (calls into the runtime) and the
- * module lookup a launch needs are made outside it.
+ * Threads on different streams share no lock and write no common line on
+ * the way that calls nothing (see "The stream model's locks" in
+ * docs/design.md): a stream's clock and its ring of writes are under its
+ * shard of the STREAMS lock, each table of events under its shard of
+ * EVENTS, and SYNC guards the rest (the slots, the host's and the legacy
+ * streams' clocks, the pending handoffs) for the general way.  Short
+ * sections; barriers (calls into the runtime) and the module lookup a
+ * launch needs are made outside every lock.
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -45,16 +51,19 @@
 
 #define DS_CLOCKS 64            /* slot 0: the host; streams beyond 63 are not modelled */
 #define DS_CLOCKS_FEW 8         /* a snapshot this narrow is copied whole */
-#define DS_EVENTS_FIRST 4096    /* events' table at first (a power of two, as it stays) */
-#define DS_EVENTS_MAX (1u << 18) /* and at most (74 MiB): each host function in flight is one */
-#define DS_WRITES 4096          /* ring of recent writes (a power of two) */
+#define DS_EVENT_SHARDS 64      /* the EVENTS lock's: a table each */
+#define DS_EVENTS_FIRST 64      /* a shard's table at first (a power of two, as it stays) */
+#define DS_EVENTS_MAX (1u << 13) /* and at most: 2^19 in all, room for 262,144 host functions */
+#define DS_WRITES 4096          /* a stream's ring of recent writes (a power of two) */
 #define DS_PENDING 128          /* handoffs waiting for the consumer's first use */
-#define DS_STREAM_MEMOS 8       /* recent stream handles' slots (a power of two) */
+#define DS_STREAM_MEMOS 8       /* a thread's recent stream handles' slots (a power of two) */
 
 enum { KIND_LEGACY, KIND_BLOCKING, KIND_NON_BLOCKING };
 
+/* Each on cache lines of its own: threads on different streams write none
+ * in common. */
 typedef struct {
-    bool used;
+    _Alignas(64) bool used;
     int kind;
     int api;
     uintptr_t handle;
@@ -80,11 +89,22 @@ typedef struct {
     uint32_t vc[DS_CLOCKS];
 } event;
 
+/* When the host queued it, which orders writes of different streams, kept
+ * in rings of their own: `seq`, its thread's number (above WRITER_SHIFT)
+ * and the count of writes that thread had queued, orders one thread's;
+ * `when` (host_order) different threads'. */
 typedef struct {
     uintptr_t start, end;
-    int stream;
+    uint64_t seq, when;
     uint32_t tick;
 } write_rec;
+
+/* A slot's recent writes: kept when its stream goes (the writes still
+ * name the slot), mapped when the slot is first used. */
+typedef struct {
+    _Alignas(64) write_rec *ring; /* DS_WRITES of them, mapped before the slot is used */
+    uint64_t n;
+} write_ring;
 
 typedef struct {
     uintptr_t tensor, start, end;
@@ -93,63 +113,152 @@ typedef struct {
     uint16_t producer, consumer; /* name ids */
 } pending;
 
-/* A handle as a call named it, and the slot it led to; `tag`: the call's
- * API and whether it was a per-thread-default-stream variant (see
- * memo_tag).  All are forgotten as a slot is freed. */
+/* A handle as a call named it, and the slot it led to while no slot was
+ * freed (`freed`: slots_freed then); `tag`: the call's API and whether it
+ * was a per-thread-default-stream variant (see memo_tag). */
 typedef struct {
     uintptr_t handle;
-    uint32_t tag;
+    uint32_t tag, freed;
     int slot;
     stream *s; /* &streams[slot] */
 } stream_memo;
 
+/* One shard's events: open addressing by the handle's hash, doubled when
+ * three quarters full; alone on its cache lines. */
+typedef struct {
+    _Alignas(64) event *t;
+    size_t mask, live;
+    event first[DS_EVENTS_FIRST];
+} event_table;
+
 #define HOST 0
 #define NO_CALLER UINT16_MAX /* a launch's module, not looked up */
 
+/* What guards what (docs/design.md, "The stream model's locks"):
+ *   SYNC: the slots (used, kind, api, handle, tid: written under SYNC and
+ *         the slot's STREAMS shard), used_slots, blocking_slots,
+ *         legacy_slot, the pending handoffs, and the clocks of the host and
+ *         of the legacy streams, which only the general way touches;
+ *   a STREAMS shard: its slot's clock and the rest of its stream (every
+ *         stream's but the host's and the legacy ones', see sharded), and
+ *         its ring of writes;
+ *   an EVENTS shard: its table of events.
+ * width, slots_freed and merges are written under SYNC and read without
+ * it (atomics): a settled stream's way reads them under its shard alone. */
 static stream streams[DS_CLOCKS]; /* [0]: the host */
-static int width = 1;             /* slots ever used: clocks are zero beyond */
+static write_ring rings[DS_CLOCKS];
+static _Atomic int width = 1; /* slots ever used: clocks are zero beyond */
 static uint64_t used_slots = 1, blocking_slots;
 static int legacy_slot[DS_DEVICE_APIS_MAX]; /* each API's legacy default stream, or 0 */
-static uint32_t slots_freed = 1; /* events' snapshots name it (see snapshot) */
+static _Atomic uint32_t slots_freed = 1; /* memos and events' snapshots name it */
 /* Bumped when the host's clock or a legacy stream's changes: a stream
  * settled before (see settled) may have to merge them again. */
-static uint64_t merges = 1;
-/* Open addressing by handle, doubled when three quarters full. */
-static event events_first[DS_EVENTS_FIRST];
-static event *events = events_first;
-static size_t events_mask = DS_EVENTS_FIRST - 1, events_live;
-static write_rec writes[DS_WRITES];
-static uint64_t nwrites;
+static _Atomic uint64_t merges = 1;
+static event_table event_tables[DS_EVENT_SHARDS];
 static pending pend[DS_PENDING];  /* [0, npending) */
 static atomic_int npending;       /* read outside the lock: whether to find a launch's module */
-static uint64_t untracked_streams, barriers_inserted;
-/* Where recent handles led: never to a thread's default stream, whose slot
- * depends on the thread asking. */
-static stream_memo memos[DS_STREAM_MEMOS];
+static uint64_t untracked_streams;
+static _Atomic uint64_t barriers_inserted;
+/* Where recent handles led this thread: never to a thread's default
+ * stream, whose slot depends on the thread asking. */
+static DS_TLS stream_memo memos[DS_STREAM_MEMOS];
+
+/* This thread's number among the threads that queued writes (above
+ * WRITER_SHIFT) and the writes it queued (0: none yet): a thread's own
+ * count orders its writes exactly, without a counter threads would share. */
+#define WRITER_SHIFT 40
+static DS_TLS uint64_t writes_queued;
+static _Atomic uint64_t writers;
+
+__attribute__((noinline)) static uint64_t writer_numbered(void)
+{
+    return (atomic_fetch_add_explicit(&writers, 1, memory_order_relaxed) + 1) << WRITER_SHIFT;
+}
+
+/* Writes of different threads are in the host's order when the program
+ * ordered them (a lock, a queue, a join between the two calls), and the
+ * shim sees none of that: they are ordered by the time they were queued,
+ * without a counter threads would share — the CPU's time-stamp counter,
+ * one instruction, kept in step across cores wherever Linux uses it as its
+ * clock (constant_tsc, nonstop_tsc); elsewhere the monotonic clock.  A
+ * write's count is read well after the program's own order was settled
+ * (the whole real call of the write before lies between, and the program's
+ * hand-over after it). */
+static inline uint64_t host_order(void)
+{
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+    uint64_t t;
+    __asm__ volatile("mrs %0, cntvct_el0" : "=r"(t));
+    return t;
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#endif
+}
 
 bool ds_sync_enabled(void)
 {
     return ds_cfg.sync != DS_SYNC_OFF;
 }
 
-/* ---- clocks: lock held ------------------------------------------------------ */
+static inline int width_now(void)
+{
+    return atomic_load_explicit(&width, memory_order_relaxed);
+}
+
+static inline uint64_t merges_now(void)
+{
+    return atomic_load_explicit(&merges, memory_order_relaxed);
+}
+
+/* ---- a stream's lock: SYNC held --------------------------------------------- */
+
+/* Whether slot i's clock is its STREAMS shard's: every stream's but the
+ * host's and the legacy streams', which are never settled (only the
+ * general way, under SYNC, touches them). */
+static inline bool sharded(int i)
+{
+    return i != HOST && streams[i].kind != KIND_LEGACY;
+}
+
+/* Takes slot i's shard where its clock has one; returns whether, for
+ * stream_give (the kind may change in between: ds_sync_stream_created). */
+static inline bool stream_take(int i)
+{
+    bool own = sharded(i);
+    if (own)
+        ds_lock_take_shard(DS_LOCK_STREAMS, (unsigned)i);
+    return own;
+}
+
+static inline void stream_give(int i, bool own)
+{
+    if (own)
+        ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)i);
+}
+
+/* ---- clocks: the stream's lock held ------------------------------------------- */
 
 static void changed(stream *s)
 {
     s->version++;
 }
 
-/* A clock others merge before their operations changed: none is settled. */
+/* A clock others merge before their operations changed: none is settled.
+ * (Only the host's and the legacy streams': SYNC held.) */
 static void unsettles(const stream *s)
 {
     if (s->kind == KIND_LEGACY || s == &streams[HOST])
-        merges++;
+        atomic_fetch_add_explicit(&merges, 1, memory_order_relaxed);
 }
 
 static void merge(stream *into, const uint32_t *from)
 {
     bool any = false;
-    for (int i = 0; i < width; i++)
+    for (int i = 0, w = width_now(); i < w; i++)
         if (from[i] > into->vc[i]) {
             into->vc[i] = from[i];
             any = true;
@@ -160,7 +269,7 @@ static void merge(stream *into, const uint32_t *from)
     }
 }
 
-/* ---- streams and events: lock held ---------------------------------------- */
+/* ---- streams: SYNC held ------------------------------------------------------- */
 
 /* The slot of a stream the memo does not know: handle 0 (and the API's own
  * legacy handle) the legacy default stream, the API's per-thread handle (or
@@ -193,16 +302,25 @@ static int stream_lookup(int api, uintptr_t *handle, bool per_thread_default, bo
     }
     int i = __builtin_ctzll(~used_slots);
     stream *s = &streams[i];
+    if (!rings[i].ring && !(rings[i].ring = ds_map(DS_WRITES * sizeof(write_rec), true))) {
+        untracked_streams++; /* no memory for its writes: not modelled */
+        return -1;
+    }
+    /* A stream that used the slot before may still be read through a
+     * thread's memo made before it went: that way checks slots_freed
+     * under the shard. */
+    ds_lock_take_shard(DS_LOCK_STREAMS, (unsigned)i);
     memset(s, 0, sizeof(*s));
     *s = (stream){.used = true, .api = api, .handle = h, .tid = tid, .kind = kind};
     changed(s);
+    ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)i);
     used_slots |= 1ull << i;
     if (kind == KIND_BLOCKING)
         blocking_slots |= 1ull << i;
     if (kind == KIND_LEGACY && (unsigned)api < DS_DEVICE_APIS_MAX)
         legacy_slot[api] = i;
-    if (i >= width)
-        width = i + 1;
+    if (i >= width_now())
+        atomic_store_explicit(&width, i + 1, memory_order_relaxed);
     return i;
 }
 
@@ -226,15 +344,19 @@ __attribute__((noinline)) static int stream_remembered(stream_memo *m, int api, 
     uintptr_t resolved = handle;
     int i = stream_lookup(api, &resolved, ptsz, create);
     if (i > 0 && !streams[i].tid)
-        *m = (stream_memo){handle, memo_tag(api, ptsz), i, &streams[i]};
+        *m = (stream_memo){handle, memo_tag(api, ptsz),
+                           atomic_load_explicit(&slots_freed, memory_order_relaxed), i,
+                           &streams[i]};
     return i;
 }
 
-/* Whether memo m holds the slot of the stream a call names (no slot was
- * freed since it was written: the slot still holds that stream). */
+/* Whether memo m names the stream a call names: the handle, and no slot
+ * freed since it was written (the slot still holds that stream: asked
+ * again under the slot's shard by a way without SYNC). */
 static inline bool memo_holds(const stream_memo *m, int api, uintptr_t handle, bool ptsz)
 {
-    return m->handle == handle && m->tag == memo_tag(api, ptsz);
+    return m->handle == handle && m->tag == memo_tag(api, ptsz) &&
+           m->freed == atomic_load_explicit(&slots_freed, memory_order_relaxed);
 }
 
 /* The stream a call names (see stream_lookup): the memo first. */
@@ -245,87 +367,18 @@ static inline int stream_index(int api, uintptr_t handle, bool ptsz, bool create
                                             : stream_remembered(m, api, handle, ptsz, create);
 }
 
-/* The first hole at or after handle's home slot in table t (mask: its size - 1). */
-static event *event_hole(event *t, size_t mask, uintptr_t handle)
-{
-    size_t k = (handle >> 4) & mask;
-    while (t[k].used)
-        k = (k + 1) & mask;
-    return &t[k];
-}
-
-/* A table twice the size, the events moved into it; the old one kept when
- * no memory could be had (then the table fills up, and events recorded past
- * its last hole are not modelled). */
-static void events_grow(void)
-{
-    size_t size = (events_mask + 1) * 2;
-    event *t = size <= DS_EVENTS_MAX ? ds_map(size * sizeof(*t), true) : NULL;
-    if (!t)
-        return;
-    for (size_t k = 0; k <= events_mask; k++)
-        if (events[k].used)
-            *event_hole(t, size - 1, events[k].handle) = events[k];
-    if (events != events_first)
-        ds_unmap(events, (events_mask + 1) * sizeof(*events));
-    events = t;
-    events_mask = size - 1;
-}
-
-/* event_of past the event's home slot: the probe on to the first hole, and
- * (create) the event put there. */
-__attribute__((noinline)) static event *event_probed(int api, uintptr_t handle, bool create)
-{
-    if (create && events_live >= (events_mask + 1) / 4 * 3)
-        events_grow();
-    size_t start = (handle >> 4) & events_mask;
-    event *free_slot = NULL;
-    for (size_t k = 0; k <= events_mask; k++) {
-        event *e = &events[(start + k) & events_mask];
-        if (e->used && e->api == api && e->handle == handle)
-            return e;
-        if (!e->used) {
-            free_slot = free_slot ? free_slot : e;
-            break; /* open addressing: the first hole ends the probe */
-        }
-    }
-    if (!create || !free_slot)
-        return NULL;
-    memset(free_slot, 0, sizeof(*free_slot));
-    free_slot->used = true;
-    free_slot->api = api; /* a family (event_of) */
-    free_slot->handle = handle;
-    events_live++;
-    return free_slot;
-}
-
-/* The event if it is in its home slot (where it usually is), else NULL. */
-static inline event *event_at_home(int api, uintptr_t handle)
-{
-    event *e = &events[(handle >> 4) & events_mask];
-    return e->used && e->handle == handle && e->api == api ? e : NULL;
-}
-
-/* Events are kept under their API's family, as streams are: a runtime
- * event is a driver one. */
-static inline event *event_of(int api, uintptr_t handle, bool create)
-{
-    api = ds_device_api_family(api);
-    event *e = event_at_home(api, handle);
-    return e ? e : event_probed(api, handle, create);
-}
-
 /* The legacy default stream of an API, or 0. */
 static inline int legacy_of(int api)
 {
     return (unsigned)api < DS_DEVICE_APIS_MAX ? legacy_slot[api] : 0;
 }
 
-/* Program order and CUDA's implicit ordering, before an operation on s:
- * each clock merged only if it changed since s (or, for the legacy stream,
- * the blocking stream) last saw it.  A stream other than the legacy one or a
- * thread's default stream is then settled until the host's clock or a legacy
- * stream's changes. */
+/* Program order and CUDA's implicit ordering, before an operation on s
+ * (its lock held; a legacy stream's takes each blocking stream's shard in
+ * turn): each clock merged only if it changed since s (or, for the legacy
+ * stream, the blocking stream) last saw it.  A stream other than the
+ * legacy one or a thread's default stream is then settled until the host's
+ * clock or a legacy stream's changes. */
 static inline void before_op(int i)
 {
     stream *s = &streams[i];
@@ -341,26 +394,38 @@ static inline void before_op(int i)
         }
     } else if (s->kind == KIND_LEGACY) {
         for (uint64_t m = blocking_slots; m; m &= m - 1) {
-            stream *b = &streams[__builtin_ctzll(m)];
+            int j = __builtin_ctzll(m);
+            stream *b = &streams[j];
+            bool own = stream_take(j);
             if (b->api == s->api && b->merged_by_legacy != b->version) {
                 b->merged_by_legacy = b->version;
                 merge(s, b->vc);
             }
+            stream_give(j, own);
         }
     }
     if (s->kind != KIND_LEGACY && !s->tid)
-        s->settled_at = merges;
+        s->settled_at = merges_now();
 }
 
-/* Lock held.  The fast way of an operation or a record, which calls
- * nothing: the memo of the stream a call names if it holds its slot and
- * before_op would merge nothing into it (it is settled: no clock it merges,
- * the host's or a legacy stream's, changed since); else NULL, for the
- * general way. */
+/* The way that calls nothing, for an operation, record or wait on a
+ * stream a call names: its memo if the memo holds its slot, with the
+ * slot's shard taken if it was free, and the stream settled (before_op
+ * would merge nothing into it: no clock it merges, the host's or a legacy
+ * stream's, changed since); else NULL, nothing taken, for the general
+ * way.  slots_freed is asked again under the shard: a slot is freed under
+ * it. */
 static inline const stream_memo *settled(int api, uintptr_t handle, bool ptsz)
 {
     const stream_memo *m = memo_of(handle);
-    return memo_holds(m, api, handle, ptsz) && m->s->settled_at == merges ? m : NULL;
+    if (m->handle != handle || m->tag != memo_tag(api, ptsz) ||
+        !ds_spin_take_shard_now(DS_LOCK_STREAMS, (unsigned)m->slot))
+        return NULL;
+    if (m->freed == atomic_load_explicit(&slots_freed, memory_order_relaxed) &&
+        m->s->settled_at == merges_now())
+        return m;
+    ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)m->slot);
+    return NULL;
 }
 
 static void set_kind(int i, int kind)
@@ -379,10 +444,12 @@ void ds_sync_stream_created(int api, uintptr_t handle, bool non_blocking)
     ds_lock_take(DS_LOCK_SYNC);
     int s = stream_index(api, handle, false, true);
     if (s >= 0) {
+        bool own = stream_take(s);
         memset(streams[s].vc, 0, sizeof(streams[s].vc));
         streams[s].host_merged = streams[s].legacy_merged = streams[s].settled_at = 0;
         changed(&streams[s]);
         set_kind(s, non_blocking ? KIND_NON_BLOCKING : KIND_BLOCKING);
+        stream_give(s, own);
     }
     ds_lock_give(DS_LOCK_SYNC);
 }
@@ -398,30 +465,145 @@ void ds_sync_stream_destroyed(int api, uintptr_t handle)
     if (s >= 0) {
         /* Its work completes before it goes (cudaStreamDestroy) but nobody
          * waited for it: the slot is reused, the clocks that mention it keep
-         * their counters, which only ever makes later checks stricter. */
+         * their counters, which only ever makes later checks stricter.
+         * Every thread's memo of it is void from here (slots_freed). */
+        bool own = stream_take(s);
         streams[s].used = false;
+        atomic_fetch_add_explicit(&slots_freed, 1, memory_order_relaxed);
+        stream_give(s, own);
         used_slots &= ~(1ull << s);
-        slots_freed++;
-        memset(memos, 0, sizeof(memos));
         blocking_slots &= ~(1ull << s);
     }
     ds_lock_give(DS_LOCK_SYNC);
 }
 
+/* ---- events: their shard's lock held --------------------------------------------- */
+
+/* An event's hash: its shard in the top bits, its home slot below them. */
+static inline uint64_t event_hash(uintptr_t handle)
+{
+    return (uint64_t)handle * 0x9e3779b97f4a7c15ull;
+}
+
+static inline unsigned event_shard(uint64_t hash)
+{
+    return (unsigned)(hash >> 58);
+}
+
+static inline size_t event_home(uint64_t hash, size_t mask)
+{
+    return (size_t)(hash >> 32) & mask;
+}
+
+/* The first hole at or after handle's home slot in t (mask: its size - 1). */
+static event *event_hole(event *t, size_t mask, uintptr_t handle)
+{
+    size_t k = event_home(event_hash(handle), mask);
+    while (t[k].used)
+        k = (k + 1) & mask;
+    return &t[k];
+}
+
+/* A table twice the size, the events moved into it; the old one kept when
+ * no memory could be had (then the table fills up, and events recorded past
+ * its last hole are not modelled). */
+static void events_grow(event_table *et)
+{
+    size_t size = (et->mask + 1) * 2;
+    event *t = size <= DS_EVENTS_MAX ? ds_map(size * sizeof(*t), true) : NULL;
+    if (!t)
+        return;
+    for (size_t k = 0; k <= et->mask; k++)
+        if (et->t[k].used)
+            *event_hole(t, size - 1, et->t[k].handle) = et->t[k];
+    if (et->t != et->first)
+        ds_unmap(et->t, (et->mask + 1) * sizeof(*et->t));
+    et->t = t;
+    et->mask = size - 1;
+}
+
+/* event_of past the event's home slot: the probe on to the first hole, and
+ * (create) the event put there. */
+__attribute__((noinline)) static event *event_probed(event_table *et, int api, uintptr_t handle,
+                                                     bool create)
+{
+    if (create && et->live >= (et->mask + 1) / 4 * 3)
+        events_grow(et);
+    size_t start = event_home(event_hash(handle), et->mask);
+    event *free_slot = NULL;
+    for (size_t k = 0; k <= et->mask; k++) {
+        event *e = &et->t[(start + k) & et->mask];
+        if (e->used && e->api == api && e->handle == handle)
+            return e;
+        if (!e->used) {
+            free_slot = e;
+            break; /* open addressing: the first hole ends the probe */
+        }
+    }
+    if (!create || !free_slot)
+        return NULL;
+    memset(free_slot, 0, sizeof(*free_slot));
+    free_slot->used = true;
+    free_slot->api = api; /* a family (event_of) */
+    free_slot->handle = handle;
+    et->live++;
+    return free_slot;
+}
+
+/* The event if it is in its home slot (where it usually is), else NULL. */
+static inline event *event_at_home(const event_table *et, int api, uintptr_t handle)
+{
+    if (!et->t)
+        return NULL;
+    event *e = &et->t[event_home(event_hash(handle), et->mask)];
+    return e->used && e->handle == handle && e->api == api ? e : NULL;
+}
+
+/* Events are kept under their API's family, as streams are: a runtime
+ * event is a driver one. */
+static inline event *event_of(event_table *et, int api, uintptr_t handle, bool create)
+{
+    api = ds_device_api_family(api);
+    event *e = event_at_home(et, api, handle);
+    if (e)
+        return e;
+    if (!et->t) {
+        et->t = et->first;
+        et->mask = DS_EVENTS_FIRST - 1;
+    }
+    return event_probed(et, api, handle, create);
+}
+
+/* The shard of event handle ev, taken: its table. */
+static inline event_table *events_take(uintptr_t ev)
+{
+    unsigned k = event_shard(event_hash(ev));
+    ds_lock_take_shard(DS_LOCK_EVENTS, k);
+    return &event_tables[k];
+}
+
+static inline void events_give(const event_table *et)
+{
+    ds_lock_give_shard(DS_LOCK_EVENTS, (unsigned)(et - event_tables));
+}
+
+/* Slot s's lock and the event's shard held. */
 static inline void snapshot(event *e, int s)
 {
-    if (e->from_version == streams[s].version && e->from == s && e->from_freed == slots_freed)
+    uint32_t freed = atomic_load_explicit(&slots_freed, memory_order_relaxed);
+    if (e->from_version == streams[s].version && e->from == s && e->from_freed == freed)
         return; /* a version is never 0: a fresh event matches nothing */
     /* Beyond the width both clocks are zero: a few streams' slots are
      * copied whole, in a few moves (no call), more only as wide as used. */
-    if (width <= DS_CLOCKS_FEW)
+    int w = width_now();
+    if (w <= DS_CLOCKS_FEW)
         memcpy(e->vc, streams[s].vc, DS_CLOCKS_FEW * sizeof(e->vc[0]));
     else
-        memcpy(e->vc, streams[s].vc, (size_t)width * sizeof(e->vc[0]));
+        memcpy(e->vc, streams[s].vc, (size_t)w * sizeof(e->vc[0]));
     e->recorded = true;
     e->from = s;
     e->from_version = streams[s].version;
-    e->from_freed = slots_freed;
+    e->from_freed = freed;
 }
 
 /* A record the general way. */
@@ -430,29 +612,40 @@ __attribute__((noinline)) static void record_general(int api, uintptr_t ev, uint
 {
     ds_lock_take(DS_LOCK_SYNC);
     int s = stream_index(api, handle, ptsz, true);
-    event *e = event_of(api, ev, true);
-    if (s >= 0 && e) {
+    if (s >= 0) {
+        bool own = stream_take(s);
         before_op(s);
-        snapshot(e, s);
+        event_table *et = events_take(ev);
+        event *e = event_of(et, api, ev, true);
+        if (e)
+            snapshot(e, s);
+        events_give(et);
+        stream_give(s, own);
     }
     ds_lock_give(DS_LOCK_SYNC);
 }
 
 /* Always inline, into the hooks too (link-time optimisation): a hot
- * wrapper's way that calls nothing but the real function (DS_HOT). */
+ * wrapper's way that calls nothing but the real function (DS_HOT).  The
+ * stream's shard, then the event's. */
 __attribute__((always_inline)) inline bool ds_sync_event_recorded_now(int api, uintptr_t ev,
                                                                       uintptr_t handle, bool ptsz)
 {
     if (!ds_sync_enabled())
         return true;
-    if (!ds_spin_take_now(DS_LOCK_SYNC))
-        return false;
     const stream_memo *m = settled(api, handle, ptsz);
-    /* The event is kept under its API's family: its stream's (no call). */
-    event *e = m ? event_at_home(m->s->api, ev) : NULL;
-    if (e)
-        snapshot(e, m->slot);
-    ds_lock_give(DS_LOCK_SYNC);
+    if (!m)
+        return false;
+    unsigned k = event_shard(event_hash(ev));
+    event *e = NULL;
+    if (ds_spin_take_shard_now(DS_LOCK_EVENTS, k)) {
+        /* The event is kept under its API's family: its stream's (no call). */
+        e = event_at_home(&event_tables[k], m->s->api, ev);
+        if (e)
+            snapshot(e, m->slot);
+        ds_lock_give_shard(DS_LOCK_EVENTS, k);
+    }
+    ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)m->slot);
     return e != NULL;
 }
 
@@ -466,45 +659,62 @@ void ds_sync_event_destroyed(int api, uintptr_t ev)
 {
     if (!ds_sync_enabled())
         return;
-    ds_lock_take(DS_LOCK_SYNC);
-    event *e = event_of(api, ev, false);
+    event_table *et = events_take(ev);
+    event *e = event_of(et, api, ev, false);
     if (e) {
         /* A record later re-creates it.  Probes stop at holes, so the
-         * cluster after the hole is shifted back into place. */
+         * cluster after the hole is shifted back into place (all of it in
+         * this shard's table: a handle's shard is its hash's). */
         e->used = false;
-        events_live--;
-        size_t hole = (size_t)(e - events);
-        for (size_t k = (hole + 1) & events_mask; events[k].used; k = (k + 1) & events_mask) {
-            event moved = events[k];
-            events[k].used = false;
-            events_live--;
-            event *dst = event_of(moved.api, moved.handle, true);
+        et->live--;
+        size_t hole = (size_t)(e - et->t);
+        for (size_t k = (hole + 1) & et->mask; et->t[k].used; k = (k + 1) & et->mask) {
+            event moved = et->t[k];
+            et->t[k].used = false;
+            et->live--;
+            event *dst = event_of(et, moved.api, moved.handle, true);
             if (dst)
                 *dst = moved;
         }
     }
-    ds_lock_give(DS_LOCK_SYNC);
+    events_give(et);
 }
 
+/* A wait on a settled stream takes its shard and the event's; anything
+ * else SYNC first (the host's clock is merged before). */
 void ds_sync_stream_waits(int api, uintptr_t handle, uintptr_t ev, bool ptsz)
 {
     if (!ds_sync_enabled())
         return;
+    const stream_memo *m = settled(api, handle, ptsz);
+    if (m) {
+        event_table *et = events_take(ev);
+        event *e = event_of(et, api, ev, false);
+        if (e && e->recorded)
+            merge(m->s, e->vc); /* not a legacy stream: nothing unsettled */
+        events_give(et);
+        ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)m->slot);
+        return;
+    }
     ds_lock_take(DS_LOCK_SYNC);
     int s = stream_index(api, handle, ptsz, true);
-    event *e = event_of(api, ev, false);
     if (s >= 0) {
+        bool own = stream_take(s);
         if (streams[s].host_merged != streams[HOST].version) {
             streams[s].host_merged = streams[HOST].version;
             merge(&streams[s], streams[HOST].vc);
         }
+        event_table *et = events_take(ev);
+        event *e = event_of(et, api, ev, false);
         if (e && e->recorded)
             merge(&streams[s], e->vc);
+        events_give(et);
+        stream_give(s, own);
     }
     ds_lock_give(DS_LOCK_SYNC);
 }
 
-/* ---- the host waits: lock held ------------------------------------------------ */
+/* ---- the host waits: SYNC held ------------------------------------------------ */
 
 static bool covered_by_host(int stream_slot, uint32_t tick)
 {
@@ -512,7 +722,7 @@ static bool covered_by_host(int stream_slot, uint32_t tick)
 }
 
 /* The host's clock grew: handoffs whose write it now covers can race with
- * nothing any more. */
+ * nothing any more.  `from`'s lock held too. */
 static void host_merges(const uint32_t *from)
 {
     uint64_t before = streams[HOST].version;
@@ -533,8 +743,10 @@ void ds_sync_host_waits_stream(int api, uintptr_t handle, bool ptsz)
     ds_lock_take(DS_LOCK_SYNC);
     int s = stream_index(api, handle, ptsz, false);
     if (s >= 0) {
+        bool own = stream_take(s);
         before_op(s); /* synchronizing the legacy stream also waits for blocking ones */
         host_merges(streams[s].vc);
+        stream_give(s, own);
     }
     ds_lock_give(DS_LOCK_SYNC);
 }
@@ -544,9 +756,11 @@ void ds_sync_host_waits_event(int api, uintptr_t ev)
     if (!ds_sync_enabled())
         return;
     ds_lock_take(DS_LOCK_SYNC);
-    event *e = event_of(api, ev, false);
+    event_table *et = events_take(ev);
+    event *e = event_of(et, api, ev, false);
     if (e && e->recorded)
         host_merges(e->vc);
+    events_give(et);
     ds_lock_give(DS_LOCK_SYNC);
 }
 
@@ -558,24 +772,55 @@ void ds_sync_host_waits_all(int api)
     ds_lock_take(DS_LOCK_SYNC);
     for (uint64_t m = used_slots & ~1ull; m; m &= m - 1) {
         int i = __builtin_ctzll(m);
-        if (streams[i].api == family)
+        if (streams[i].api == family) {
+            bool own = stream_take(i);
             host_merges(streams[i].vc);
+            stream_give(i, own);
+        }
     }
     ds_lock_give(DS_LOCK_SYNC);
 }
 
 /* ---- handoffs --------------------------------------------------------------- */
 
-/* Lock held: the newest write overlapping [data, data + bytes), or NULL. */
-static const write_rec *newest_write(uintptr_t data, uint64_t bytes)
+/* A stream's write to some bytes. */
+typedef struct {
+    int stream;
+    uint32_t tick;
+} last_write;
+
+/* Whether write a was queued after write b (see write_rec). */
+static bool queued_after(const write_rec *a, const write_rec *b)
 {
-    uint64_t oldest = nwrites > DS_WRITES ? nwrites - DS_WRITES : 0;
-    for (uint64_t n = nwrites; n > oldest; n--) {
-        const write_rec *w = &writes[(n - 1) % DS_WRITES];
-        if (w->start < data + bytes && data < w->end)
-            return w;
+    return a->seq >> WRITER_SHIFT == b->seq >> WRITER_SHIFT ? a->seq > b->seq
+                                                            : a->when > b->when;
+}
+
+/* SYNC held: the newest write overlapping [data, data + bytes), in the
+ * order the host queued them: each stream's newest in its ring (read under
+ * its shard, one at a time), the last queued of those.  False: none. */
+static bool newest_write(uintptr_t data, uint64_t bytes, last_write *out)
+{
+    write_rec newest = {0};
+    bool found = false;
+    for (int s = 1, w = width_now(); s < w; s++) {
+        const write_ring *r = &rings[s];
+        ds_lock_take_shard(DS_LOCK_STREAMS, (unsigned)s);
+        uint64_t oldest = r->n > DS_WRITES ? r->n - DS_WRITES : 0;
+        for (uint64_t n = r->n; n > oldest; n--) {
+            const write_rec *wr = &r->ring[(n - 1) % DS_WRITES];
+            if (wr->start < data + bytes && data < wr->end) {
+                if (!found || queued_after(wr, &newest)) {
+                    newest = *wr;
+                    *out = (last_write){s, wr->tick};
+                    found = true;
+                }
+                break;
+            }
+        }
+        ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)s);
     }
-    return NULL;
+    return found;
 }
 
 void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t producer,
@@ -583,17 +828,18 @@ void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t p
 {
     if (!ds_sync_enabled() || !bytes)
         return;
+    last_write last = {0, 0};
     ds_lock_take(DS_LOCK_SYNC);
-    const write_rec *last = newest_write(data, bytes);
+    bool written = newest_write(data, bytes, &last);
     int n = atomic_load_explicit(&npending, memory_order_relaxed), i = 0;
     while (i < n && pend[i].tensor != tensor) /* imported again: replaced */
         i++;
-    if (last && covered_by_host(last->stream, last->tick)) {
+    if (written && covered_by_host(last.stream, last.tick)) {
         if (i < n) /* what waited before is no longer the last write */
             pend[i] = pend[--n];
-    } else if (last && i < DS_PENDING) {
+    } else if (written && i < DS_PENDING) {
         pend[i] = (pending){.tensor = tensor, .start = data, .end = data + bytes,
-                            .stream = last->stream, .tick = last->tick,
+                            .stream = last.stream, .tick = last.tick,
                             .producer = producer, .consumer = consumer};
         n += i == n;
     }
@@ -704,12 +950,12 @@ void ds_sync_host_reads(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16
     if (!ds_sync_enabled() || !bytes)
         return;
     race x;
+    last_write last = {0, 0};
     ds_lock_take(DS_LOCK_SYNC);
-    const write_rec *last = newest_write(data, bytes);
-    bool racy = last && !covered_by_host(last->stream, last->tick);
+    bool racy = newest_write(data, bytes, &last) && !covered_by_host(last.stream, last.tick);
     if (racy) {
-        pending p = {.tensor = tensor, .start = data, .end = data + bytes, .stream = last->stream,
-                     .tick = last->tick, .producer = producer, .consumer = consumer};
+        pending p = {.tensor = tensor, .start = data, .end = data + bytes, .stream = last.stream,
+                     .tick = last.tick, .producer = producer, .consumer = consumer};
         race_of(&x, &p);
         ds_fmt(x.consumer_name, sizeof(x.consumer_name), "host");
     }
@@ -723,12 +969,10 @@ void ds_sync_host_reads(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16
     if (ds_cfg.sync == DS_SYNC_ENFORCE && host_wait && host_wait(x.producer_handle)) {
         ds_lock_take(DS_LOCK_SYNC);
         bool fixed = covered_by_host(x.producer_stream, x.handoff.tick);
-        if (fixed) {
-            barriers_inserted++;
-            ds_note_work();
-        }
         ds_lock_give(DS_LOCK_SYNC);
         if (fixed) {
+            atomic_fetch_add_explicit(&barriers_inserted, 1, memory_order_relaxed);
+            ds_note_work();
             emit_barrier(&x);
             return;
         }
@@ -736,15 +980,17 @@ void ds_sync_host_reads(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16
     report_race(&x);
 }
 
-/* Lock held, and given back meanwhile: the handoffs this operation on slot
- * s is the first use of, checked, and fixed by a barrier under enforce. */
-__attribute__((noinline)) static void handoffs_due(int api, uintptr_t handle, int s,
+/* SYNC and slot s's lock held (*own: its shard), and given back meanwhile:
+ * the handoffs this operation on slot s is the first use of, checked, and
+ * fixed by a barrier under enforce. */
+__attribute__((noinline)) static void handoffs_due(int api, uintptr_t handle, int s, bool *own,
                                                    const ds_range *r, int n, uint16_t caller)
 {
     race races[4];
     int nraces = take_due(s, r, n, caller, races, (int)DS_ARRAY_LEN(races));
     if (!nraces)
         return;
+    stream_give(s, *own);
     ds_lock_give(DS_LOCK_SYNC);
     for (int i = 0; i < nraces; i++) {
         race *x = &races[i];
@@ -760,18 +1006,29 @@ __attribute__((noinline)) static void handoffs_due(int api, uintptr_t handle, in
             (!x->producer_tid || x->producer_tid == ds_tid()) &&
             barrier(x->producer_handle, handle)) {
             fixed = true;
+            /* The barrier's record is an operation on the producer's
+             * stream; its clock is copied out under its lock, then merged
+             * into the consumer's under that one's (one shard at a time). */
+            uint32_t vc[DS_CLOCKS];
+            int p = x->producer_stream;
             ds_lock_take(DS_LOCK_SYNC);
-            before_op(x->producer_stream); /* the barrier's record is an operation there */
-            merge(&streams[s], streams[x->producer_stream].vc);
-            barriers_inserted++;
-            ds_note_work();
+            bool own_p = stream_take(p);
+            before_op(p);
+            memcpy(vc, streams[p].vc, sizeof(vc));
+            stream_give(p, own_p);
+            bool own_s = stream_take(s);
+            merge(&streams[s], vc);
+            stream_give(s, own_s);
             ds_lock_give(DS_LOCK_SYNC);
+            atomic_fetch_add_explicit(&barriers_inserted, 1, memory_order_relaxed);
+            ds_note_work();
             emit_barrier(x);
         }
         if (!fixed)
             report_race(x);
     }
     ds_lock_take(DS_LOCK_SYNC);
+    *own = stream_take(s);
 }
 
 /* Whether a call names the legacy default stream (see stream_lookup). */
@@ -783,15 +1040,20 @@ static bool names_legacy(int api, uintptr_t handle, bool ptsz)
     return handle == 0 ? !ptsz : d->legacy_stream && handle == d->legacy_stream;
 }
 
-/* Lock held: an operation on slot s (st: &streams[s], as a memo has it)
- * ticks its clock, and what it writes is remembered. */
+/* Slot s's lock held: an operation there (st: &streams[s], as a memo has
+ * it) ticks its clock, and what it writes is remembered in its ring. */
 static inline void tick_at(stream *st, int s, const ds_range *r, int n)
 {
     uint32_t t = ++st->vc[s];
     changed(st);
+    write_ring *w = &rings[s];
     for (int k = 0; k < n; k++)
-        if (r[k].write && r[k].len)
-            writes[nwrites++ % DS_WRITES] = (write_rec){r[k].start, r[k].start + r[k].len, s, t};
+        if (r[k].write && r[k].len) {
+            uint64_t q = writes_queued;
+            writes_queued = q = (q ? q : writer_numbered()) + 1;
+            w->ring[w->n++ % DS_WRITES] =
+                (write_rec){r[k].start, r[k].start + r[k].len, q, host_order(), t};
+        }
 }
 
 /* An operation the general way, checked (and fixed) as the first use of
@@ -808,11 +1070,13 @@ __attribute__((noinline)) static void op_general(int api, uintptr_t handle, bool
     ds_lock_take(DS_LOCK_SYNC);
     int s = stream_index(api, handle, ptsz, true);
     if (s >= 0) {
+        bool own = stream_take(s);
         before_op(s);
         if (atomic_load_explicit(&npending, memory_order_relaxed))
-            handoffs_due(api, handle, s, r, n, caller);
+            handoffs_due(api, handle, s, &own, r, n, caller);
         tick_at(&streams[s], s, r, n);
         unsettles(&streams[s]);
+        stream_give(s, own);
     }
     ds_lock_give(DS_LOCK_SYNC);
 }
@@ -835,14 +1099,16 @@ __attribute__((always_inline)) inline bool ds_sync_op_now(int api, uintptr_t han
     if (n <= 0 && !atomic_load_explicit(&npending, memory_order_relaxed) &&
         !names_legacy(api, handle, ptsz))
         return true;
-    if (!ds_spin_take_now(DS_LOCK_SYNC))
+    if (atomic_load_explicit(&npending, memory_order_relaxed))
         return false;
-    const stream_memo *m =
-        atomic_load_explicit(&npending, memory_order_relaxed) ? NULL : settled(api, handle, ptsz);
-    if (m)
-        tick_at(m->s, m->slot, r, n);
-    ds_lock_give(DS_LOCK_SYNC);
-    return m != NULL;
+    /* The stream's shard alone: threads on different streams share no
+     * lock and write no common line here. */
+    const stream_memo *m = settled(api, handle, ptsz);
+    if (!m)
+        return false;
+    tick_at(m->s, m->slot, r, n);
+    ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)m->slot);
+    return true;
 }
 
 void ds_sync_op(int api, uintptr_t handle, bool ptsz, const ds_range *r, int n,
@@ -854,5 +1120,5 @@ void ds_sync_op(int api, uintptr_t handle, bool ptsz, const ds_range *r, int n,
 
 uint64_t ds_sync_barriers(void)
 {
-    return barriers_inserted;
+    return atomic_load_explicit(&barriers_inserted, memory_order_relaxed);
 }

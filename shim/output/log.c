@@ -953,7 +953,7 @@ bool ds_log_write_at(const char *line, size_t len, uint64_t now)
         atomic_load_explicit(&ds_leaving, memory_order_relaxed))
         return write_slow(line, len, now, false);
     ds_log_slot *s = &slots[mine - 1];
-    if (!ds_shard_take_now(DS_LOCK_LOG_LINES, mine - 1))
+    if (!ds_spin_take_shard_now(DS_LOCK_LOG_LINES, mine - 1))
         return write_own(mine, line, len, now);
     if (now < atomic_load_explicit(&flush_due.at, memory_order_relaxed) &&
         s->len + len <= s->cap && len >= DS_LOG_LINE_MIN) {

@@ -132,7 +132,7 @@ static inline char *ds_log_reserve(uint64_t now)
                          0))
         return ds_log_reserve_slow(now);
     ds_log_slot *s = &ds_log_slots[mine - 1];
-    if (!ds_shard_take_now(DS_LOCK_LOG_LINES, mine - 1))
+    if (!ds_spin_take_shard_now(DS_LOCK_LOG_LINES, mine - 1))
         return ds_log_reserve_slow(now);
     if (__builtin_expect(now < atomic_load_explicit(&ds_log_flush_due.at, memory_order_relaxed) &&
                              s->cap - s->len >= DS_LOG_RESERVE,

@@ -49,6 +49,8 @@
  *   driver_default_consumer  as driver_consumer, the copy on stream 0: the
  *                     legacy default stream, ordered after s1 by CUDA; built
  *                     per-thread, this thread's default stream (race)
+ *   ring T ROUNDS RACY_EVERY  T threads on non-blocking streams of their own
+ *                     hand tensors round a ring, ROUNDS times (see ring())
  *
  * Built with -DCUDA_API_PER_THREAD_DEFAULT_STREAM (handoff_ptsz), as
  * `nvcc --default-stream per-thread` builds it, the header turns the stream
@@ -266,11 +268,100 @@ static int errno_kept(cudaStream_t s, cudaEvent_t e)
     return 0;
 }
 
+/* ring: threads on streams of their own hand tensors round a ring, for
+ * the stream model under many threads (test_stream_threads.py, under
+ * ThreadSanitizer too).  Each of T threads has a non-blocking stream, a
+ * buffer, an event and a destination.  A round has three steps, every
+ * thread at each step before any goes on (barriers: no sleeps, nothing
+ * timed):
+ *   1. each thread fills its buffer on its stream, records its event after
+ *      the fill, and exports the buffer (producer "producer");
+ *   2. each imports the next thread's tensor (consumer "consumer"), makes
+ *      its stream wait for that thread's event — except every RACY_EVERY-th
+ *      round (0: never) — and copies the tensor into its destination on its
+ *      stream: the handoff's first use, ordered after the fill or, in a
+ *      racy round, not;
+ *   3. each queues a host function on its stream, synchronizes the stream,
+ *      and lets the tensor it imported go (its deleter).
+ * In a racy round each copy races with the fill it reads (no thread waited
+ * for another's stream since), so the model sees exactly T unsynchronized
+ * handoffs a racy round, and none in the others.  Prints the host
+ * functions that ran. */
+#define RING_MAX 16
+static struct {
+    int threads, rounds, racy_every;
+    pthread_barrier_t step;
+    cudaStream_t streams[RING_MAX];
+    cudaEvent_t events[RING_MAX];
+    int *bufs[RING_MAX], *dsts[RING_MAX];
+    DLManagedTensor *tensors[RING_MAX];
+} ring_;
+
+static void *ring_thread(void *arg)
+{
+    int me = (int)(intptr_t)arg, next = (me + 1) % ring_.threads;
+    cudaStream_t s = ring_.streams[me];
+    for (int r = 0; r < ring_.rounds; r++) {
+        CHECK(cudaMemsetAsync(ring_.bufs[me], r & 0xff, N * sizeof(int), s));
+        CHECK(cudaEventRecord(ring_.events[me], s));
+        ring_.tensors[me] = tensor_of(ring_.bufs[me]);
+        dlshim_export(ring_.tensors[me], "producer");
+        pthread_barrier_wait(&ring_.step);
+
+        DLManagedTensor *t = ring_.tensors[next];
+        dlshim_import(t, "consumer");
+        if (!ring_.racy_every || r % ring_.racy_every != ring_.racy_every - 1)
+            CHECK(cudaStreamWaitEvent(s, ring_.events[next], 0));
+        CHECK(cudaMemcpyAsync(ring_.dsts[me], t->dl_tensor.data, N * sizeof(int),
+                              cudaMemcpyDeviceToDevice, s));
+        pthread_barrier_wait(&ring_.step);
+
+        CHECK(cudaLaunchHostFunc(s, count_run, NULL));
+        CHECK(cudaStreamSynchronize(s));
+        t->deleter(t);
+        pthread_barrier_wait(&ring_.step);
+    }
+    return NULL;
+}
+
+static int ring(int argc, char **argv)
+{
+    ring_.threads = argc > 2 ? atoi(argv[2]) : 4;
+    ring_.rounds = argc > 3 ? atoi(argv[3]) : 100;
+    ring_.racy_every = argc > 4 ? atoi(argv[4]) : 0;
+    if (ring_.threads < 2 || ring_.threads > RING_MAX || ring_.rounds < 1 || ring_.racy_every < 0)
+        return 2;
+    for (int i = 0; i < ring_.threads; i++) {
+        CHECK(cudaStreamCreateWithFlags(&ring_.streams[i], cudaStreamNonBlocking));
+        CHECK(cudaEventCreateWithFlags(&ring_.events[i], cudaEventDisableTiming));
+        CHECK(cudaMalloc((void **)&ring_.bufs[i], N * sizeof(int)));
+        CHECK(cudaMalloc((void **)&ring_.dsts[i], N * sizeof(int)));
+    }
+    pthread_barrier_init(&ring_.step, NULL, (unsigned)ring_.threads);
+    pthread_t tid[RING_MAX];
+    for (int i = 0; i < ring_.threads; i++)
+        if (pthread_create(&tid[i], NULL, ring_thread, (void *)(intptr_t)i) != 0)
+            return 1;
+    for (int i = 0; i < ring_.threads; i++)
+        pthread_join(tid[i], NULL);
+    CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < ring_.threads; i++) {
+        CHECK(cudaFree(ring_.bufs[i]));
+        CHECK(cudaFree(ring_.dsts[i]));
+        CHECK(cudaEventDestroy(ring_.events[i]));
+        CHECK(cudaStreamDestroy(ring_.streams[i]));
+    }
+    printf("host functions ran %d\n", atomic_load(&host_fns_ran));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     mode = argc > 1 ? argv[1] : "unsynced";
     many = argc > 2 ? atoi(argv[2]) : 10000;
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (!strcmp(mode, "ring"))
+        return ring(argc, argv);
     cudaStream_t s1, s2;
     CHECK(cudaMalloc((void **)&buf, N * sizeof(int)));
     CHECK(cudaMalloc((void **)&other, N * sizeof(int)));

@@ -295,9 +295,64 @@ static void test_off_models_nothing(void **state)
     assert_int_equal(barriers, 0);
 }
 
+/* Threads on different streams share no lock: while another thread holds
+ * the model's SYNC lock (its general way), an operation, an event record
+ * and a stream wait on a settled stream are done all the same, under the
+ * stream's own shard (and the event's), and ordered as before. */
+static pthread_barrier_t sync_held, sync_done;
+
+static void *hold_sync(void *arg)
+{
+    (void)arg;
+    ds_lock_take(DS_LOCK_SYNC);
+    pthread_barrier_wait(&sync_held);
+    pthread_barrier_wait(&sync_done);
+    ds_lock_give(DS_LOCK_SYNC);
+    return NULL;
+}
+
+static void test_settled_streams_need_no_sync_lock(void **state)
+{
+    (void)state;
+    /* Two streams whose handles a thread's memo of recent handles keeps
+     * apart (A's and B's share a memo: one of them would be looked up). */
+    enum { P = 0x5100, Q = 0x5200, EV_Q = 0x4400 };
+    start("check");
+    ds_sync_stream_created(api, P, false);
+    ds_sync_stream_created(api, Q, false);
+    /* Settled (the general way once), and the events known. */
+    ds_sync_op(api, P, false, &data_write, 1, NULL);
+    ds_sync_op(api, Q, false, &data_read, 1, NULL);
+    ds_sync_event_recorded(api, EV, P, false);
+    ds_sync_event_recorded(api, EV_Q, Q, false);
+    pthread_barrier_init(&sync_held, NULL, 2);
+    pthread_barrier_init(&sync_done, NULL, 2);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hold_sync, NULL), 0);
+    pthread_barrier_wait(&sync_held);
+    /* The write handed over, the event recorded after it and the wait for
+     * it, all while SYNC is held elsewhere. */
+    assert_true(ds_sync_op_now(api, P, false, &data_write, 1));
+    assert_true(ds_sync_event_recorded_now(api, EV, P, false));
+    ds_sync_stream_waits(api, Q, EV, false);
+    assert_true(ds_sync_event_recorded_now(api, EV_Q, Q, false));
+    pthread_barrier_wait(&sync_done);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    pthread_barrier_destroy(&sync_held);
+    pthread_barrier_destroy(&sync_done);
+    ds_sync_import(0x7400, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("consumer"));
+    ds_sync_op(api, Q, false, &data_read, 1, NULL);
+    assert_int_equal(races(), 0); /* Q waited for the write */
+    handoff(P, Q, NULL);
+    assert_int_equal(races(), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        /* First: no handoff left waiting by another (they make every
+         * operation take the general way). */
+        cmocka_unit_test(test_settled_streams_need_no_sync_lock),
         cmocka_unit_test(test_unsynchronized_handoff_is_reported),
         cmocka_unit_test(test_synchronized_handoffs_are_silent),
         cmocka_unit_test(test_a_non_blocking_stream_escapes_the_legacy_ordering),
