@@ -87,8 +87,9 @@ typedef struct {
  * dlopen'ed with such TLS must fit what glibc keeps for them after start
  * (~1.5 KB once PyTorch is loaded: test_python).  Only a call through a
  * function the modules define differently comes here. */
-#define DS_ORIGINAL_MEMOS 8
+#define DS_ORIGINAL_MEMOS 4
 static DS_TLS original_memo original_memos[DS_ORIGINAL_MEMOS];
+_Static_assert(DS_ORIGINAL_MEMOS == 4, "the memo is the hash's top 2 bits");
 
 typedef struct {
     uintptr_t lo, hi;
@@ -339,7 +340,7 @@ void *ds_got_original_slow(const void *wrapper, void **global_real, const char *
     uintptr_t c = (uintptr_t)caller;
     unsigned gen = atomic_load_explicit(&generation, memory_order_acquire);
     uint64_t hash = ((uint64_t)c ^ ((uint64_t)(uintptr_t)wrapper << 17)) * 0x9e3779b97f4a7c15ull;
-    original_memo *memo = &original_memos[hash >> 61];
+    original_memo *memo = &original_memos[hash >> 62];
     if (memo->generation == gen && memo->caller == c && memo->wrapper == wrapper)
         return memo->fn;
     void *f = original_from_table(h, wrapper, global_real, name, caller);

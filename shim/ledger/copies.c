@@ -47,7 +47,6 @@ typedef struct {
     _Alignas(64) atomic_uint_fast64_t transfers, bytes;
 } count_cell;
 static count_cell counts[DS_COUNT_CELLS];
-static DS_TLS count_cell *my_counts; /* this thread's cell, once it copied */
 static atomic_uint_fast64_t roundtrips;
 
 static const char *const direction_names[] = {"h2d", "d2h", "d2d", "h2h", "peer"};
@@ -154,18 +153,20 @@ static uint64_t changes_now(bool by_source)
     return ds_alloc_changes() + (by_source ? 0 : ds_shares_changes());
 }
 
-/* The calling thread's cell (threads may share one: its counts are atomic). */
-__attribute__((noinline)) static count_cell *counts_of_thread(void)
+/* The calling thread's cell (threads may share one: its counts are
+ * atomic), found from its id each time rather than kept in a thread-local:
+ * the shim's thread-local storage must fit glibc's static TLS reserve when
+ * it is loaded late (docs/reliability.md). */
+static inline count_cell *counts_of_thread(void)
 {
     unsigned long tid = (unsigned long)ds_tid();
-    my_counts = &counts[(tid * 0x9e3779b97f4a7c15ull) >> 58 & (DS_COUNT_CELLS - 1)];
-    return my_counts;
+    return &counts[(tid * 0x9e3779b97f4a7c15ull) >> 58 & (DS_COUNT_CELLS - 1)];
 }
 
 /* Always inline: it is all a repeated copy does (ds_copy_repeat). */
 __attribute__((always_inline)) static inline void count(uint64_t bytes)
 {
-    count_cell *c = my_counts ? my_counts : counts_of_thread();
+    count_cell *c = counts_of_thread();
     atomic_fetch_add_explicit(&c->transfers, 1, memory_order_relaxed);
     ds_note_work();
     atomic_fetch_add_explicit(&c->bytes, bytes, memory_order_relaxed);

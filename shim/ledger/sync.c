@@ -115,13 +115,15 @@ typedef struct {
 
 /* A handle as a call named it, and the slot it led to while no slot was
  * freed (`freed`: slots_freed then); `tag`: the call's API and whether it
- * was a per-thread-default-stream variant (see memo_tag). */
+ * was a per-thread-default-stream variant (see memo_tag).  16 bytes: the
+ * memos are thread-local, and what the shim keeps per thread must fit
+ * glibc's static TLS reserve when it is loaded late (docs/reliability.md). */
 typedef struct {
     uintptr_t handle;
-    uint32_t tag, freed;
-    int slot;
-    stream *s; /* &streams[slot] */
+    uint32_t freed;
+    uint16_t tag, slot;
 } stream_memo;
+_Static_assert(DS_CLOCKS <= UINT16_MAX, "a memo's slot fits");
 
 /* One shard's events: open addressing by the handle's hash, doubled when
  * three quarters full; alone on its cache lines. */
@@ -325,9 +327,9 @@ static int stream_lookup(int api, uintptr_t *handle, bool per_thread_default, bo
 }
 
 /* The low bit marks a memo written: a zeroed one holds nothing. */
-static uint32_t memo_tag(int api, bool ptsz)
+static uint16_t memo_tag(int api, bool ptsz)
 {
-    return (uint32_t)api << 2 | (uint32_t)ptsz << 1 | 1;
+    return (uint16_t)((unsigned)api << 2 | (unsigned)ptsz << 1 | 1);
 }
 
 /* Handles are the runtimes' pointers: bits above their alignment.  (Two
@@ -344,9 +346,8 @@ __attribute__((noinline)) static int stream_remembered(stream_memo *m, int api, 
     uintptr_t resolved = handle;
     int i = stream_lookup(api, &resolved, ptsz, create);
     if (i > 0 && !streams[i].tid)
-        *m = (stream_memo){handle, memo_tag(api, ptsz),
-                           atomic_load_explicit(&slots_freed, memory_order_relaxed), i,
-                           &streams[i]};
+        *m = (stream_memo){handle, atomic_load_explicit(&slots_freed, memory_order_relaxed),
+                           memo_tag(api, ptsz), (uint16_t)i};
     return i;
 }
 
@@ -422,7 +423,7 @@ static inline const stream_memo *settled(int api, uintptr_t handle, bool ptsz)
         !ds_spin_take_shard_now(DS_LOCK_STREAMS, (unsigned)m->slot))
         return NULL;
     if (m->freed == atomic_load_explicit(&slots_freed, memory_order_relaxed) &&
-        m->s->settled_at == merges_now())
+        streams[m->slot].settled_at == merges_now())
         return m;
     ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)m->slot);
     return NULL;
@@ -640,7 +641,7 @@ __attribute__((always_inline)) inline bool ds_sync_event_recorded_now(int api, u
     event *e = NULL;
     if (ds_spin_take_shard_now(DS_LOCK_EVENTS, k)) {
         /* The event is kept under its API's family: its stream's (no call). */
-        e = event_at_home(&event_tables[k], m->s->api, ev);
+        e = event_at_home(&event_tables[k], streams[m->slot].api, ev);
         if (e)
             snapshot(e, m->slot);
         ds_lock_give_shard(DS_LOCK_EVENTS, k);
@@ -691,7 +692,7 @@ void ds_sync_stream_waits(int api, uintptr_t handle, uintptr_t ev, bool ptsz)
         event_table *et = events_take(ev);
         event *e = event_of(et, api, ev, false);
         if (e && e->recorded)
-            merge(m->s, e->vc); /* not a legacy stream: nothing unsettled */
+            merge(&streams[m->slot], e->vc); /* not a legacy stream: nothing unsettled */
         events_give(et);
         ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)m->slot);
         return;
@@ -1106,7 +1107,7 @@ __attribute__((always_inline)) inline bool ds_sync_op_now(int api, uintptr_t han
     const stream_memo *m = settled(api, handle, ptsz);
     if (!m)
         return false;
-    tick_at(m->s, m->slot, r, n);
+    tick_at(&streams[m->slot], m->slot, r, n);
     ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)m->slot);
     return true;
 }
