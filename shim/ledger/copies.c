@@ -154,13 +154,14 @@ static uint64_t changes_now(bool by_source)
 }
 
 /* The calling thread's cell (threads may share one: its counts are
- * atomic), found from its id each time rather than kept in a thread-local:
- * the shim's thread-local storage must fit glibc's static TLS reserve when
- * it is loaded late (docs/reliability.md). */
+ * atomic), by a hash of where its thread-local storage lies (each thread's
+ * is its own, found with one instruction), rather than a pointer kept
+ * there: the shim's thread-local storage must fit glibc's static TLS
+ * reserve when it is loaded late (docs/reliability.md). */
 static inline count_cell *counts_of_thread(void)
 {
-    unsigned long tid = (unsigned long)ds_tid();
-    return &counts[(tid * 0x9e3779b97f4a7c15ull) >> 58 & (DS_COUNT_CELLS - 1)];
+    uint64_t here = (uint64_t)(uintptr_t)&ds_locks_held;
+    return &counts[(here * 0x9e3779b97f4a7c15ull) >> 58 & (DS_COUNT_CELLS - 1)];
 }
 
 /* Always inline: it is all a repeated copy does (ds_copy_repeat). */
