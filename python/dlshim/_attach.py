@@ -33,8 +33,9 @@ class Status(ctypes.Structure):
     ]
 
 
-# violations_of's order: DLSHIM_VIOLATION_KINDS of include/dlshim.h, which
-# the library's build checks against its table (tests/package checks this).
+# violations_of's order: the shim's table of kinds, as DLSHIM_VIOLATION_KINDS
+# of include/dlshim.h lists it (the library's build checks that list against
+# the table, and test_attach.py this one).
 VIOLATION_KINDS = ("double_release", "import_after_release", "double_import", "malformed_tensor",
                    "free_while_shared", "invalid_free", "leak", "unsynchronized_handoff",
                    "tensor_changed", "use_after_free", "unload_while_shared")
