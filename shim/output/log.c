@@ -15,7 +15,7 @@
  * back from them.  stderr is buffered only when it is such a device (the
  * program's own messages to it cannot be put out of order).
  *
- * Slots, one a thread (issue 53): a thread adds its lines to a slot of its
+ * Slots, one a thread: a thread adds its lines to a slot of its
  * own (DS_LOG_SLOTS, a shard each of LOG_LINES, a cache line of its own),
  * so that threads logging at once share no lock and write no common line:
  * the one lock they share (LOG) is taken only to write.  A flush takes every
@@ -43,7 +43,8 @@
  * in it.
  *
  * A log file cannot fill the disk: DLSHIM_LOG_MAX_SIZE caps what the file
- * holds (its size at open included, and at each flush the size on disk, which other processes of the run may have grown).
+ * holds (its size at open included, and at each flush the size on disk,
+ * which other processes of the run may have grown).
  * A block claims the file's room as it starts filling (as much of a block
  * as there is room for: one CAS a block, not a line), and a flush gives
  * back what its blocks did not fill, so the cap stays exact with many
