@@ -56,7 +56,7 @@
 #define DS_EVENTS_MAX (1u << 13) /* and at most: 2^19 in all, room for 262,144 host functions */
 #define DS_WRITES 4096          /* a stream's ring of recent writes (a power of two) */
 #define DS_PENDING 128          /* handoffs waiting for the consumer's first use */
-#define DS_STREAM_MEMOS 8       /* a thread's recent stream handles' slots (a power of two) */
+#define DS_STREAM_MEMOS 4       /* a thread's recent stream handles' slots (a power of two; TLS) */
 
 enum { KIND_LEGACY, KIND_BLOCKING, KIND_NON_BLOCKING };
 
