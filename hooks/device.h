@@ -230,6 +230,7 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
     ds_sync_op_now(ds_api, P(stream), ds_ptsz, &(ds_range){P(dst), bytes, true}, 1)
 #define DS_NOW_LAUNCH(stream) ds_sync_op_now(ds_api, P(stream), ds_ptsz, NULL, -1)
 #define DS_NOW_EVENT_RECORDED(e, s) ds_sync_event_recorded_now(ds_api, P(e), P(s), ds_ptsz)
+#define DS_NOW_STREAM_WAITS(s, e) ds_sync_stream_waits_now(ds_api, P(s), P(e), ds_ptsz)
 
 /* ---- the wrapper shapes ------------------------------------------------------ */
 /* What every DS_HOOK, DS_HOT and DS_FREE wrapper is: a small function without
@@ -304,9 +305,9 @@ extern DS_TLS const void *ds_device_caller;
         DS_HOOK_CALL(args, before, after)                                                    \
     DS_WRAPPER_END
 
-/* A hot call (a launch, an async copy or fill, an event record): a DS_HOOK
- * whose body tries first its actions' ways that call nothing (DS_NOW_*,
- * pasted onto the action's name).  When the real function is the global
+/* A hot call (a launch, an async copy or fill, an event record or wait): a
+ * DS_HOOK whose body tries first its actions' ways that call nothing
+ * (DS_NOW_*, pasted onto the action's name).  When the real function is the global
  * definition, the shim is active and `before` is done that way, the body
  * keeps no errno (nothing it does touches it) and saves no register that
  * the real call does not need; `after` is then done that way too, or else

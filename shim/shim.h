@@ -302,13 +302,14 @@ void ds_sync_host_waits_all(int api);
  * the handoffs it is the first use of, then ticks the stream's clock. */
 void ds_sync_op(int api, uintptr_t stream, bool ptsz, const ds_range *r, int n,
                 const void *caller);
-/* The two above, where they can be done without a call (the stream
- * settled, no handoff waiting, the spin lock free, the event in its home
- * slot): true when done; false when nothing was done and the call above must
+/* ds_sync_op, ds_sync_event_recorded and ds_sync_stream_waits, where they
+ * can be done without a call (the stream settled, no handoff waiting, the
+ * spin locks free, the event in its home slot): true when done; false when nothing was done and the call above must
  * be made.  Inlined into the hooks: a hot wrapper's way that calls nothing
  * but the real function (device.h, DS_HOT). */
 bool ds_sync_op_now(int api, uintptr_t stream, bool ptsz, const ds_range *r, int n);
 bool ds_sync_event_recorded_now(int api, uintptr_t event, uintptr_t stream, bool ptsz);
+bool ds_sync_stream_waits_now(int api, uintptr_t stream, uintptr_t event, bool ptsz);
 
 /* ---- copies.c: copy accounting ------------------------------------------ */
 /* A transfer of `bytes` (direction: enum ds_copy_dir).  Logged when it

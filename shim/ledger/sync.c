@@ -60,6 +60,14 @@
 
 enum { KIND_LEGACY, KIND_BLOCKING, KIND_NON_BLOCKING };
 
+/* A write the shim saw, and when the host queued it (see queued_at): what
+ * orders writes kept in different streams' rings. */
+typedef struct {
+    uintptr_t start;
+    uint64_t len, when;
+    uint32_t tick;
+} write_rec;
+
 /* Each on cache lines of its own: threads on different streams write none
  * in common. */
 typedef struct {
@@ -74,6 +82,11 @@ typedef struct {
     /* Blocking streams: the legacy stream's version last merged in, and this
      * stream's version the legacy stream last merged. */
     uint64_t legacy_merged, merged_by_legacy;
+    /* The slot's recent writes, DS_WRITES of them (mapped when the slot is
+     * first used) and how many were ever written: kept when the stream
+     * goes, as the writes still name the slot. */
+    write_rec *ring;
+    uint64_t nwrites;
     uint32_t vc[DS_CLOCKS];
 } stream;
 
@@ -89,23 +102,6 @@ typedef struct {
     uint32_t vc[DS_CLOCKS];
 } event;
 
-/* When the host queued it, which orders writes of different streams, kept
- * in rings of their own: `seq`, its thread's number (above WRITER_SHIFT)
- * and the count of writes that thread had queued, orders one thread's;
- * `when` (host_order) different threads'. */
-typedef struct {
-    uintptr_t start, end;
-    uint64_t seq, when;
-    uint32_t tick;
-} write_rec;
-
-/* A slot's recent writes: kept when its stream goes (the writes still
- * name the slot), mapped when the slot is first used. */
-typedef struct {
-    _Alignas(64) write_rec *ring; /* DS_WRITES of them, mapped before the slot is used */
-    uint64_t n;
-} write_ring;
-
 typedef struct {
     uintptr_t tensor, start, end;
     int stream;      /* the producer's last write */
@@ -114,10 +110,12 @@ typedef struct {
 } pending;
 
 /* A handle as a call named it, and the slot it led to while no slot was
- * freed (`freed`: slots_freed then); `tag`: the call's API and whether it
- * was a per-thread-default-stream variant (see memo_tag).  16 bytes: the
- * memos are thread-local, and what the shim keeps per thread must fit
- * glibc's static TLS reserve when it is loaded late (docs/reliability.md). */
+ * freed (`freed`: slots_freed then, which the general way asks; the way
+ * without SYNC asks the slot, see settled); `tag`: the call's API and
+ * whether it was a per-thread-default-stream variant (see memo_tag).  16
+ * bytes: the memos are thread-local, and what the shim keeps per thread
+ * must fit glibc's static TLS reserve when it is loaded late
+ * (docs/reliability.md). */
 typedef struct {
     uintptr_t handle;
     uint32_t freed;
@@ -146,9 +144,9 @@ typedef struct {
  *         its ring of writes;
  *   an EVENTS shard: its table of events.
  * width, slots_freed and merges are written under SYNC and read without
- * it (atomics): a settled stream's way reads them under its shard alone. */
+ * it (atomics): a settled stream's way reads width and merges under its
+ * shard alone. */
 static stream streams[DS_CLOCKS]; /* [0]: the host */
-static write_ring rings[DS_CLOCKS];
 static _Atomic int width = 1; /* slots ever used: clocks are zero beyond */
 static uint64_t used_slots = 1, blocking_slots;
 static int legacy_slot[DS_DEVICE_APIS_MAX]; /* each API's legacy default stream, or 0 */
@@ -165,25 +163,13 @@ static _Atomic uint64_t barriers_inserted;
  * stream, whose slot depends on the thread asking. */
 static DS_TLS stream_memo memos[DS_STREAM_MEMOS];
 
-/* This thread's number among the threads that queued writes (above
- * WRITER_SHIFT) and the writes it queued (0: none yet): a thread's own
- * count orders its writes exactly, without a counter threads would share. */
-#define WRITER_SHIFT 40
-static DS_TLS uint64_t writes_queued;
-static _Atomic uint64_t writers;
-
-__attribute__((noinline)) static uint64_t writer_numbered(void)
-{
-    return (atomic_fetch_add_explicit(&writers, 1, memory_order_relaxed) + 1) << WRITER_SHIFT;
-}
-
 /* Writes of different threads are in the host's order when the program
  * ordered them (a lock, a queue, a join between the two calls), and the
  * shim sees none of that: they are ordered by the time they were queued,
  * without a counter threads would share — the CPU's time-stamp counter,
  * one instruction, kept in step across cores wherever Linux uses it as its
  * clock (constant_tsc, nonstop_tsc); elsewhere the monotonic clock.  A
- * write's count is read well after the program's own order was settled
+ * write's time is read well after the program's own order was settled
  * (the whole real call of the write before lies between, and the program's
  * hand-over after it). */
 static inline uint64_t host_order(void)
@@ -200,6 +186,32 @@ static inline uint64_t host_order(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 #endif
 }
+
+/* When a write is queued: host_order, strictly later than the thread's
+ * write before, so that one thread's writes are ordered exactly.  On
+ * x86-64 the read is ordered after every instruction before it (lfence;
+ * rdtsc, as Linux reads the counter for its own clock), so two of one
+ * thread's reads never come out backwards, and the real call and the hook
+ * between them span many ticks: equal reads cannot happen.  Elsewhere the
+ * counter may tick too slowly for that (ARM's runs at tens of MHz), and
+ * the thread's last time, kept, makes the order strict. */
+#if defined(__x86_64__)
+static inline uint64_t queued_at(void)
+{
+    __builtin_ia32_lfence();
+    return host_order();
+}
+#else
+static DS_TLS uint64_t last_queued;
+
+static inline uint64_t queued_at(void)
+{
+    uint64_t t = host_order(), last = last_queued;
+    t = t > last ? t : last + 1;
+    last_queued = t;
+    return t;
+}
+#endif
 
 bool ds_sync_enabled(void)
 {
@@ -257,7 +269,7 @@ static void unsettles(const stream *s)
         atomic_fetch_add_explicit(&merges, 1, memory_order_relaxed);
 }
 
-static void merge(stream *into, const uint32_t *from)
+static inline void merge(stream *into, const uint32_t *from)
 {
     bool any = false;
     for (int i = 0, w = width_now(); i < w; i++)
@@ -304,16 +316,16 @@ static int stream_lookup(int api, uintptr_t *handle, bool per_thread_default, bo
     }
     int i = __builtin_ctzll(~used_slots);
     stream *s = &streams[i];
-    if (!rings[i].ring && !(rings[i].ring = ds_map(DS_WRITES * sizeof(write_rec), true))) {
+    if (!s->ring && !(s->ring = ds_map(DS_WRITES * sizeof(write_rec), true))) {
         untracked_streams++; /* no memory for its writes: not modelled */
         return -1;
     }
-    /* A stream that used the slot before may still be read through a
-     * thread's memo made before it went: that way checks slots_freed
-     * under the shard. */
+    /* A stream that used the slot before may still be named by a thread's
+     * memo made before it went: the way without SYNC asks the slot's
+     * handle under the shard (settled). */
     ds_lock_take_shard(DS_LOCK_STREAMS, (unsigned)i);
-    memset(s, 0, sizeof(*s));
-    *s = (stream){.used = true, .api = api, .handle = h, .tid = tid, .kind = kind};
+    *s = (stream){.used = true, .api = api, .handle = h, .tid = tid, .kind = kind,
+                  .ring = s->ring, .nwrites = s->nwrites};
     changed(s);
     ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)i);
     used_slots |= 1ull << i;
@@ -332,11 +344,14 @@ static uint16_t memo_tag(int api, bool ptsz)
     return (uint16_t)((unsigned)api << 2 | (unsigned)ptsz << 1 | 1);
 }
 
-/* Handles are the runtimes' pointers: bits above their alignment.  (Two
- * APIs' handles that meet here take turns; the tag tells them apart.) */
+/* Handles are the runtimes' pointers: a multiplicative hash of their low
+ * half mixes the bits above the alignment into the top two, in three
+ * instructions.  (Two APIs' handles that meet here take turns; the tag
+ * tells them apart.) */
 static stream_memo *memo_of(uintptr_t handle)
 {
-    return &memos[((handle >> 4) ^ (handle >> 9)) % DS_STREAM_MEMOS];
+    _Static_assert(DS_STREAM_MEMOS == 4, "the hash's top two bits");
+    return &memos[(uint32_t)handle * 0x9e3779b1u >> 30];
 }
 
 /* stream_index past the memo: looked up, and remembered. */
@@ -410,23 +425,28 @@ static inline void before_op(int i)
 }
 
 /* The way that calls nothing, for an operation, record or wait on a
- * stream a call names: its memo if the memo holds its slot, with the
- * slot's shard taken if it was free, and the stream settled (before_op
- * would merge nothing into it: no clock it merges, the host's or a legacy
- * stream's, changed since); else NULL, nothing taken, for the general
- * way.  slots_freed is asked again under the shard: a slot is freed under
- * it. */
-static inline const stream_memo *settled(int api, uintptr_t handle, bool ptsz)
+ * stream a call names: the slot its memo holds, with the slot's shard
+ * taken if it was free, and the stream settled (before_op would merge
+ * nothing into it: no clock it merges, the host's or a legacy stream's,
+ * changed since); else -1, nothing taken, for the general way.
+ *
+ * The memo is read once, before the lock is taken (the exchange would make
+ * the compiler read it again).  Whether the slot still holds the stream it
+ * named is asked of the slot, under its shard, by its handle: a slot given
+ * to another stream since holds another handle, or the same handle made
+ * again, which is the stream the call names (a thread's default stream and
+ * a legacy one, whose handles stand for another, are never settled). */
+static inline int settled(int api, uintptr_t handle, bool ptsz)
 {
-    const stream_memo *m = memo_of(handle);
-    if (m->handle != handle || m->tag != memo_tag(api, ptsz) ||
-        !ds_spin_take_shard_now(DS_LOCK_STREAMS, (unsigned)m->slot))
-        return NULL;
-    if (m->freed == atomic_load_explicit(&slots_freed, memory_order_relaxed) &&
-        streams[m->slot].settled_at == merges_now())
-        return m;
-    ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)m->slot);
-    return NULL;
+    const stream_memo m = *memo_of(handle);
+    if (m.handle != handle || m.tag != memo_tag(api, ptsz) ||
+        !ds_spin_take_shard_now(DS_LOCK_STREAMS, m.slot))
+        return -1;
+    const stream *st = &streams[m.slot];
+    if (st->settled_at == merges_now() && st->handle == handle)
+        return m.slot;
+    ds_lock_give_shard(DS_LOCK_STREAMS, m.slot);
+    return -1;
 }
 
 static void set_kind(int i, int kind)
@@ -626,28 +646,56 @@ __attribute__((noinline)) static void record_general(int api, uintptr_t ev, uint
     ds_lock_give(DS_LOCK_SYNC);
 }
 
+/* A record's or a wait's way that calls nothing: the stream settled and
+ * the event in its home slot, the stream's shard taken, then the event's.
+ * False, nothing taken, otherwise.  Always inline: its result and out
+ * stay in registers. */
+typedef struct {
+    int slot;
+    unsigned shard;
+    event *e;
+} settled_event;
+
+__attribute__((always_inline)) static inline bool event_settled(int api, uintptr_t handle,
+                                                               uintptr_t ev, bool ptsz,
+                                                               settled_event *out)
+{
+    int s = settled(api, handle, ptsz);
+    if (s < 0)
+        return false;
+    unsigned k = event_shard(event_hash(ev));
+    if (ds_spin_take_shard_now(DS_LOCK_EVENTS, k)) {
+        /* The event is kept under its API's family: its stream's (no call). */
+        event *e = event_at_home(&event_tables[k], streams[s].api, ev);
+        if (e) {
+            *out = (settled_event){s, k, e};
+            return true;
+        }
+        ds_lock_give_shard(DS_LOCK_EVENTS, k);
+    }
+    ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)s);
+    return false;
+}
+
+static inline void event_settled_give(const settled_event *x)
+{
+    ds_lock_give_shard(DS_LOCK_EVENTS, x->shard);
+    ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)x->slot);
+}
+
 /* Always inline, into the hooks too (link-time optimisation): a hot
- * wrapper's way that calls nothing but the real function (DS_HOT).  The
- * stream's shard, then the event's. */
+ * wrapper's way that calls nothing but the real function (DS_HOT). */
 __attribute__((always_inline)) inline bool ds_sync_event_recorded_now(int api, uintptr_t ev,
                                                                       uintptr_t handle, bool ptsz)
 {
+    settled_event x;
     if (!ds_sync_enabled())
         return true;
-    const stream_memo *m = settled(api, handle, ptsz);
-    if (!m)
+    if (!event_settled(api, handle, ev, ptsz, &x))
         return false;
-    unsigned k = event_shard(event_hash(ev));
-    event *e = NULL;
-    if (ds_spin_take_shard_now(DS_LOCK_EVENTS, k)) {
-        /* The event is kept under its API's family: its stream's (no call). */
-        e = event_at_home(&event_tables[k], streams[m->slot].api, ev);
-        if (e)
-            snapshot(e, m->slot);
-        ds_lock_give_shard(DS_LOCK_EVENTS, k);
-    }
-    ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)m->slot);
-    return e != NULL;
+    snapshot(x.e, x.slot);
+    event_settled_give(&x);
+    return true;
 }
 
 void ds_sync_event_recorded(int api, uintptr_t ev, uintptr_t handle, bool ptsz)
@@ -681,22 +729,27 @@ void ds_sync_event_destroyed(int api, uintptr_t ev)
     events_give(et);
 }
 
-/* A wait on a settled stream takes its shard and the event's; anything
- * else SYNC first (the host's clock is merged before). */
+/* Always inline, as ds_sync_event_recorded_now. */
+__attribute__((always_inline)) inline bool ds_sync_stream_waits_now(int api, uintptr_t handle,
+                                                                    uintptr_t ev, bool ptsz)
+{
+    settled_event x;
+    if (!ds_sync_enabled())
+        return true;
+    if (!event_settled(api, handle, ev, ptsz, &x))
+        return false;
+    if (x.e->recorded) /* not a legacy stream: nothing unsettled */
+        merge(&streams[x.slot], x.e->vc);
+    event_settled_give(&x);
+    return true;
+}
+
+/* Anything else the general way: SYNC first (the host's clock is merged
+ * before). */
 void ds_sync_stream_waits(int api, uintptr_t handle, uintptr_t ev, bool ptsz)
 {
-    if (!ds_sync_enabled())
+    if (ds_sync_stream_waits_now(api, handle, ev, ptsz))
         return;
-    const stream_memo *m = settled(api, handle, ptsz);
-    if (m) {
-        event_table *et = events_take(ev);
-        event *e = event_of(et, api, ev, false);
-        if (e && e->recorded)
-            merge(&streams[m->slot], e->vc); /* not a legacy stream: nothing unsettled */
-        events_give(et);
-        ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)m->slot);
-        return;
-    }
     ds_lock_take(DS_LOCK_SYNC);
     int s = stream_index(api, handle, ptsz, true);
     if (s >= 0) {
@@ -790,13 +843,6 @@ typedef struct {
     uint32_t tick;
 } last_write;
 
-/* Whether write a was queued after write b (see write_rec). */
-static bool queued_after(const write_rec *a, const write_rec *b)
-{
-    return a->seq >> WRITER_SHIFT == b->seq >> WRITER_SHIFT ? a->seq > b->seq
-                                                            : a->when > b->when;
-}
-
 /* SYNC held: the newest write overlapping [data, data + bytes), in the
  * order the host queued them: each stream's newest in its ring (read under
  * its shard, one at a time), the last queued of those.  False: none. */
@@ -805,13 +851,13 @@ static bool newest_write(uintptr_t data, uint64_t bytes, last_write *out)
     write_rec newest = {0};
     bool found = false;
     for (int s = 1, w = width_now(); s < w; s++) {
-        const write_ring *r = &rings[s];
+        const stream *r = &streams[s];
         ds_lock_take_shard(DS_LOCK_STREAMS, (unsigned)s);
-        uint64_t oldest = r->n > DS_WRITES ? r->n - DS_WRITES : 0;
-        for (uint64_t n = r->n; n > oldest; n--) {
+        uint64_t oldest = r->nwrites > DS_WRITES ? r->nwrites - DS_WRITES : 0;
+        for (uint64_t n = r->nwrites; n > oldest; n--) {
             const write_rec *wr = &r->ring[(n - 1) % DS_WRITES];
-            if (wr->start < data + bytes && data < wr->end) {
-                if (!found || queued_after(wr, &newest)) {
+            if (wr->len && wr->start < data + bytes && data < wr->start + wr->len) {
+                if (!found || wr->when > newest.when) {
                     newest = *wr;
                     *out = (last_write){s, wr->tick};
                     found = true;
@@ -1047,14 +1093,10 @@ static inline void tick_at(stream *st, int s, const ds_range *r, int n)
 {
     uint32_t t = ++st->vc[s];
     changed(st);
-    write_ring *w = &rings[s];
     for (int k = 0; k < n; k++)
-        if (r[k].write && r[k].len) {
-            uint64_t q = writes_queued;
-            writes_queued = q = (q ? q : writer_numbered()) + 1;
-            w->ring[w->n++ % DS_WRITES] =
-                (write_rec){r[k].start, r[k].start + r[k].len, q, host_order(), t};
-        }
+        if (r[k].write) /* an empty one too: it overlaps nothing (newest_write) */
+            st->ring[st->nwrites++ % DS_WRITES] =
+                (write_rec){r[k].start, r[k].len, queued_at(), t};
 }
 
 /* An operation the general way, checked (and fixed) as the first use of
@@ -1104,11 +1146,11 @@ __attribute__((always_inline)) inline bool ds_sync_op_now(int api, uintptr_t han
         return false;
     /* The stream's shard alone: threads on different streams share no
      * lock and write no common line here. */
-    const stream_memo *m = settled(api, handle, ptsz);
-    if (!m)
+    int s = settled(api, handle, ptsz);
+    if (s < 0)
         return false;
-    tick_at(&streams[m->slot], m->slot, r, n);
-    ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)m->slot);
+    tick_at(&streams[s], s, r, n);
+    ds_lock_give_shard(DS_LOCK_STREAMS, (unsigned)s);
     return true;
 }
 

@@ -188,8 +188,28 @@ static void test_a_freed_slot_serves_another_stream(void **state)
     ds_sync_op(api, GONE, false, &data_read, 1, NULL);
     ds_sync_stream_destroyed(api, GONE);
     ds_sync_stream_created(api, NEXT, false);
+    /* NEXT settled in GONE's old slot: the way without SYNC, which this
+     * thread's memo of GONE leads to, must see the slot holds another. */
+    ds_sync_op(api, NEXT, false, &data_read, 1, NULL);
     handoff(GONE, NEXT, NULL); /* the handle again: a stream of its own, unordered with NEXT */
     assert_int_equal(races(), 1);
+}
+
+/* An empty write (a zero-byte fill) overlaps nothing: queued after the
+ * data's last write, inside its bytes, on a stream the consumer never
+ * waits for, it is not what the consumer must wait for. */
+static void test_an_empty_write_is_no_last_write(void **state)
+{
+    (void)state;
+    start_with_a_and_b("check");
+    ds_sync_stream_created(api, NB, true);
+    ds_sync_op(api, A, false, &data_write, 1, NULL);
+    ds_range empty = {DATA + 64, 0, true};
+    ds_sync_op(api, NB, false, &empty, 1, NULL);
+    ds_sync_import(0x7800, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("consumer"));
+    record_on_a_and_wait_on_b();
+    ds_sync_op(api, B, false, &data_read, 1, NULL);
+    assert_int_equal(races(), 0);
 }
 
 /* Clocks are merged only when they changed since the last merge: rounds of
@@ -334,7 +354,7 @@ static void test_settled_streams_need_no_sync_lock(void **state)
      * it, all while SYNC is held elsewhere. */
     assert_true(ds_sync_op_now(api, P, false, &data_write, 1));
     assert_true(ds_sync_event_recorded_now(api, EV, P, false));
-    ds_sync_stream_waits(api, Q, EV, false);
+    assert_true(ds_sync_stream_waits_now(api, Q, EV, false));
     assert_true(ds_sync_event_recorded_now(api, EV_Q, Q, false));
     pthread_barrier_wait(&sync_done);
     assert_int_equal(pthread_join(t, NULL), 0);
@@ -360,6 +380,7 @@ int main(void)
         cmocka_unit_test(test_enforce_asks_the_api_for_a_barrier),
         cmocka_unit_test(test_enforce_never_names_another_threads_default_stream),
         cmocka_unit_test(test_a_freed_slot_serves_another_stream),
+        cmocka_unit_test(test_an_empty_write_is_no_last_write),
         cmocka_unit_test(test_orderings_hold_round_after_round),
         cmocka_unit_test(test_handoffs_the_host_waited_for_do_not_wait),
         cmocka_unit_test(test_a_tensor_imported_again_waits_for_its_last_write_only),
