@@ -300,5 +300,6 @@ void ds_unloads_share_ended(void);
 bool ds_copies_filled_by_copy(uintptr_t data, uint64_t bytes, uintptr_t *source);
 void ds_copies_totals(uint64_t *count, uint64_t *bytes, uint64_t *roundtrips);
 void ds_copies_after_fork(void);
+void ds_sync_after_fork(void);
 
 #endif /* DS_LEDGER_H */

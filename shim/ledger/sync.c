@@ -159,8 +159,9 @@ static pending pend[DS_PENDING];  /* [0, npending) */
 static atomic_int npending;       /* read outside the lock: whether to find a launch's module */
 static uint64_t untracked_streams;
 static _Atomic uint64_t barriers_inserted;
-/* Where recent handles led this thread: never to a thread's default
- * stream, whose slot depends on the thread asking. */
+/* Where recent handles led this thread (its own default stream too: a
+ * thread's memos are its own, and a forked child's one thread forgets
+ * them, ds_sync_after_fork). */
 static DS_TLS stream_memo memos[DS_STREAM_MEMOS];
 
 /* Writes of different threads are in the host's order when the program
@@ -360,7 +361,7 @@ __attribute__((noinline)) static int stream_remembered(stream_memo *m, int api, 
 {
     uintptr_t resolved = handle;
     int i = stream_lookup(api, &resolved, ptsz, create);
-    if (i > 0 && !streams[i].tid)
+    if (i > 0)
         *m = (stream_memo){handle, atomic_load_explicit(&slots_freed, memory_order_relaxed),
                            memo_tag(api, ptsz), (uint16_t)i};
     return i;
@@ -393,8 +394,8 @@ static inline int legacy_of(int api)
  * (its lock held; a legacy stream's takes each blocking stream's shard in
  * turn): each clock merged only if it changed since s (or, for the legacy
  * stream, the blocking stream) last saw it.  A stream other than the
- * legacy one or a thread's default stream is then settled until the host's
- * clock or a legacy stream's changes. */
+ * legacy one is then settled until the host's clock or a legacy stream's
+ * changes. */
 static inline void before_op(int i)
 {
     stream *s = &streams[i];
@@ -420,7 +421,7 @@ static inline void before_op(int i)
             stream_give(j, own);
         }
     }
-    if (s->kind != KIND_LEGACY && !s->tid)
+    if (s->kind != KIND_LEGACY)
         s->settled_at = merges_now();
 }
 
@@ -434,8 +435,11 @@ static inline void before_op(int i)
  * the compiler read it again).  Whether the slot still holds the stream it
  * named is asked of the slot, under its shard, by its handle: a slot given
  * to another stream since holds another handle, or the same handle made
- * again, which is the stream the call names (a thread's default stream and
- * a legacy one, whose handles stand for another, are never settled). */
+ * again, which is the stream the call names.  Handle 0 in a per-thread
+ * call names this thread's default stream, kept under the API's handle for
+ * it: the memo alone says which, as a thread's default stream is never
+ * destroyed (its slot never given to another) and the memos are the
+ * thread's own.  (A legacy stream is never settled.) */
 static inline int settled(int api, uintptr_t handle, bool ptsz)
 {
     const stream_memo m = *memo_of(handle);
@@ -443,7 +447,7 @@ static inline int settled(int api, uintptr_t handle, bool ptsz)
         !ds_spin_take_shard_now(DS_LOCK_STREAMS, m.slot))
         return -1;
     const stream *st = &streams[m.slot];
-    if (st->settled_at == merges_now() && st->handle == handle)
+    if (st->settled_at == merges_now() && (st->handle == handle || (ptsz && handle == 0)))
         return m.slot;
     ds_lock_give_shard(DS_LOCK_STREAMS, m.slot);
     return -1;
@@ -1164,4 +1168,11 @@ void ds_sync_op(int api, uintptr_t handle, bool ptsz, const ds_range *r, int n,
 uint64_t ds_sync_barriers(void)
 {
     return atomic_load_explicit(&barriers_inserted, memory_order_relaxed);
+}
+
+/* The child's one thread is another thread: its default streams are not
+ * its parent's, which its memos would lead to. */
+void ds_sync_after_fork(void)
+{
+    memset(memos, 0, sizeof(memos));
 }

@@ -53,6 +53,7 @@ static void atfork_child(void)
     ds_reg_after_fork();
     ds_alloc_after_fork();
     ds_copies_after_fork();
+    ds_sync_after_fork();
     ds_extmem_after_fork();
     ds_log_after_fork();
     ds_trace_after_fork();

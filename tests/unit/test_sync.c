@@ -367,12 +367,59 @@ static void test_settled_streams_need_no_sync_lock(void **state)
     assert_int_equal(races(), 1);
 }
 
+/* A thread's default stream (stream 0 in a per-thread call, or the API's
+ * handle for it) settles as any other stream: once a form of its handle
+ * has taken the general way, its operations and records take its shard
+ * alone, not SYNC.  A forked child's thread forgets where they led (its
+ * default stream is not its parent thread's).  (The two forms share a
+ * memo: each is checked after its own general way.) */
+static void test_a_threads_default_stream_needs_no_sync_lock(void **state)
+{
+    (void)state;
+    start_with_a_and_b("check");
+    ds_sync_op(api, 0, true, &data_write, 1, NULL);
+    ds_sync_event_recorded(api, EV, 0, true);
+    pthread_barrier_init(&sync_held, NULL, 2);
+    pthread_barrier_init(&sync_done, NULL, 2);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hold_sync, NULL), 0);
+    pthread_barrier_wait(&sync_held);
+    bool op = ds_sync_op_now(api, 0, true, &data_write, 1);
+    bool record = ds_sync_event_recorded_now(api, EV, 0, true);
+    pthread_barrier_wait(&sync_done);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    pthread_barrier_destroy(&sync_held);
+    pthread_barrier_destroy(&sync_done);
+    assert_true(op);
+    assert_true(record);
+    ds_sync_op(api, PER_THREAD, false, &data_write, 1, NULL);
+    assert_true(ds_sync_op_now(api, PER_THREAD, false, &data_write, 1));
+    /* One stream under both forms: its own reads are ordered; B, which
+     * waited for nothing, races; after a wait for an event recorded under
+     * the other form, it does not. */
+    ds_sync_import(0x7600, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("consumer"));
+    ds_sync_op(api, 0, true, &data_read, 1, NULL);
+    assert_int_equal(races(), 0);
+    handoff(PER_THREAD, B, NULL);
+    assert_int_equal(races(), 1);
+    ds_sync_op(api, 0, true, &data_write, 1, NULL);
+    ds_sync_import(0x7700, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("consumer"));
+    ds_sync_event_recorded(api, EV, PER_THREAD, false);
+    ds_sync_stream_waits(api, B, EV, false);
+    ds_sync_op(api, B, false, &data_read, 1, NULL);
+    assert_int_equal(races(), 1);
+    assert_true(ds_sync_op_now(api, PER_THREAD, false, &data_write, 1));
+    ds_sync_after_fork();
+    assert_false(ds_sync_op_now(api, PER_THREAD, false, &data_write, 1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         /* First: no handoff left waiting by another (they make every
          * operation take the general way). */
         cmocka_unit_test(test_settled_streams_need_no_sync_lock),
+        cmocka_unit_test(test_a_threads_default_stream_needs_no_sync_lock),
         cmocka_unit_test(test_unsynchronized_handoff_is_reported),
         cmocka_unit_test(test_synchronized_handoffs_are_silent),
         cmocka_unit_test(test_a_non_blocking_stream_escapes_the_legacy_ordering),
