@@ -36,6 +36,7 @@ typedef struct ds_vk_device {
 #define VK_VOID_ON(object, name, params, args, before) PFN_##name name;
 #include "vulkan.def"
 #include "vulkan_queues.def"
+#include "vulkan_descriptors.def"
 #include "vulkan_forms_undef.h"
 } ds_vk_device;
 
@@ -58,6 +59,16 @@ bool ds_vk_buffer_mapped(uint64_t buffer, uint64_t offset, uint64_t size, ds_ran
 PFN_vkVoidFunction ds_vk_queue_wrapper(const ds_vk_device *d, const char *name);
 /* The descriptor's host_wait: the host waits, bounded, for a queue. */
 bool ds_vk_queue_host_wait(uintptr_t queue);
+/* A write the command buffer records: `size` bytes at `offset` of the
+ * buffer (VK_WHOLE_SIZE: to its end), made when it is submitted. */
+void ds_vk_recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
+                          VkDeviceSize size);
+
+/* ---- vulkan_descriptors.c ------------------------------------------------------ */
+/* The wrapper of a function of vulkan_descriptors.def, as ds_vk_queue_wrapper. */
+PFN_vkVoidFunction ds_vk_descriptor_wrapper(const ds_vk_device *d, const char *name);
+/* The command buffer begun again or reset: no descriptor set bound. */
+void ds_vk_bindings_reset(VkCommandBuffer cb);
 
 /* Whether to record: the family installed and the shim active. */
 static inline bool ds_vk_on(void)

@@ -75,17 +75,24 @@ static void recording_reset(VkCommandBuffer cb)
     if (r)
         r->n = 0;
     ds_lock_give(DS_LOCK_HOOK_TABLES);
+    ds_vk_bindings_reset(cb);
 }
 
-static void recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
-                           VkDeviceSize size)
+/* A write kept once: dispatch after dispatch through the same sets writes
+ * the same ranges, which would otherwise fill the recording. */
+void ds_vk_recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
+                          VkDeviceSize size)
 {
     if (!ds_sync_enabled())
         return;
+    recorded w = {P(buffer), offset, size};
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     recording *r = recording_of(cb, true);
-    if (r && r->n < DS_VK_RECORDED)
-        r->w[r->n++] = (recorded){P(buffer), offset, size};
+    uint32_t k = 0;
+    while (r && k < r->n && memcmp(&r->w[k], &w, sizeof(w)))
+        k++;
+    if (r && k == r->n && r->n < DS_VK_RECORDED)
+        r->w[r->n++] = w;
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
@@ -93,7 +100,7 @@ static void recorded_copies(VkCommandBuffer cb, VkBuffer dst, uint32_t count,
                             const VkBufferCopy *regions)
 {
     for (uint32_t i = 0; regions && i < count && i < DS_VK_RECORDED; i++)
-        recorded_write(cb, dst, regions[i].dstOffset, regions[i].size);
+        ds_vk_recorded_write(cb, dst, regions[i].dstOffset, regions[i].size);
 }
 
 /* An image copied into a buffer: of each region, the bytes it writes
@@ -108,7 +115,7 @@ static void recorded_image_copies(VkCommandBuffer cb, VkBuffer dst, uint32_t cou
         const VkBufferImageCopy *r = &regions[i];
         if (r->imageExtent.width && r->imageExtent.height && r->imageExtent.depth &&
             r->imageSubresource.layerCount)
-            recorded_write(cb, dst, r->bufferOffset, r->imageExtent.width);
+            ds_vk_recorded_write(cb, dst, r->bufferOffset, r->imageExtent.width);
     }
 }
 
