@@ -1,6 +1,6 @@
 /*
  * abi/vulkan.h — the part of Vulkan (vulkan_core.h 1.3, and the loader's
- * layer interface, vk_layer.h) that vulkan.c and vulkan.def use: result
+ * layer interface, vk_layer.h) that the Vulkan family's files use: result
  * codes, handles, the structures the layer reads or keeps, the function
  * pointer types it forwards through, and the loader's link structures.
  * The shim must build with a C compiler and libc alone, and nothing links

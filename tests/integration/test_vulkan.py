@@ -247,6 +247,17 @@ def handoff(r):
             [v["kind"] for v in r.violations()])
 
 
+def assert_reported_before_the_import(r):
+    """One unsynchronized_handoff of the tensor exported, from a queue to the
+    host, logged before the consumer's import."""
+    assert handoff(r) == (["export", "violation", "import", "release"],
+                          ["unsynchronized_handoff"])
+    [v], [exp] = r.violations(), r.of("export")
+    assert (v["tensor"], v["producer"], v["consumer"]) == (exp["tensor"], "vkproducer",
+                                                           "cpuconsumer")
+    assert v["producer_stream"].startswith("queue 0x") and v["consumer_stream"] == "host"
+
+
 WAITED = [("wait", "submit"), ("wait", "submit2"), ("wait", "submit2khr"),
           ("wait_khr", "submit"), ("wait_any", "submit"), ("wait_any", "submit2"),
           ("counter", "submit"), ("counter", "submit2"), ("queue_wait", "submit"),
@@ -268,12 +279,7 @@ def test_a_timeline_value_waited_for_before_the_writes(dlshim, mode, how):
     assert OLD in timeline(dlshim, mode, how, shim=False).stdout  # the race is real
     r = timeline(dlshim, mode, how, "check")
     assert OLD in r.stdout
-    assert handoff(r) == (["export", "violation", "import", "release"],
-                          ["unsynchronized_handoff"])
-    [v], [exp] = r.violations(), r.of("export")
-    assert (v["tensor"], v["producer"], v["consumer"]) == (exp["tensor"], "vkproducer",
-                                                           "cpuconsumer")
-    assert v["producer_stream"].startswith("queue 0x") and v["consumer_stream"] == "host"
+    assert_reported_before_the_import(r)
 
 
 @pytest.mark.parametrize("how", ["submit", "submit2"])
@@ -315,12 +321,7 @@ def test_a_dispatch_writes_the_storage_buffers_bound(dlshim, mode):
     assert OLD in dispatch(dlshim, mode, shim=False).stdout  # the race is real
     r = dispatch(dlshim, mode, "check")
     assert OLD in r.stdout
-    assert handoff(r) == (["export", "violation", "import", "release"],
-                          ["unsynchronized_handoff"])
-    [v], [exp] = r.violations(), r.of("export")
-    assert (v["tensor"], v["producer"], v["consumer"]) == (exp["tensor"], "vkproducer",
-                                                           "cpuconsumer")
-    assert v["producer_stream"].startswith("queue 0x") and v["consumer_stream"] == "host"
+    assert_reported_before_the_import(r)
 
 
 @pytest.mark.parametrize("sync", ["check", "enforce"])

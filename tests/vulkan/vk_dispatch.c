@@ -30,8 +30,6 @@
  * It prints what the consumer read (1 is the old value, 16843009 the
  * shader's) and exits 0 when every call it made succeeded.
  */
-#include <dlpack/dlpack.h>
-#include <dlshim.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,11 +149,7 @@ int main(int argc, char **argv)
     VK_CHECK(vkCreateBuffer(device, &bci, NULL, &args));
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(device, args, &req);
-    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                                .allocationSize = req.size,
-                                .memoryTypeIndex = (uint32_t)__builtin_ctz(req.memoryTypeBits)};
-    VkDeviceMemory args_memory;
-    VK_CHECK(vkAllocateMemory(device, &mai, NULL, &args_memory));
+    VkDeviceMemory args_memory = memory_for(&req);
     VK_CHECK(vkBindBufferMemory(device, args, args_memory, 0));
 
     VkDescriptorSet set = set_made(), bound = set;
@@ -216,11 +210,7 @@ int main(int argc, char **argv)
         VK_CHECK(vkSetEvent(device, rig.gate));
     if (!strcmp(mode, "fence"))
         VK_CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
-    DLManagedTensor t = mapped_tensor(rig.p);
-    dlshim_export(&t, "vkproducer");
-    dlshim_import(&t, "cpuconsumer");
-    printf("consumer saw %u\n", rig.p[1]);
-    t.deleter(&t);
+    rig_handoff(&rig);
 
     VK_CHECK(vkSetEvent(device, rig.gate));
     VK_CHECK(vkQueueWaitIdle(rig.queue));

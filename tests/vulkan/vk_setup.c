@@ -5,6 +5,7 @@
  */
 #include "vk_setup.h"
 
+#include <dlshim.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -96,6 +97,16 @@ void make_buffer(VkBuffer *buffer, VkDeviceMemory *memory)
     vkUnmapMemory(device, *memory);
 }
 
+VkDeviceMemory memory_for(const VkMemoryRequirements *req)
+{
+    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                .allocationSize = req->size,
+                                .memoryTypeIndex = (uint32_t)__builtin_ctz(req->memoryTypeBits)};
+    VkDeviceMemory memory;
+    VK_CHECK(vkAllocateMemory(device, &mai, NULL, &memory));
+    return memory;
+}
+
 int memory_fd(VkDeviceMemory memory)
 {
     VkMemoryGetFdInfoKHR gfi = {.sType = VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR,
@@ -148,6 +159,15 @@ VkCommandBuffer rig_begin(const queue_rig *r, int gated)
         vkCmdWaitEvents(cb, 1, &r->gate, VK_PIPELINE_STAGE_HOST_BIT,
                         VK_PIPELINE_STAGE_TRANSFER_BIT, 0, NULL, 0, NULL, 0, NULL);
     return cb;
+}
+
+void rig_handoff(const queue_rig *r)
+{
+    DLManagedTensor t = mapped_tensor(r->p);
+    dlshim_export(&t, "vkproducer");
+    dlshim_import(&t, "cpuconsumer");
+    printf("consumer saw %u\n", r->p[1]);
+    t.deleter(&t);
 }
 
 void rig_close(queue_rig *r)

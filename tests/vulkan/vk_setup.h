@@ -28,6 +28,9 @@ void make_buffer(VkBuffer *buffer, VkDeviceMemory *memory);
 /* A CPU tensor of the BYTES / 4 uint32 at p (a host mapping), whose
  * deleter frees nothing. */
 DLManagedTensor mapped_tensor(uint32_t *p);
+/* Memory of the first type `req` accepts, for a buffer or an image that
+ * the host never reads. */
+VkDeviceMemory memory_for(const VkMemoryRequirements *req);
 /* The memory exported as an opaque file descriptor. */
 int memory_fd(VkDeviceMemory memory);
 
@@ -46,6 +49,10 @@ typedef struct {
 void rig_open(queue_rig *r);
 /* A command buffer begun; its first command waits for the gate (gated). */
 VkCommandBuffer rig_begin(const queue_rig *r, int gated);
+/* The queue programs' handoff: a CPU tensor over the mapping exported by
+ * "vkproducer" and imported by "cpuconsumer", which prints the word at
+ * index 1 as it read it ("consumer saw N"). */
+void rig_handoff(const queue_rig *r);
 /* The gate set, the queue idle, then everything destroyed, the device and
  * the instance last. */
 void rig_close(queue_rig *r);
