@@ -74,7 +74,6 @@ typedef struct {
 
 typedef struct {
     uint64_t handle; /* 0: free; DELETED */
-    uint64_t pool;
     shape s;
     descriptor d[DS_VK_SET_DESCRIPTORS];
 } known_set;
@@ -90,18 +89,19 @@ typedef struct {
 static known_layout *known_layouts;
 static known_set *known_sets;
 static binder *binders;
+/* Each set's pool, beside the sets (by slot): a pool reset walks these
+ * 32 KiB, not the sets' 4 MiB. */
+static uint64_t set_pools[DS_VK_SETS];
 
 /* Lock held.  Open addressing over handles in a table of `n` slots of
  * `size` bytes, each starting with its handle: the slot of `handle`, or
  * (insert) a free one for it; NULL when none. */
-static void *slot_of(void **table, size_t size, unsigned n, uint64_t handle, bool insert)
+static void *slot_of(void *table, size_t size, unsigned n, uint64_t handle, bool insert)
 {
-    if (!*table)
-        *table = ds_map(size * n, false);
-    if (!*table || !handle || handle == DELETED)
+    if (!table || !handle || handle == DELETED)
         return NULL;
-    char *base = *table;
-    uint64_t h = handle * 0x9e3779b97f4a7c15ull, *hole = NULL;
+    char *base = table;
+    uint64_t h = (handle * 0x9e3779b97f4a7c15ull) >> 32, *hole = NULL;
     for (unsigned i = 0; i < n; i++) {
         uint64_t *t = (uint64_t *)(void *)(base + size * (size_t)((h + i) & (n - 1)));
         if (*t == handle)
@@ -114,19 +114,26 @@ static void *slot_of(void **table, size_t size, unsigned n, uint64_t handle, boo
     return insert ? hole : NULL;
 }
 
+/* Lock held: the tables, mapped on first use. */
 static known_layout *layout_of(uint64_t handle, bool insert)
 {
-    return slot_of((void **)&known_layouts, sizeof(known_layout), DS_VK_LAYOUTS, handle, insert);
+    if (!known_layouts && insert)
+        known_layouts = ds_map(sizeof(known_layout) * DS_VK_LAYOUTS, false);
+    return slot_of(known_layouts, sizeof(known_layout), DS_VK_LAYOUTS, handle, insert);
 }
 
 static known_set *set_of(uint64_t handle, bool insert)
 {
-    return slot_of((void **)&known_sets, sizeof(known_set), DS_VK_SETS, handle, insert);
+    if (!known_sets && insert)
+        known_sets = ds_map(sizeof(known_set) * DS_VK_SETS, false);
+    return slot_of(known_sets, sizeof(known_set), DS_VK_SETS, handle, insert);
 }
 
 static binder *binder_of(uint64_t handle, bool insert)
 {
-    return slot_of((void **)&binders, sizeof(binder), DS_VK_BINDERS, handle, insert);
+    if (!binders && insert)
+        binders = ds_map(sizeof(binder) * DS_VK_BINDERS, false);
+    return slot_of(binders, sizeof(binder), DS_VK_BINDERS, handle, insert);
 }
 
 static bool is_storage(VkDescriptorType type)
@@ -175,7 +182,8 @@ static bool shape_read(const VkDescriptorSetLayoutCreateInfo *info, shape *s)
     return true;
 }
 
-static void layout_created(VkDescriptorSetLayout handle, const VkDescriptorSetLayoutCreateInfo *info)
+static void layout_created(VkDescriptorSetLayout handle,
+                           const VkDescriptorSetLayoutCreateInfo *info)
 {
     if (!ds_sync_enabled())
         return;
@@ -193,7 +201,7 @@ static void layout_created(VkDescriptorSetLayout handle, const VkDescriptorSetLa
 static void layout_destroyed(VkDescriptorSetLayout handle)
 {
     ds_lock_take(DS_LOCK_HOOK_TABLES);
-    known_layout *l = known_layouts ? layout_of(P(handle), false) : NULL;
+    known_layout *l = layout_of(P(handle), false);
     if (l)
         l->handle = DELETED;
     ds_lock_give(DS_LOCK_HOOK_TABLES);
@@ -211,8 +219,8 @@ static void sets_allocated(const VkDescriptorSetAllocateInfo *info, const VkDesc
         const known_layout *l = layout_of(P(info->pSetLayouts[i]), false);
         known_set *s = set_of(P(out[i]), l != NULL);
         if (s && l) {
-            memset(s, 0, sizeof(*s));
-            *s = (known_set){.handle = P(out[i]), .pool = P(info->descriptorPool), .s = l->s};
+            *s = (known_set){.handle = P(out[i]), .s = l->s};
+            set_pools[s - known_sets] = P(info->descriptorPool);
         } else if (s) {
             s->handle = DELETED;
         }
@@ -225,8 +233,10 @@ static void sets_freed(uint32_t count, const VkDescriptorSet *freed)
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     for (uint32_t i = 0; known_sets && freed && i < count; i++) {
         known_set *s = set_of(P(freed[i]), false);
-        if (s)
+        if (s) {
             s->handle = DELETED;
+            set_pools[s - known_sets] = 0;
+        }
     }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
@@ -236,8 +246,10 @@ static void pool_emptied(VkDescriptorPool pool)
 {
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     for (unsigned i = 0; known_sets && pool && i < DS_VK_SETS; i++)
-        if (known_sets[i].pool == P(pool) && known_sets[i].handle && known_sets[i].handle != DELETED)
+        if (set_pools[i] == P(pool)) {
+            set_pools[i] = 0;
             known_sets[i].handle = DELETED;
+        }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
@@ -245,7 +257,7 @@ static void pool_emptied(VkDescriptorPool pool)
 static void set_forgotten(VkDescriptorSet handle)
 {
     ds_lock_take(DS_LOCK_HOOK_TABLES);
-    known_set *s = known_sets ? set_of(P(handle), false) : NULL;
+    known_set *s = set_of(P(handle), false);
     if (s)
         memset(s->d, 0, sizeof(s->d));
     ds_lock_give(DS_LOCK_HOOK_TABLES);
@@ -332,7 +344,7 @@ static void sets_updated(uint32_t writes, const VkWriteDescriptorSet *w, uint32_
 void ds_vk_bindings_reset(VkCommandBuffer cb)
 {
     ds_lock_take(DS_LOCK_HOOK_TABLES);
-    binder *b = binders ? binder_of(P(cb), false) : NULL;
+    binder *b = binder_of(P(cb), false);
     if (b)
         *b = (binder){.handle = b->handle};
     ds_lock_give(DS_LOCK_HOOK_TABLES);
@@ -367,7 +379,7 @@ static void sets_bound(VkCommandBuffer cb, VkPipelineBindPoint point, uint32_t f
         uint32_t at = first + i;
         b->bound[at] = P(bound[i]);
         b->dynamic_known[at] = 0;
-        const known_set *s = known_sets ? set_of(P(bound[i]), false) : NULL;
+        const known_set *s = set_of(P(bound[i]), false);
         uint64_t n = s ? dynamic_count(&s->s) : 0;
         if (!s && bound[i]) {
             next = UINT64_MAX;
@@ -394,7 +406,7 @@ static void slots_taken(VkCommandBuffer cb, VkPipelineBindPoint point, uint32_t 
     if (!ds_sync_enabled() || point != VK_PIPELINE_BIND_POINT_COMPUTE)
         return;
     ds_lock_take(DS_LOCK_HOOK_TABLES);
-    binder *b = binders ? binder_of(P(cb), false) : NULL;
+    binder *b = binder_of(P(cb), false);
     for (uint32_t i = 0; b && i < count && first + (uint64_t)i < DS_VK_BOUND_SETS; i++)
         b->bound[first + i] = 0;
     ds_lock_give(DS_LOCK_HOOK_TABLES);
@@ -431,7 +443,7 @@ static void dispatched(VkCommandBuffer cb, bool any)
     descriptor w[16];
     unsigned n = 0;
     ds_lock_take(DS_LOCK_HOOK_TABLES);
-    const binder *b = binders && known_sets ? binder_of(P(cb), false) : NULL;
+    const binder *b = known_sets ? binder_of(P(cb), false) : NULL;
     for (uint32_t at = 0; b && at < DS_VK_BOUND_SETS; at++)
         if (b->bound[at])
             n = set_writes(b, at, w, n, (unsigned)DS_ARRAY_LEN(w));

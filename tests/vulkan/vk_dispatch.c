@@ -36,90 +36,12 @@
 
 #include "vk_setup.h"
 
-/* Hand-assembled SPIR-V 1.0 (no shader compiler in the build):
- *   layout(local_size_x = 1) in;
- *   layout(set = 0, binding = 0) buffer B { uint d[]; };
- *   void main() { d[gl_GlobalInvocationID.x] = 0x01010101u; } */
-static const uint32_t shader[] = {
-    0x07230203, 0x00010000, 0x00000000, 0x00000014, 0x00000000, 0x00020011, 0x00000001,
-    0x0003000e, 0x00000000, 0x00000001, 0x0006000f, 0x00000005, 0x00000001, 0x6e69616d,
-    0x00000000, 0x00000002, 0x00060010, 0x00000001, 0x00000011, 0x00000001, 0x00000001,
-    0x00000001, 0x00040047, 0x00000002, 0x0000000b, 0x0000001c, 0x00040047, 0x00000008,
-    0x00000006, 0x00000004, 0x00050048, 0x00000009, 0x00000000, 0x00000023, 0x00000000,
-    0x00030047, 0x00000009, 0x00000003, 0x00040047, 0x0000000b, 0x00000022, 0x00000000,
-    0x00040047, 0x0000000b, 0x00000021, 0x00000000, 0x00020013, 0x00000003, 0x00030021,
-    0x00000004, 0x00000003, 0x00040015, 0x00000005, 0x00000020, 0x00000000, 0x00040017,
-    0x00000006, 0x00000005, 0x00000003, 0x00040020, 0x00000007, 0x00000001, 0x00000006,
-    0x0004003b, 0x00000007, 0x00000002, 0x00000001, 0x0003001d, 0x00000008, 0x00000005,
-    0x0003001e, 0x00000009, 0x00000008, 0x00040020, 0x0000000a, 0x00000002, 0x00000009,
-    0x0004003b, 0x0000000a, 0x0000000b, 0x00000002, 0x00040020, 0x0000000c, 0x00000001,
-    0x00000005, 0x00040020, 0x0000000d, 0x00000002, 0x00000005, 0x0004002b, 0x00000005,
-    0x0000000e, 0x00000000, 0x0004002b, 0x00000005, 0x0000000f, 0x01010101, 0x00050036,
-    0x00000003, 0x00000001, 0x00000000, 0x00000004, 0x000200f8, 0x00000010, 0x00050041,
-    0x0000000c, 0x00000011, 0x00000002, 0x0000000e, 0x0004003d, 0x00000005, 0x00000012,
-    0x00000011, 0x00060041, 0x0000000d, 0x00000013, 0x0000000b, 0x0000000e, 0x00000012,
-    0x0003003e, 0x00000013, 0x0000000f, 0x000100fd, 0x00010038
-};
-
-static VkDescriptorSetLayout set_layout;
-static VkPipelineLayout pipeline_layout;
-static VkPipeline pipeline;
-static VkDescriptorPool pool;
-
-static void pipeline_made(VkDescriptorType type)
-{
-    VkDescriptorSetLayoutBinding b = {.binding = 0, .descriptorType = type,
-                                      .descriptorCount = 1,
-                                      .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
-    VkDescriptorSetLayoutCreateInfo lci = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 1,
-        .pBindings = &b};
-    VK_CHECK(vkCreateDescriptorSetLayout(device, &lci, NULL, &set_layout));
-    VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-                                      .setLayoutCount = 1, .pSetLayouts = &set_layout};
-    VK_CHECK(vkCreatePipelineLayout(device, &pli, NULL, &pipeline_layout));
-    VkShaderModuleCreateInfo smi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                    .codeSize = sizeof(shader), .pCode = shader};
-    VkShaderModule module;
-    VK_CHECK(vkCreateShaderModule(device, &smi, NULL, &module));
-    VkComputePipelineCreateInfo cpi = {
-        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                  .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = module, .pName = "main"},
-        .layout = pipeline_layout};
-    VK_CHECK(vkCreateComputePipelines(device, VK_NULL_HANDLE, 1, &cpi, NULL, &pipeline));
-    vkDestroyShaderModule(device, module, NULL);
-    VkDescriptorPoolSize size = {.type = type, .descriptorCount = 8};
-    VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                                      .flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
-                                      .maxSets = 8, .poolSizeCount = 1, .pPoolSizes = &size};
-    VK_CHECK(vkCreateDescriptorPool(device, &dpi, NULL, &pool));
-}
-
-static VkDescriptorSet set_made(void)
-{
-    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                      .descriptorPool = pool, .descriptorSetCount = 1,
-                                      .pSetLayouts = &set_layout};
-    VkDescriptorSet set;
-    VK_CHECK(vkAllocateDescriptorSets(device, &ai, &set));
-    return set;
-}
-
-/* The buffer's first 4 KiB at binding 0 of the set. */
-static void set_written(VkDescriptorSet set, VkBuffer buffer, VkDescriptorType type)
-{
-    VkDescriptorBufferInfo bi = {.buffer = buffer, .offset = 0, .range = 4096};
-    VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set,
-                              .dstBinding = 0, .descriptorCount = 1, .descriptorType = type,
-                              .pBufferInfo = &bi};
-    vkUpdateDescriptorSets(device, 1, &w, 0, NULL);
-}
+static compute_rig c; /* its pipeline, set layout and pool of sets */
 
 static void bind(VkCommandBuffer cb, VkDescriptorSet set, int dynamic)
 {
     uint32_t offset = 0;
-    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout, 0, 1, &set,
+    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &set,
                             dynamic ? 1 : 0, dynamic ? &offset : NULL);
 }
 
@@ -138,7 +60,7 @@ int main(int argc, char **argv)
     int dynamic = !strcmp(mode, "dynamic");
     VkDescriptorType type =
         dynamic ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    pipeline_made(type);
+    compute_open(&c, type);
 
     /* The indirect dispatch's arguments: 16 x 1 x 1. */
     VkBuffer args;
@@ -152,22 +74,22 @@ int main(int argc, char **argv)
     VkDeviceMemory args_memory = memory_for(&req);
     VK_CHECK(vkBindBufferMemory(device, args, args_memory, 0));
 
-    VkDescriptorSet set = set_made(), bound = set;
-    set_written(set, rig.buffer, type);
+    VkDescriptorSet set = compute_set(&c), bound = set;
+    compute_write(&c, set, rig.buffer);
     if (!strcmp(mode, "copied")) {
-        bound = set_made();
-        VkCopyDescriptorSet c = {.sType = VK_STRUCTURE_TYPE_COPY_DESCRIPTOR_SET, .srcSet = set,
-                                 .dstSet = bound, .descriptorCount = 1};
-        vkUpdateDescriptorSets(device, 0, NULL, 1, &c);
+        bound = compute_set(&c);
+        VkCopyDescriptorSet copy = {.sType = VK_STRUCTURE_TYPE_COPY_DESCRIPTOR_SET,
+                                    .srcSet = set, .dstSet = bound, .descriptorCount = 1};
+        vkUpdateDescriptorSets(device, 0, NULL, 1, &copy);
     }
     if (!strcmp(mode, "unbound")) {
-        bound = set_made();
-        set_written(bound, other, type);
+        bound = compute_set(&c);
+        compute_write(&c, bound, other);
     }
     if (!strcmp(mode, "reset")) {
-        VK_CHECK(vkResetDescriptorPool(device, pool, 0));
-        bound = set_made();
-        set_written(bound, other, type);
+        VK_CHECK(vkResetDescriptorPool(device, c.pool, 0));
+        bound = compute_set(&c);
+        compute_write(&c, bound, other);
     }
 
     VkFence fence;
@@ -185,11 +107,11 @@ int main(int argc, char **argv)
     }
     vkCmdWaitEvents(cb, 1, &rig.gate, VK_PIPELINE_STAGE_HOST_BIT,
                     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, NULL, 0, NULL, 0, NULL);
-    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipeline);
     bind(cb, bound, dynamic);
     if (!strcmp(mode, "replaced")) {
-        VkDescriptorSet another = set_made();
-        set_written(another, other, type);
+        VkDescriptorSet another = compute_set(&c);
+        compute_write(&c, another, other);
         bind(cb, another, dynamic);
     }
     if (!strcmp(mode, "indirect"))
@@ -215,10 +137,7 @@ int main(int argc, char **argv)
     VK_CHECK(vkSetEvent(device, rig.gate));
     VK_CHECK(vkQueueWaitIdle(rig.queue));
     vkDestroyFence(device, fence, NULL);
-    vkDestroyDescriptorPool(device, pool, NULL);
-    vkDestroyPipeline(device, pipeline, NULL);
-    vkDestroyPipelineLayout(device, pipeline_layout, NULL);
-    vkDestroyDescriptorSetLayout(device, set_layout, NULL);
+    compute_close(&c);
     vkDestroyBuffer(device, args, NULL);
     vkFreeMemory(device, args_memory, NULL);
     vkDestroyBuffer(device, other, NULL);

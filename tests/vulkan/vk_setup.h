@@ -57,4 +57,24 @@ void rig_handoff(const queue_rig *r);
  * the instance last. */
 void rig_close(queue_rig *r);
 
+/* A compute pipeline whose shader writes 0x01010101 to the first words of
+ * the storage buffer at set 0, binding 0 (one word a workgroup: 16 for a
+ * dispatch of 16 x 1 x 1), bound as `type` (a plain or a dynamic storage
+ * buffer), and a pool of 8 sets of its layout that can be freed. */
+typedef struct {
+    VkDescriptorType type;
+    VkDescriptorSetLayout set_layout;
+    VkPipelineLayout layout;
+    VkPipeline pipeline;
+    VkDescriptorPool pool;
+} compute_rig;
+/* After open_device. */
+void compute_open(compute_rig *c, VkDescriptorType type);
+/* A set allocated from the pool, empty. */
+VkDescriptorSet compute_set(const compute_rig *c);
+/* The buffer's first 4 KiB written to the set's binding 0. */
+void compute_write(const compute_rig *c, VkDescriptorSet set, VkBuffer buffer);
+/* Everything destroyed (before rig_close). */
+void compute_close(compute_rig *c);
+
 #endif
