@@ -338,7 +338,7 @@ def test_enforce_waits_for_the_dispatch_on_the_consumers_behalf(dlshim):
     assert r.summary["barriers_inserted"] == 1
 
 
-@pytest.mark.parametrize("mode", ["unbound", "replaced", "reset"])
+@pytest.mark.parametrize("mode", ["unbound", "replaced", "reset", "template"])
 def test_a_buffer_in_no_set_bound_at_the_dispatch_is_not_written(dlshim, mode):
     # The buffer is in a set, but not one bound when the dispatch is
     # recorded: the dispatch writes another buffer, and this one is not

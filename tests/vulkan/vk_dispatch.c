@@ -26,6 +26,8 @@
  *   reset      the buffer's set freed with its pool reset; a set allocated
  *              afresh (the same handle, likely) holds another buffer
  *              (no race)
+ *   template   the buffer's set updated through a descriptor update
+ *              template to hold another buffer before it is bound (no race)
  *
  * It prints what the consumer read (1 is the old value, 16843009 the
  * shader's) and exits 0 when every call it made succeeded.
@@ -85,6 +87,20 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "unbound")) {
         bound = compute_set(&c);
         compute_write(&c, bound, other);
+    }
+    if (!strcmp(mode, "template")) {
+        VkDescriptorUpdateTemplateEntry entry = {.descriptorCount = 1, .descriptorType = type,
+                                                 .stride = sizeof(VkDescriptorBufferInfo)};
+        VkDescriptorUpdateTemplateCreateInfo tci = {
+            .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_UPDATE_TEMPLATE_CREATE_INFO,
+            .descriptorUpdateEntryCount = 1, .pDescriptorUpdateEntries = &entry,
+            .templateType = VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_DESCRIPTOR_SET,
+            .descriptorSetLayout = c.set_layout};
+        VkDescriptorUpdateTemplate update;
+        VK_CHECK(vkCreateDescriptorUpdateTemplate(device, &tci, NULL, &update));
+        VkDescriptorBufferInfo bi = {.buffer = other, .offset = 0, .range = 4096};
+        vkUpdateDescriptorSetWithTemplate(device, set, update, &bi);
+        vkDestroyDescriptorUpdateTemplate(device, update, NULL);
     }
     if (!strcmp(mode, "reset")) {
         VK_CHECK(vkResetDescriptorPool(device, c.pool, 0));
