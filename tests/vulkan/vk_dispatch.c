@@ -12,8 +12,10 @@
  *
  *   unsynced   the buffer bound, nothing waited for (race)
  *   fence      vkWaitForFences on the submission's fence first
- *   dynamic    bound as a dynamic storage buffer, with a dynamic offset
- *              (race)
+ *   dynamic    bound as a dynamic storage buffer, dynamic offset 0 (race)
+ *   dynamic_far  the same at dynamic offset 32 KiB, the tensor over the
+ *              first 4 KiB alone: the shader writes none of its bytes
+ *              (no race)
  *   copied     written to another set, copied into the one bound
  *              (vkUpdateDescriptorSets' copies; race)
  *   indirect   vkCmdDispatchIndirect (race)
@@ -40,9 +42,11 @@
 
 static compute_rig c; /* its pipeline, set layout and pool of sets */
 
+static int far; /* dynamic_far */
+
 static void bind(VkCommandBuffer cb, VkDescriptorSet set, int dynamic)
 {
-    uint32_t offset = 0;
+    uint32_t offset = far ? 32768 : 0;
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &set,
                             dynamic ? 1 : 0, dynamic ? &offset : NULL);
 }
@@ -59,7 +63,8 @@ int main(int argc, char **argv)
     queue_rig rig;
     rig_open(&rig);
     make_buffer(&other, &other_memory);
-    int dynamic = !strcmp(mode, "dynamic");
+    far = !strcmp(mode, "dynamic_far");
+    int dynamic = far || !strcmp(mode, "dynamic");
     VkDescriptorType type =
         dynamic ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     compute_open(&c, type);
@@ -148,7 +153,7 @@ int main(int argc, char **argv)
         VK_CHECK(vkSetEvent(device, rig.gate));
     if (!strcmp(mode, "fence"))
         VK_CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
-    rig_handoff(&rig);
+    rig_handoff(&rig, far ? 1024 : BYTES / 4);
 
     VK_CHECK(vkSetEvent(device, rig.gate));
     VK_CHECK(vkQueueWaitIdle(rig.queue));

@@ -133,7 +133,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "early_fence"))
         VK_CHECK(vkWaitForFences(device, 1, &early, VK_TRUE, UINT64_MAX));
 
-    rig_handoff(&rig);
+    rig_handoff(&rig, BYTES / 4);
 
     VK_CHECK(vkSetEvent(device, rig.gate));
     VK_CHECK(vkQueueWaitIdle(queue));

@@ -163,9 +163,12 @@ VkCommandBuffer rig_begin(const queue_rig *r, int gated)
     return cb;
 }
 
-void rig_handoff(const queue_rig *r)
+void rig_handoff(const queue_rig *r, int64_t words)
 {
+    static int64_t shape[1];
+    shape[0] = words;
     DLManagedTensor t = mapped_tensor(r->p);
+    t.dl_tensor.shape = shape;
     dlshim_export(&t, "vkproducer");
     dlshim_import(&t, "cpuconsumer");
     printf("consumer saw %u\n", r->p[1]);

@@ -49,10 +49,10 @@ typedef struct {
 void rig_open(queue_rig *r);
 /* A command buffer begun; its first command waits for the gate (gated). */
 VkCommandBuffer rig_begin(const queue_rig *r, int gated);
-/* The queue programs' handoff: a CPU tensor over the mapping exported by
- * "vkproducer" and imported by "cpuconsumer", which prints the word at
- * index 1 as it read it ("consumer saw N"). */
-void rig_handoff(const queue_rig *r);
+/* The queue programs' handoff: a CPU tensor over the first `words` words
+ * of the mapping exported by "vkproducer" and imported by "cpuconsumer",
+ * which prints the word at index 1 as it read it ("consumer saw N"). */
+void rig_handoff(const queue_rig *r, int64_t words);
 /* The gate set, the queue idle, then everything destroyed, the device and
  * the instance last. */
 void rig_close(queue_rig *r);

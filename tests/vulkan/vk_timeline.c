@@ -181,7 +181,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "early"))
         VK_CHECK(wait_for(timeline, 1, 0, VK_NULL_HANDLE, 0, 0));
 
-    rig_handoff(&rig);
+    rig_handoff(&rig, BYTES / 4);
 
     VK_CHECK(vkSetEvent(device, rig.gate));
     if (strcmp(mode, "binary_wait") != 0) /* the binary semaphore's signal is waited for */
