@@ -294,11 +294,10 @@ static void write_followed(const VkWriteDescriptorSet *w)
     for (uint32_t k = 0; k < w->descriptorCount; k++) {
         uint32_t at;
         VkDescriptorType type;
+        /* past the descriptors kept, so are the rest (in binding order) */
         if (!descriptor_at(&s->s, w->dstBinding, (uint64_t)w->dstArrayElement + k, &at, &type) ||
-            type != w->descriptorType)
+            type != w->descriptorType || at >= DS_VK_SET_DESCRIPTORS)
             return;
-        if (at >= DS_VK_SET_DESCRIPTORS)
-            continue;
         const VkDescriptorBufferInfo *b = is_storage(type) ? w->pBufferInfo : NULL;
         s->d[at] = b ? (descriptor){P(b[k].buffer), b[k].offset, b[k].range} : (descriptor){0};
     }
@@ -312,14 +311,14 @@ static void copy_followed(const VkCopyDescriptorSet *c)
     for (uint32_t k = 0; to && k < c->descriptorCount; k++) {
         uint32_t src = DS_VK_SET_DESCRIPTORS, dst;
         VkDescriptorType src_type = VK_DESCRIPTOR_TYPE_MAX_ENUM, type;
-        if (!descriptor_at(&to->s, c->dstBinding, (uint64_t)c->dstArrayElement + k, &dst, &type))
+        if (!descriptor_at(&to->s, c->dstBinding, (uint64_t)c->dstArrayElement + k, &dst, &type) ||
+            dst >= DS_VK_SET_DESCRIPTORS)
             return;
         if (from && !descriptor_at(&from->s, c->srcBinding, (uint64_t)c->srcArrayElement + k,
                                    &src, &src_type))
             src = DS_VK_SET_DESCRIPTORS;
-        if (dst < DS_VK_SET_DESCRIPTORS)
-            to->d[dst] = src < DS_VK_SET_DESCRIPTORS && src_type == type ? from->d[src]
-                                                                         : (descriptor){0};
+        to->d[dst] = src < DS_VK_SET_DESCRIPTORS && src_type == type ? from->d[src]
+                                                                     : (descriptor){0};
     }
 }
 
