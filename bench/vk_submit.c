@@ -12,6 +12,13 @@
  * vkQueueSubmit2 (`submit2`); every 64th the host waits for its value
  * (vkWaitSemaphores), and at the end for the last.  Exit 77 where the
  * driver lacks Vulkan 1.3's timeline semaphores or synchronization2.
+ *
+ * FORM `dispatch`: what the layer adds to recording a compute dispatch
+ * instead (the descriptor set's bind, the dispatch's storage buffer
+ * recorded as its write): N times the command pool reset and the command
+ * buffer recorded again (begin, bind the pipeline and a set holding the
+ * mapped buffer, dispatch 16 x 1 x 1, end), then submitted once and waited
+ * for; ns per recording.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +41,36 @@ static void wait_value(VkSemaphore s, uint64_t value)
     VK_CHECK(vkWaitSemaphores(device, &wi, UINT64_MAX));
 }
 
+static int dispatches(queue_rig *rig, long n)
+{
+    compute_rig c;
+    compute_open(&c, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
+    VkDescriptorSet set = compute_set(&c);
+    compute_write(&c, set, rig->buffer);
+    VkCommandBuffer cb = rig_begin(rig, 0);
+    VK_CHECK(vkEndCommandBuffer(cb));
+    VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    double start = now_ns();
+    for (long i = 0; i < n; i++) {
+        VK_CHECK(vkResetCommandPool(device, rig->pool, 0));
+        VK_CHECK(vkBeginCommandBuffer(cb, &begin));
+        vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipeline);
+        vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &set, 0,
+                                NULL);
+        vkCmdDispatch(cb, 16, 1, 1);
+        VK_CHECK(vkEndCommandBuffer(cb));
+    }
+    double ns = (now_ns() - start) / (double)(n > 0 ? n : 1);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                       .pCommandBuffers = &cb};
+    VK_CHECK(vkQueueSubmit(rig->queue, 1, &si, VK_NULL_HANDLE));
+    VK_CHECK(vkQueueWaitIdle(rig->queue));
+    compute_close(&c);
+    rig_close(rig);
+    printf("{\"form\":\"dispatch\",\"ns\":%.1f}\n", ns);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *form = argc > 1 ? argv[1] : "submit";
@@ -47,6 +84,8 @@ int main(int argc, char **argv)
     open_device_with(VK_API_VERSION_1_3, &f12, NULL);
     queue_rig rig;
     rig_open(&rig);
+    if (!strcmp(form, "dispatch"))
+        return dispatches(&rig, n);
     VkCommandBuffer cb;
     VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                        .commandPool = rig.pool,

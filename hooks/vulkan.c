@@ -478,6 +478,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice physic
 #define VK_VOID_ON(object, name, params, args, before) VK_HOOK(name, params, args, before)
 #include "vulkan.def"
 #include "vulkan_queues.def"
+#include "vulkan_descriptors.def"
 #include "vulkan_forms_undef.h"
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     for (unsigned i = 0; i < DS_VK_DEVICES; i++)
@@ -514,7 +515,8 @@ static PFN_vkVoidFunction device_wrapper(const ds_vk_device *d, const char *name
 #include "vulkan_forms_undef.h"
     if (!strcmp(name, "vkDestroyDevice"))
         return (PFN_vkVoidFunction)layer_DestroyDevice;
-    return ds_vk_queue_wrapper(d, name);
+    PFN_vkVoidFunction queues = ds_vk_queue_wrapper(d, name);
+    return queues ? queues : ds_vk_descriptor_wrapper(d, name);
 }
 
 static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL layer_GetDeviceProcAddr(VkDevice device,

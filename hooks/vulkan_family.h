@@ -1,14 +1,20 @@
 /*
- * vulkan_family.h — what the Vulkan family's two files share, and nothing
+ * vulkan_family.h — what the Vulkan family's three files share, and nothing
  * else: vulkan.c (the layer, device memory, buffers and host mappings:
- * vulkan.def) and vulkan_queues.c (queues, command buffers, fences and
- * semaphores in the stream model: vulkan_queues.def).
+ * vulkan.def), vulkan_queues.c (queues, command buffers, fences and
+ * semaphores in the stream model: vulkan_queues.def) and
+ * vulkan_descriptors.c (descriptor sets and what a dispatch writes through
+ * them: vulkan_descriptors.def).
  *
  * vulkan.c owns the devices' dispatch (ds_vk_device_of), the family's
  * descriptor (ds_vk_api) and the tables of buffers and memories, which
  * vulkan_queues.c reads only through ds_vk_buffer_mapped; vulkan_queues.c
  * owns everything about queues and hands vulkan.c its wrappers
- * (ds_vk_queue_wrapper) and the host's bounded wait (ds_vk_queue_host_wait).
+ * (ds_vk_queue_wrapper) and the host's bounded wait (ds_vk_queue_host_wait);
+ * vulkan_descriptors.c owns the descriptor sets, hands vulkan.c its
+ * wrappers (ds_vk_descriptor_wrapper) and records a dispatch's writes
+ * through vulkan_queues.c's ds_vk_recorded_write, which empties its
+ * bindings when a command buffer begins (ds_vk_bindings_reset).
  */
 #ifndef DS_VULKAN_FAMILY_H
 #define DS_VULKAN_FAMILY_H
@@ -36,6 +42,7 @@ typedef struct ds_vk_device {
 #define VK_VOID_ON(object, name, params, args, before) PFN_##name name;
 #include "vulkan.def"
 #include "vulkan_queues.def"
+#include "vulkan_descriptors.def"
 #include "vulkan_forms_undef.h"
 } ds_vk_device;
 
@@ -58,6 +65,16 @@ bool ds_vk_buffer_mapped(uint64_t buffer, uint64_t offset, uint64_t size, ds_ran
 PFN_vkVoidFunction ds_vk_queue_wrapper(const ds_vk_device *d, const char *name);
 /* The descriptor's host_wait: the host waits, bounded, for a queue. */
 bool ds_vk_queue_host_wait(uintptr_t queue);
+/* A write the command buffer records: `size` bytes at `offset` of the
+ * buffer (VK_WHOLE_SIZE: to its end), made when it is submitted. */
+void ds_vk_recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
+                          VkDeviceSize size);
+
+/* ---- vulkan_descriptors.c ------------------------------------------------------ */
+/* The wrapper of a function of vulkan_descriptors.def, as ds_vk_queue_wrapper. */
+PFN_vkVoidFunction ds_vk_descriptor_wrapper(const ds_vk_device *d, const char *name);
+/* The command buffer begun again or reset: no descriptor set bound. */
+void ds_vk_bindings_reset(VkCommandBuffer cb);
 
 /* Whether to record: the family installed and the shim active. */
 static inline bool ds_vk_on(void)

@@ -1,17 +1,18 @@
 /*
  * vulkan_queues.c — Vulkan queues in the stream model (the Vulkan family's
- * second file; vulkan.c is the layer and the memory, vulkan_family.h what
- * the two share).
+ * second file; vulkan.c is the layer and the memory, vulkan_descriptors.c
+ * what dispatches write, vulkan_family.h what the files share).
  *
  * A queue is a stream of the model, a submission an operation on it, a
  * fence or a semaphore it signals an event recorded there; a fence waited
  * for (or found signalled), a queue or device waited idle, the host's wait.
  * What a submission writes is what its command buffers recorded: fills,
  * updates, buffer copies and image-to-buffer copies (their surely written
- * bytes) into buffers, as bytes of their memory's host mapping
- * (where a CPU tensor over it is read: ds_sync_host_reads).  Dispatches
- * write through descriptor sets, which are not followed: such a write is
- * unseen, which can hide a race, never make one.
+ * bytes) into buffers, and the storage buffers a dispatch has bound
+ * (vulkan_descriptors.c records them here: ds_vk_recorded_write), as bytes
+ * of their memory's host mapping (where a CPU tensor over it is read:
+ * ds_sync_host_reads).  A secondary command buffer's writes are unseen,
+ * which can hide a race, never make one.
  *
  * Semaphores are edges: a binary one an event (recorded where a submission
  * signals it, waited for where one waits), a timeline one an event per
@@ -75,17 +76,24 @@ static void recording_reset(VkCommandBuffer cb)
     if (r)
         r->n = 0;
     ds_lock_give(DS_LOCK_HOOK_TABLES);
+    ds_vk_bindings_reset(cb);
 }
 
-static void recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
-                           VkDeviceSize size)
+/* A write kept once: dispatch after dispatch through the same sets writes
+ * the same ranges, which would otherwise fill the recording. */
+void ds_vk_recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
+                          VkDeviceSize size)
 {
     if (!ds_sync_enabled())
         return;
+    recorded w = {P(buffer), offset, size};
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     recording *r = recording_of(cb, true);
-    if (r && r->n < DS_VK_RECORDED)
-        r->w[r->n++] = (recorded){P(buffer), offset, size};
+    uint32_t k = 0;
+    while (r && k < r->n && memcmp(&r->w[k], &w, sizeof(w)) != 0)
+        k++;
+    if (r && k == r->n && r->n < DS_VK_RECORDED)
+        r->w[r->n++] = w;
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
@@ -93,7 +101,7 @@ static void recorded_copies(VkCommandBuffer cb, VkBuffer dst, uint32_t count,
                             const VkBufferCopy *regions)
 {
     for (uint32_t i = 0; regions && i < count && i < DS_VK_RECORDED; i++)
-        recorded_write(cb, dst, regions[i].dstOffset, regions[i].size);
+        ds_vk_recorded_write(cb, dst, regions[i].dstOffset, regions[i].size);
 }
 
 /* An image copied into a buffer: of each region, the bytes it writes
@@ -108,7 +116,7 @@ static void recorded_image_copies(VkCommandBuffer cb, VkBuffer dst, uint32_t cou
         const VkBufferImageCopy *r = &regions[i];
         if (r->imageExtent.width && r->imageExtent.height && r->imageExtent.depth &&
             r->imageSubresource.layerCount)
-            recorded_write(cb, dst, r->bufferOffset, r->imageExtent.width);
+            ds_vk_recorded_write(cb, dst, r->bufferOffset, r->imageExtent.width);
     }
 }
 

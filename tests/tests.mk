@@ -263,7 +263,8 @@ CUDA_DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN
 # Vulkan programs: the loader (libvulkan-dev), CUDA's runtime and HIP's, the
 # simulated device's in CI (tests/vulkan).
 VULKAN_PROGS := $(BUILD)/tests/vulkan/vk_share $(BUILD)/tests/vulkan/vk_hip \
-                $(BUILD)/tests/vulkan/vk_queue $(BUILD)/tests/vulkan/vk_timeline
+                $(BUILD)/tests/vulkan/vk_queue $(BUILD)/tests/vulkan/vk_timeline \
+                $(BUILD)/tests/vulkan/vk_dispatch
 $(BUILD)/tests/vulkan/%: tests/vulkan/%.c tests/vulkan/vk_setup.c tests/vulkan/vk_setup.h \
                          include/dlshim.h
 	@mkdir -p $(dir $@)

@@ -1,6 +1,6 @@
 /*
  * abi/vulkan.h — the part of Vulkan (vulkan_core.h 1.3, and the loader's
- * layer interface, vk_layer.h) that vulkan.c and vulkan.def use: result
+ * layer interface, vk_layer.h) that the Vulkan family's files use: result
  * codes, handles, the structures the layer reads or keeps, the function
  * pointer types it forwards through, and the loader's link structures.
  * The shim must build with a C compiler and libc alone, and nothing links
@@ -40,6 +40,9 @@ typedef VkFlags VkSemaphoreWaitFlags;
 typedef VkFlags VkSubmitFlags;
 typedef uint64_t VkPipelineStageFlags2;
 typedef VkFlags VkImageAspectFlags;
+typedef VkFlags VkShaderStageFlags;
+typedef VkFlags VkDescriptorSetLayoutCreateFlags;
+typedef VkFlags VkDescriptorPoolResetFlags;
 typedef uint32_t VkBool32;
 
 typedef struct VkInstance_T *VkInstance;
@@ -52,6 +55,13 @@ typedef struct VkCommandBuffer_T *VkCommandBuffer;
 typedef struct VkFence_T *VkFence;
 typedef struct VkSemaphore_T *VkSemaphore;
 typedef struct VkImage_T *VkImage;
+typedef struct VkSampler_T *VkSampler;
+typedef struct VkBufferView_T *VkBufferView;
+typedef struct VkDescriptorSet_T *VkDescriptorSet;
+typedef struct VkDescriptorSetLayout_T *VkDescriptorSetLayout;
+typedef struct VkDescriptorPool_T *VkDescriptorPool;
+typedef struct VkPipelineLayout_T *VkPipelineLayout;
+typedef struct VkDescriptorUpdateTemplate_T *VkDescriptorUpdateTemplate;
 
 #ifndef DS_ABI_SDK_TYPES
 /* Vulkan's enums are 32 bits wide by their MAX_ENUM values. */
@@ -89,6 +99,21 @@ typedef enum VkSemaphoreWaitFlagBits {
     VK_SEMAPHORE_WAIT_FLAG_BITS_MAX_ENUM = 0x7FFFFFFF
 } VkSemaphoreWaitFlagBits;
 typedef enum VkImageLayout { VK_IMAGE_LAYOUT_MAX_ENUM = 0x7FFFFFFF } VkImageLayout;
+typedef enum VkDescriptorType {
+    VK_DESCRIPTOR_TYPE_STORAGE_BUFFER = 7,
+    VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC = 8,
+    VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC = 9,
+    VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK = 1000138000,
+    VK_DESCRIPTOR_TYPE_MAX_ENUM = 0x7FFFFFFF
+} VkDescriptorType;
+typedef enum VkPipelineBindPoint {
+    VK_PIPELINE_BIND_POINT_COMPUTE = 1,
+    VK_PIPELINE_BIND_POINT_MAX_ENUM = 0x7FFFFFFF
+} VkPipelineBindPoint;
+typedef enum VkDescriptorSetLayoutCreateFlagBits {
+    VK_DESCRIPTOR_SET_LAYOUT_CREATE_UPDATE_AFTER_BIND_POOL_BIT = 2,
+    VK_DESCRIPTOR_SET_LAYOUT_CREATE_FLAG_BITS_MAX_ENUM = 0x7FFFFFFF
+} VkDescriptorSetLayoutCreateFlagBits;
 typedef enum VkExternalMemoryHandleTypeFlagBits {
     VK_EXTERNAL_MEMORY_HANDLE_TYPE_FLAG_BITS_MAX_ENUM = 0x7FFFFFFF
 } VkExternalMemoryHandleTypeFlagBits;
@@ -109,6 +134,7 @@ typedef void (*PFN_vkInternalFreeNotification)(void *pUserData, size_t size,
 typedef struct VkApplicationInfo VkApplicationInfo;
 typedef struct VkDeviceQueueCreateInfo VkDeviceQueueCreateInfo;
 typedef struct VkPhysicalDeviceFeatures VkPhysicalDeviceFeatures;
+typedef struct VkDescriptorImageInfo VkDescriptorImageInfo;
 
 #ifndef DS_ABI_SDK_TYPES
 typedef struct VkBaseInStructure {
@@ -308,6 +334,62 @@ typedef struct VkBufferImageCopy {
     VkOffset3D imageOffset;
     VkExtent3D imageExtent;
 } VkBufferImageCopy;
+
+/* Descriptor sets: their layouts, what is written into them, copies. */
+typedef struct VkDescriptorSetLayoutBinding {
+    uint32_t binding;
+    VkDescriptorType descriptorType;
+    uint32_t descriptorCount;
+    VkShaderStageFlags stageFlags;
+    const VkSampler *pImmutableSamplers;
+} VkDescriptorSetLayoutBinding;
+
+typedef struct VkDescriptorSetLayoutCreateInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkDescriptorSetLayoutCreateFlags flags;
+    uint32_t bindingCount;
+    const VkDescriptorSetLayoutBinding *pBindings;
+} VkDescriptorSetLayoutCreateInfo;
+
+typedef struct VkDescriptorSetAllocateInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkDescriptorPool descriptorPool;
+    uint32_t descriptorSetCount;
+    const VkDescriptorSetLayout *pSetLayouts;
+} VkDescriptorSetAllocateInfo;
+
+typedef struct VkDescriptorBufferInfo {
+    VkBuffer buffer;
+    VkDeviceSize offset;
+    VkDeviceSize range;
+} VkDescriptorBufferInfo;
+
+typedef struct VkWriteDescriptorSet {
+    VkStructureType sType;
+    const void *pNext;
+    VkDescriptorSet dstSet;
+    uint32_t dstBinding;
+    uint32_t dstArrayElement;
+    uint32_t descriptorCount;
+    VkDescriptorType descriptorType;
+    const VkDescriptorImageInfo *pImageInfo;
+    const VkDescriptorBufferInfo *pBufferInfo;
+    const VkBufferView *pTexelBufferView;
+} VkWriteDescriptorSet;
+
+typedef struct VkCopyDescriptorSet {
+    VkStructureType sType;
+    const void *pNext;
+    VkDescriptorSet srcSet;
+    uint32_t srcBinding;
+    uint32_t srcArrayElement;
+    VkDescriptorSet dstSet;
+    uint32_t dstBinding;
+    uint32_t dstArrayElement;
+    uint32_t descriptorCount;
+} VkCopyDescriptorSet;
 #endif
 typedef struct VkCommandBufferBeginInfo VkCommandBufferBeginInfo;
 
@@ -390,6 +472,51 @@ typedef void (*PFN_vkCmdCopyImageToBuffer)(VkCommandBuffer commandBuffer, VkImag
     const VkBufferImageCopy *pRegions);
 typedef VkResult (*PFN_vkGetMemoryFdKHR)(VkDevice device,
     const VkMemoryGetFdInfoKHR *pGetFdInfo, int *pFd);
+typedef VkResult (*PFN_vkCreateDescriptorSetLayout)(VkDevice device,
+    const VkDescriptorSetLayoutCreateInfo *pCreateInfo, const VkAllocationCallbacks *pAllocator,
+    VkDescriptorSetLayout *pSetLayout);
+typedef void (*PFN_vkDestroyDescriptorSetLayout)(VkDevice device,
+    VkDescriptorSetLayout descriptorSetLayout, const VkAllocationCallbacks *pAllocator);
+typedef VkResult (*PFN_vkAllocateDescriptorSets)(VkDevice device,
+    const VkDescriptorSetAllocateInfo *pAllocateInfo, VkDescriptorSet *pDescriptorSets);
+typedef VkResult (*PFN_vkFreeDescriptorSets)(VkDevice device, VkDescriptorPool descriptorPool,
+    uint32_t descriptorSetCount, const VkDescriptorSet *pDescriptorSets);
+typedef VkResult (*PFN_vkResetDescriptorPool)(VkDevice device, VkDescriptorPool descriptorPool,
+    VkDescriptorPoolResetFlags flags);
+typedef void (*PFN_vkDestroyDescriptorPool)(VkDevice device, VkDescriptorPool descriptorPool,
+    const VkAllocationCallbacks *pAllocator);
+typedef void (*PFN_vkUpdateDescriptorSets)(VkDevice device, uint32_t descriptorWriteCount,
+    const VkWriteDescriptorSet *pDescriptorWrites, uint32_t descriptorCopyCount,
+    const VkCopyDescriptorSet *pDescriptorCopies);
+typedef void (*PFN_vkUpdateDescriptorSetWithTemplate)(VkDevice device,
+    VkDescriptorSet descriptorSet, VkDescriptorUpdateTemplate descriptorUpdateTemplate,
+    const void *pData);
+typedef void (*PFN_vkUpdateDescriptorSetWithTemplateKHR)(VkDevice device,
+    VkDescriptorSet descriptorSet, VkDescriptorUpdateTemplate descriptorUpdateTemplate,
+    const void *pData);
+typedef void (*PFN_vkCmdBindDescriptorSets)(VkCommandBuffer commandBuffer,
+    VkPipelineBindPoint pipelineBindPoint, VkPipelineLayout layout, uint32_t firstSet,
+    uint32_t descriptorSetCount, const VkDescriptorSet *pDescriptorSets,
+    uint32_t dynamicOffsetCount, const uint32_t *pDynamicOffsets);
+typedef void (*PFN_vkCmdPushDescriptorSetKHR)(VkCommandBuffer commandBuffer,
+    VkPipelineBindPoint pipelineBindPoint, VkPipelineLayout layout, uint32_t set,
+    uint32_t descriptorWriteCount, const VkWriteDescriptorSet *pDescriptorWrites);
+typedef void (*PFN_vkCmdPushDescriptorSetWithTemplateKHR)(VkCommandBuffer commandBuffer,
+    VkDescriptorUpdateTemplate descriptorUpdateTemplate, VkPipelineLayout layout, uint32_t set,
+    const void *pData);
+typedef void (*PFN_vkCmdSetDescriptorBufferOffsetsEXT)(VkCommandBuffer commandBuffer,
+    VkPipelineBindPoint pipelineBindPoint, VkPipelineLayout layout, uint32_t firstSet,
+    uint32_t setCount, const uint32_t *pBufferIndices, const VkDeviceSize *pOffsets);
+typedef void (*PFN_vkCmdDispatch)(VkCommandBuffer commandBuffer, uint32_t groupCountX,
+    uint32_t groupCountY, uint32_t groupCountZ);
+typedef void (*PFN_vkCmdDispatchIndirect)(VkCommandBuffer commandBuffer, VkBuffer buffer,
+    VkDeviceSize offset);
+typedef void (*PFN_vkCmdDispatchBase)(VkCommandBuffer commandBuffer, uint32_t baseGroupX,
+    uint32_t baseGroupY, uint32_t baseGroupZ, uint32_t groupCountX, uint32_t groupCountY,
+    uint32_t groupCountZ);
+typedef void (*PFN_vkCmdDispatchBaseKHR)(VkCommandBuffer commandBuffer, uint32_t baseGroupX,
+    uint32_t baseGroupY, uint32_t baseGroupZ, uint32_t groupCountX, uint32_t groupCountY,
+    uint32_t groupCountZ);
 
 /* ---- the loader's layer interface (vk_layer.h) ---- */
 typedef PFN_vkVoidFunction (*PFN_GetPhysicalDeviceProcAddr)(VkInstance instance,

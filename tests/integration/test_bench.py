@@ -207,15 +207,16 @@ def test_loop_rows_pair_runs_by_layout(monkeypatch, tmp_path):
 
 
 def test_vulkan_submit_program(dlshim):
-    """Group 10: both submission forms run under the shim, their writes and
-    timeline values modelled, nothing reported (lavapipe)."""
+    """Group 10: both submission forms and the recorded dispatch run under
+    the shim, their writes and timeline values modelled, nothing reported
+    (lavapipe)."""
     if not (BENCH / "vk_submit").exists():
         pytest.fail("bench/vk_submit was not built (libvulkan-dev)")
     env = {"VK_ICD_FILENAMES": "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json",
            "DLSHIM_SYNC": "check", "DLSHIM_SUMMARY": "1"}
     if PRELOAD_FIRST:
         env["ASAN_OPTIONS"] = "detect_leaks=0"
-    for form in ("submit", "submit2"):
+    for form in ("submit", "submit2", "dispatch"):
         plain = dlshim.run([BENCH / "vk_submit", form, "130"], shim=False, env=env)
         assert last_json(plain)["form"] == form
         r = dlshim.run([BENCH / "vk_submit", form, "130"], env=env)

@@ -247,6 +247,17 @@ def handoff(r):
             [v["kind"] for v in r.violations()])
 
 
+def assert_reported_before_the_import(r):
+    """One unsynchronized_handoff of the tensor exported, from a queue to the
+    host, logged before the consumer's import."""
+    assert handoff(r) == (["export", "violation", "import", "release"],
+                          ["unsynchronized_handoff"])
+    [v], [exp] = r.violations(), r.of("export")
+    assert (v["tensor"], v["producer"], v["consumer"]) == (exp["tensor"], "vkproducer",
+                                                           "cpuconsumer")
+    assert v["producer_stream"].startswith("queue 0x") and v["consumer_stream"] == "host"
+
+
 WAITED = [("wait", "submit"), ("wait", "submit2"), ("wait", "submit2khr"),
           ("wait_khr", "submit"), ("wait_any", "submit"), ("wait_any", "submit2"),
           ("counter", "submit"), ("counter", "submit2"), ("queue_wait", "submit"),
@@ -268,12 +279,7 @@ def test_a_timeline_value_waited_for_before_the_writes(dlshim, mode, how):
     assert OLD in timeline(dlshim, mode, how, shim=False).stdout  # the race is real
     r = timeline(dlshim, mode, how, "check")
     assert OLD in r.stdout
-    assert handoff(r) == (["export", "violation", "import", "release"],
-                          ["unsynchronized_handoff"])
-    [v], [exp] = r.violations(), r.of("export")
-    assert (v["tensor"], v["producer"], v["consumer"]) == (exp["tensor"], "vkproducer",
-                                                           "cpuconsumer")
-    assert v["producer_stream"].startswith("queue 0x") and v["consumer_stream"] == "host"
+    assert_reported_before_the_import(r)
 
 
 @pytest.mark.parametrize("how", ["submit", "submit2"])
@@ -296,3 +302,49 @@ def test_enforce_never_waits_forever_for_a_timeline_the_program_holds_back(dlshi
     assert OLD in r.stdout
     assert handoff(r) == (["export", "violation", "import", "release"],
                           ["unsynchronized_handoff"])
+
+
+# ---- dispatches through descriptor sets: tests/vulkan/vk_dispatch (a compute
+# shader writing the storage buffer at set 0, binding 0, held back by an
+# event the host sets, then a CPU tensor over the buffer's host mapping
+# handed to a consumer that reads it)
+VK_DISPATCH = BUILD / "tests" / "vulkan" / "vk_dispatch"
+
+
+def dispatch(dlshim, mode, sync=None, shim=True):
+    return run(dlshim, mode, shim=shim, program=VK_DISPATCH,
+               env={"DLSHIM_SYNC": sync} if sync else None)
+
+
+@pytest.mark.parametrize("mode", ["unsynced", "dynamic", "copied", "indirect"])
+def test_a_dispatch_writes_the_storage_buffers_bound(dlshim, mode):
+    assert OLD in dispatch(dlshim, mode, shim=False).stdout  # the race is real
+    r = dispatch(dlshim, mode, "check")
+    assert OLD in r.stdout
+    assert_reported_before_the_import(r)
+
+
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+def test_a_dispatch_waited_for_is_silent(dlshim, sync):
+    bare, r = dispatch(dlshim, "fence", shim=False), dispatch(dlshim, "fence", sync)
+    assert FILLED in r.stdout and r.stdout == bare.stdout
+    assert handoff(r) == (["export", "import", "release"], [])
+
+
+def test_enforce_waits_for_the_dispatch_on_the_consumers_behalf(dlshim):
+    r = dispatch(dlshim, "unwaited", "enforce")
+    assert FILLED in r.stdout
+    assert handoff(r) == (["export", "sync", "import", "release"], [])
+    assert r.summary["barriers_inserted"] == 1
+
+
+@pytest.mark.parametrize("mode", ["unbound", "replaced", "reset", "template", "dynamic_far"])
+def test_bytes_no_dispatch_writes_are_not_counted(dlshim, mode):
+    # The buffer is in a set, but not one bound when the dispatch is
+    # recorded: the dispatch writes another buffer, and this one is not
+    # written at all (the consumer reads the old bytes, with or without the
+    # shim, and no wait is owed).  dynamic_far: bound, but its dynamic
+    # offset puts the write past the bytes handed over.
+    bare, r = dispatch(dlshim, mode, shim=False), dispatch(dlshim, mode, "check")
+    assert OLD in bare.stdout and r.stdout == bare.stdout
+    assert handoff(r) == (["export", "import", "release"], [])

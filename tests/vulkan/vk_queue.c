@@ -21,8 +21,6 @@
  * It prints what the consumer read (1 is the old value, 16843009 the
  * fill's) and exits 0 when every call it made succeeded.
  */
-#include <dlpack/dlpack.h>
-#include <dlshim.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,10 +51,7 @@ static VkImage image_made(void)
     VK_CHECK(vkCreateImage(device, &ici, NULL, &image));
     VkMemoryRequirements req;
     vkGetImageMemoryRequirements(device, image, &req);
-    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                                .allocationSize = req.size,
-                                .memoryTypeIndex = (uint32_t)__builtin_ctz(req.memoryTypeBits)};
-    VK_CHECK(vkAllocateMemory(device, &mai, NULL, &image_memory));
+    image_memory = memory_for(&req);
     VK_CHECK(vkBindImageMemory(device, image, image_memory, 0));
     return image;
 }
@@ -105,7 +100,6 @@ int main(int argc, char **argv)
     queue_rig rig;
     rig_open(&rig);
     VkQueue queue = rig.queue;
-    uint32_t *p = rig.p;
 
     /* early_fence: a submission that writes nothing, fenced and waited for. */
     VkFence early = fence_made();
@@ -139,11 +133,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "early_fence"))
         VK_CHECK(vkWaitForFences(device, 1, &early, VK_TRUE, UINT64_MAX));
 
-    DLManagedTensor t = mapped_tensor(p);
-    dlshim_export(&t, "vkproducer");
-    dlshim_import(&t, "cpuconsumer");
-    printf("consumer saw %u\n", p[1]);
-    t.deleter(&t);
+    rig_handoff(&rig, BYTES / 4);
 
     VK_CHECK(vkSetEvent(device, rig.gate));
     VK_CHECK(vkQueueWaitIdle(queue));

@@ -1,10 +1,13 @@
 /*
  * What the Vulkan test programs share: a device on the first physical
- * device with VK_KHR_external_memory_fd, and an exportable, host-visible
- * buffer of BYTES bytes filled with 0, 1, 2, ... (real Vulkan calls only).
+ * device with VK_KHR_external_memory_fd, an exportable, host-visible
+ * buffer of BYTES bytes filled with 0, 1, 2, ..., the queue programs' rig,
+ * and a compute pipeline that writes a storage buffer (real Vulkan calls
+ * only).
  */
 #include "vk_setup.h"
 
+#include <dlshim.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -96,6 +99,16 @@ void make_buffer(VkBuffer *buffer, VkDeviceMemory *memory)
     vkUnmapMemory(device, *memory);
 }
 
+VkDeviceMemory memory_for(const VkMemoryRequirements *req)
+{
+    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                .allocationSize = req->size,
+                                .memoryTypeIndex = (uint32_t)__builtin_ctz(req->memoryTypeBits)};
+    VkDeviceMemory memory;
+    VK_CHECK(vkAllocateMemory(device, &mai, NULL, &memory));
+    return memory;
+}
+
 int memory_fd(VkDeviceMemory memory)
 {
     VkMemoryGetFdInfoKHR gfi = {.sType = VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR,
@@ -150,6 +163,18 @@ VkCommandBuffer rig_begin(const queue_rig *r, int gated)
     return cb;
 }
 
+void rig_handoff(const queue_rig *r, int64_t words)
+{
+    static int64_t shape[1];
+    shape[0] = words;
+    DLManagedTensor t = mapped_tensor(r->p);
+    t.dl_tensor.shape = shape;
+    dlshim_export(&t, "vkproducer");
+    dlshim_import(&t, "cpuconsumer");
+    printf("consumer saw %u\n", r->p[1]);
+    t.deleter(&t);
+}
+
 void rig_close(queue_rig *r)
 {
     VK_CHECK(vkSetEvent(device, r->gate));
@@ -161,4 +186,87 @@ void rig_close(queue_rig *r)
     vkDestroyBuffer(device, r->buffer, NULL);
     vkDestroyDevice(device, NULL);
     vkDestroyInstance(instance, NULL);
+}
+
+/* Hand-assembled SPIR-V 1.0 (no shader compiler in the build):
+ *   layout(local_size_x = 1) in;
+ *   layout(set = 0, binding = 0) buffer B { uint d[]; };
+ *   void main() { d[gl_GlobalInvocationID.x] = 0x01010101u; } */
+static const uint32_t shader[] = {
+    0x07230203, 0x00010000, 0x00000000, 0x00000014, 0x00000000, 0x00020011, 0x00000001,
+    0x0003000e, 0x00000000, 0x00000001, 0x0006000f, 0x00000005, 0x00000001, 0x6e69616d,
+    0x00000000, 0x00000002, 0x00060010, 0x00000001, 0x00000011, 0x00000001, 0x00000001,
+    0x00000001, 0x00040047, 0x00000002, 0x0000000b, 0x0000001c, 0x00040047, 0x00000008,
+    0x00000006, 0x00000004, 0x00050048, 0x00000009, 0x00000000, 0x00000023, 0x00000000,
+    0x00030047, 0x00000009, 0x00000003, 0x00040047, 0x0000000b, 0x00000022, 0x00000000,
+    0x00040047, 0x0000000b, 0x00000021, 0x00000000, 0x00020013, 0x00000003, 0x00030021,
+    0x00000004, 0x00000003, 0x00040015, 0x00000005, 0x00000020, 0x00000000, 0x00040017,
+    0x00000006, 0x00000005, 0x00000003, 0x00040020, 0x00000007, 0x00000001, 0x00000006,
+    0x0004003b, 0x00000007, 0x00000002, 0x00000001, 0x0003001d, 0x00000008, 0x00000005,
+    0x0003001e, 0x00000009, 0x00000008, 0x00040020, 0x0000000a, 0x00000002, 0x00000009,
+    0x0004003b, 0x0000000a, 0x0000000b, 0x00000002, 0x00040020, 0x0000000c, 0x00000001,
+    0x00000005, 0x00040020, 0x0000000d, 0x00000002, 0x00000005, 0x0004002b, 0x00000005,
+    0x0000000e, 0x00000000, 0x0004002b, 0x00000005, 0x0000000f, 0x01010101, 0x00050036,
+    0x00000003, 0x00000001, 0x00000000, 0x00000004, 0x000200f8, 0x00000010, 0x00050041,
+    0x0000000c, 0x00000011, 0x00000002, 0x0000000e, 0x0004003d, 0x00000005, 0x00000012,
+    0x00000011, 0x00060041, 0x0000000d, 0x00000013, 0x0000000b, 0x0000000e, 0x00000012,
+    0x0003003e, 0x00000013, 0x0000000f, 0x000100fd, 0x00010038
+};
+
+void compute_open(compute_rig *c, VkDescriptorType type)
+{
+    c->type = type;
+    VkDescriptorSetLayoutBinding b = {.binding = 0, .descriptorType = type,
+                                      .descriptorCount = 1,
+                                      .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    VkDescriptorSetLayoutCreateInfo lci = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 1,
+        .pBindings = &b};
+    VK_CHECK(vkCreateDescriptorSetLayout(device, &lci, NULL, &c->set_layout));
+    VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                      .setLayoutCount = 1, .pSetLayouts = &c->set_layout};
+    VK_CHECK(vkCreatePipelineLayout(device, &pli, NULL, &c->layout));
+    VkShaderModuleCreateInfo smi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                    .codeSize = sizeof(shader), .pCode = shader};
+    VkShaderModule module;
+    VK_CHECK(vkCreateShaderModule(device, &smi, NULL, &module));
+    VkComputePipelineCreateInfo cpi = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = module, .pName = "main"},
+        .layout = c->layout};
+    VK_CHECK(vkCreateComputePipelines(device, VK_NULL_HANDLE, 1, &cpi, NULL, &c->pipeline));
+    vkDestroyShaderModule(device, module, NULL);
+    VkDescriptorPoolSize size = {.type = type, .descriptorCount = 8};
+    VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                      .flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
+                                      .maxSets = 8, .poolSizeCount = 1, .pPoolSizes = &size};
+    VK_CHECK(vkCreateDescriptorPool(device, &dpi, NULL, &c->pool));
+}
+
+VkDescriptorSet compute_set(const compute_rig *c)
+{
+    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                      .descriptorPool = c->pool, .descriptorSetCount = 1,
+                                      .pSetLayouts = &c->set_layout};
+    VkDescriptorSet set;
+    VK_CHECK(vkAllocateDescriptorSets(device, &ai, &set));
+    return set;
+}
+
+void compute_write(const compute_rig *c, VkDescriptorSet set, VkBuffer buffer)
+{
+    VkDescriptorBufferInfo bi = {.buffer = buffer, .offset = 0, .range = 4096};
+    VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set,
+                              .dstBinding = 0, .descriptorCount = 1, .descriptorType = c->type,
+                              .pBufferInfo = &bi};
+    vkUpdateDescriptorSets(device, 1, &w, 0, NULL);
+}
+
+void compute_close(compute_rig *c)
+{
+    vkDestroyDescriptorPool(device, c->pool, NULL);
+    vkDestroyPipeline(device, c->pipeline, NULL);
+    vkDestroyPipelineLayout(device, c->layout, NULL);
+    vkDestroyDescriptorSetLayout(device, c->set_layout, NULL);
 }

@@ -28,6 +28,9 @@ void make_buffer(VkBuffer *buffer, VkDeviceMemory *memory);
 /* A CPU tensor of the BYTES / 4 uint32 at p (a host mapping), whose
  * deleter frees nothing. */
 DLManagedTensor mapped_tensor(uint32_t *p);
+/* Memory of the first type `req` accepts, for a buffer or an image that
+ * the host never reads. */
+VkDeviceMemory memory_for(const VkMemoryRequirements *req);
 /* The memory exported as an opaque file descriptor. */
 int memory_fd(VkDeviceMemory memory);
 
@@ -46,8 +49,32 @@ typedef struct {
 void rig_open(queue_rig *r);
 /* A command buffer begun; its first command waits for the gate (gated). */
 VkCommandBuffer rig_begin(const queue_rig *r, int gated);
+/* The queue programs' handoff: a CPU tensor over the first `words` words
+ * of the mapping exported by "vkproducer" and imported by "cpuconsumer",
+ * which prints the word at index 1 as it read it ("consumer saw N"). */
+void rig_handoff(const queue_rig *r, int64_t words);
 /* The gate set, the queue idle, then everything destroyed, the device and
  * the instance last. */
 void rig_close(queue_rig *r);
+
+/* A compute pipeline whose shader writes 0x01010101 to the first words of
+ * the storage buffer at set 0, binding 0 (one word a workgroup: 16 for a
+ * dispatch of 16 x 1 x 1), bound as `type` (a plain or a dynamic storage
+ * buffer), and a pool of 8 sets of its layout that can be freed. */
+typedef struct {
+    VkDescriptorType type;
+    VkDescriptorSetLayout set_layout;
+    VkPipelineLayout layout;
+    VkPipeline pipeline;
+    VkDescriptorPool pool;
+} compute_rig;
+/* After open_device. */
+void compute_open(compute_rig *c, VkDescriptorType type);
+/* A set allocated from the pool, empty. */
+VkDescriptorSet compute_set(const compute_rig *c);
+/* The buffer's first 4 KiB written to the set's binding 0. */
+void compute_write(const compute_rig *c, VkDescriptorSet set, VkBuffer buffer);
+/* Everything destroyed (before rig_close). */
+void compute_close(compute_rig *c);
 
 #endif

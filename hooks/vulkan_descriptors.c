@@ -1,0 +1,465 @@
+/*
+ * vulkan_descriptors.c — what a compute dispatch writes: the storage
+ * buffers bound to the compute bind point through descriptor sets when it
+ * is recorded (the Vulkan family's third file; vulkan_family.h says what
+ * the files share).
+ *
+ * A shader's writes go through descriptors, so the layer follows what each
+ * descriptor set holds: its layout's bindings (copied at allocation, as a
+ * layout may be destroyed while its sets live), the buffers written into
+ * it (vkUpdateDescriptorSets' writes and copies), and the sets bound to a
+ * command buffer's compute bind point with their dynamic offsets.  A
+ * dispatch then counts as a write of every storage buffer (plain or
+ * dynamic) bound: recorded into the command buffer as its fills are
+ * (ds_vk_recorded_write), submitted with it.
+ *
+ * Conservative: whether a shader only reads a storage buffer is in its
+ * SPIR-V, which is not parsed, and a set bound but unused by the pipeline
+ * (or disturbed by a later bind of an incompatible layout) still counts.
+ * Such a buffer handed over before the dispatch is waited for is reported
+ * though the shader never wrote it; a program that waits for the fence or
+ * semaphore before the handoff is silent either way, its write ordered.
+ *
+ * Every table is bounded; what one cannot hold is unseen (it can hide a
+ * race, never make one): a set, a layout or a command buffer that finds no
+ * slot, a layout of more than DS_VK_LAYOUT_BINDINGS bindings, descriptors
+ * past a set's first DS_VK_SET_DESCRIPTORS, dynamic offsets past a bound
+ * set's first DS_VK_SET_DYNAMIC.  Unseen too, and never kept stale: a set
+ * updated through a template (forgotten), sets of update-after-bind layouts
+ * (their contents are read at submission, not at recording), push
+ * descriptors and descriptor buffers (the slot they take is emptied),
+ * storage texel buffers (a view, not followed), mutable descriptors.
+ *
+ * Wraps (vulkan_descriptors.def): vkCreateDescriptorSetLayout,
+ * vkDestroyDescriptorSetLayout, vkAllocateDescriptorSets,
+ * vkFreeDescriptorSets, vkResetDescriptorPool, vkDestroyDescriptorPool,
+ * vkUpdateDescriptorSets, vkUpdateDescriptorSetWithTemplate(KHR),
+ * vkCmdBindDescriptorSets, vkCmdPushDescriptorSetKHR,
+ * vkCmdPushDescriptorSetWithTemplateKHR, vkCmdSetDescriptorBufferOffsetsEXT,
+ * vkCmdDispatch, vkCmdDispatchIndirect, vkCmdDispatchBase(KHR).
+ */
+#include <string.h>
+
+#include "vulkan_family.h"
+
+#define DS_VK_LAYOUTS 1024u        /* set layouts (a power of two) */
+#define DS_VK_SETS 4096u           /* descriptor sets (a power of two) */
+#define DS_VK_BINDERS 4096u        /* command buffers' bound sets (a power of two) */
+#define DS_VK_LAYOUT_BINDINGS 16u  /* a layout with more: its sets unseen */
+#define DS_VK_SET_DESCRIPTORS 32u  /* a set's descriptors kept, in binding order */
+#define DS_VK_BOUND_SETS 8u        /* compute sets followed per command buffer */
+#define DS_VK_SET_DYNAMIC 8u       /* dynamic offsets kept per bound set */
+
+#define DELETED (~(uint64_t)0)
+
+/* A layout's binding: its descriptors are the set's, from `first` on. */
+typedef struct {
+    uint32_t number, count, first;
+    VkDescriptorType type;
+} binding;
+
+typedef struct {
+    uint32_t n; /* bindings, by number */
+    binding b[DS_VK_LAYOUT_BINDINGS];
+} shape;
+
+typedef struct {
+    uint64_t handle; /* 0: free; DELETED */
+    shape s;
+} known_layout;
+
+typedef struct {
+    uint64_t buffer, offset, range; /* buffer 0: nothing known there */
+} descriptor;
+
+typedef struct {
+    uint64_t handle; /* 0: free; DELETED */
+    shape s;
+    descriptor d[DS_VK_SET_DESCRIPTORS];
+} known_set;
+
+/* The sets bound to a command buffer's compute bind point. */
+typedef struct {
+    uint64_t handle; /* the command buffer; 0: free (never deleted: Begin empties it) */
+    uint64_t bound[DS_VK_BOUND_SETS];
+    uint32_t dynamic[DS_VK_BOUND_SETS][DS_VK_SET_DYNAMIC];
+    uint8_t dynamic_known[DS_VK_BOUND_SETS]; /* how many of dynamic[i] are known */
+} binder;
+
+static known_layout *known_layouts;
+static known_set *known_sets;
+static binder *binders;
+/* Each set's pool, beside the sets (by slot): a pool reset walks these
+ * 32 KiB, not the sets' 4 MiB. */
+static uint64_t set_pools[DS_VK_SETS];
+
+/* Lock held.  Open addressing over handles in a table of `n` slots of
+ * `size` bytes, each starting with its handle: the slot of `handle`, or
+ * (insert) a free one for it; NULL when none. */
+static void *slot_of(void *table, size_t size, unsigned n, uint64_t handle, bool insert)
+{
+    if (!table || !handle || handle == DELETED)
+        return NULL;
+    char *base = table;
+    uint64_t h = (handle * 0x9e3779b97f4a7c15ull) >> 32, *hole = NULL;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t *t = (uint64_t *)(void *)(base + size * (size_t)((h + i) & (n - 1)));
+        if (*t == handle)
+            return t;
+        if (*t == DELETED && !hole)
+            hole = t;
+        if (!*t)
+            return insert ? (hole ? hole : t) : NULL;
+    }
+    return insert ? hole : NULL;
+}
+
+/* Lock held: the tables, mapped on first use. */
+static known_layout *layout_of(uint64_t handle, bool insert)
+{
+    if (!known_layouts && insert)
+        known_layouts = ds_map(sizeof(known_layout) * DS_VK_LAYOUTS, false);
+    return slot_of(known_layouts, sizeof(known_layout), DS_VK_LAYOUTS, handle, insert);
+}
+
+static known_set *set_of(uint64_t handle, bool insert)
+{
+    if (!known_sets && insert)
+        known_sets = ds_map(sizeof(known_set) * DS_VK_SETS, false);
+    return slot_of(known_sets, sizeof(known_set), DS_VK_SETS, handle, insert);
+}
+
+static binder *binder_of(uint64_t handle, bool insert)
+{
+    if (!binders && insert)
+        binders = ds_map(sizeof(binder) * DS_VK_BINDERS, false);
+    return slot_of(binders, sizeof(binder), DS_VK_BINDERS, handle, insert);
+}
+
+static bool is_storage(VkDescriptorType type)
+{
+    return type == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER ||
+           type == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC;
+}
+
+/* Whether a binding's descriptors take dynamic offsets (uniform ones
+ * count in their order too). */
+static bool is_dynamic(VkDescriptorType type)
+{
+    return type == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC ||
+           type == VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC;
+}
+
+/* ---- layouts and sets -------------------------------------------------------------- */
+
+/* A layout's bindings sorted by number, each given its first descriptor:
+ * a set's descriptors are numbered in binding order, which is also the
+ * order in which a write runs over into the next binding and in which
+ * dynamic offsets are given.  An inline uniform block's count is bytes,
+ * not descriptors: it takes none. */
+static bool shape_read(const VkDescriptorSetLayoutCreateInfo *info, shape *s)
+{
+    if (!info || info->bindingCount > DS_VK_LAYOUT_BINDINGS ||
+        (info->bindingCount && !info->pBindings) ||
+        info->flags & VK_DESCRIPTOR_SET_LAYOUT_CREATE_UPDATE_AFTER_BIND_POOL_BIT)
+        return false;
+    *s = (shape){.n = info->bindingCount};
+    for (uint32_t i = 0; i < s->n; i++) {
+        const VkDescriptorSetLayoutBinding *from = &info->pBindings[i];
+        binding b = {from->binding, from->descriptorCount, 0, from->descriptorType};
+        if (b.type == VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK)
+            b.count = 0;
+        uint32_t k = i;
+        for (; k > 0 && s->b[k - 1].number > b.number; k--)
+            s->b[k] = s->b[k - 1];
+        s->b[k] = b;
+    }
+    uint64_t first = 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        s->b[i].first = first < DS_VK_SET_DESCRIPTORS ? (uint32_t)first : DS_VK_SET_DESCRIPTORS;
+        first += s->b[i].count;
+    }
+    return true;
+}
+
+static void layout_created(VkDescriptorSetLayout handle,
+                           const VkDescriptorSetLayoutCreateInfo *info)
+{
+    if (!ds_sync_enabled())
+        return;
+    shape s;
+    bool known = shape_read(info, &s);
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    known_layout *l = layout_of(P(handle), known);
+    if (l && known)
+        *l = (known_layout){P(handle), s};
+    else if (l) /* a handle made again, of a layout not followed */
+        l->handle = DELETED;
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+static void layout_destroyed(VkDescriptorSetLayout handle)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    known_layout *l = layout_of(P(handle), false);
+    if (l)
+        l->handle = DELETED;
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* Each set allocated begins empty with its layout's shape; one whose
+ * layout is not followed, or that finds no slot, is unseen (an entry left
+ * under its handle by a device destroyed with its pools goes). */
+static void sets_allocated(const VkDescriptorSetAllocateInfo *info, const VkDescriptorSet *out)
+{
+    if (!ds_sync_enabled() || !info->pSetLayouts)
+        return;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    for (uint32_t i = 0; i < info->descriptorSetCount; i++) {
+        const known_layout *l = layout_of(P(info->pSetLayouts[i]), false);
+        known_set *s = set_of(P(out[i]), l != NULL);
+        if (s && l) {
+            *s = (known_set){.handle = P(out[i]), .s = l->s};
+            set_pools[s - known_sets] = P(info->descriptorPool);
+        } else if (s) {
+            s->handle = DELETED;
+        }
+    }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+static void sets_freed(uint32_t count, const VkDescriptorSet *freed)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    for (uint32_t i = 0; known_sets && freed && i < count; i++) {
+        known_set *s = set_of(P(freed[i]), false);
+        if (s) {
+            s->handle = DELETED;
+            set_pools[s - known_sets] = 0;
+        }
+    }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* A pool reset or destroyed frees its sets: a walk of the table (rare). */
+static void pool_emptied(VkDescriptorPool pool)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    for (unsigned i = 0; known_sets && pool && i < DS_VK_SETS; i++)
+        if (set_pools[i] == P(pool)) {
+            set_pools[i] = 0;
+            known_sets[i].handle = DELETED;
+        }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* A set updated in a way not followed: all it holds forgotten. */
+static void set_forgotten(VkDescriptorSet handle)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    known_set *s = set_of(P(handle), false);
+    if (s)
+        memset(s->d, 0, sizeof(s->d));
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* Where the k-th descriptor from (binding, element) lies in the set, a
+ * write or copy running over into the following bindings as Vulkan says;
+ * false past the layout's last.  *index is DS_VK_SET_DESCRIPTORS or more
+ * for one not kept. */
+static bool descriptor_at(const shape *s, uint32_t number, uint64_t element, uint32_t *index,
+                          VkDescriptorType *type)
+{
+    uint32_t i = 0;
+    while (i < s->n && s->b[i].number != number)
+        i++;
+    for (; i < s->n; i++) {
+        if (element < s->b[i].count) {
+            uint64_t at = (uint64_t)s->b[i].first + element;
+            *index = at < DS_VK_SET_DESCRIPTORS ? (uint32_t)at : DS_VK_SET_DESCRIPTORS;
+            *type = s->b[i].type;
+            return true;
+        }
+        element -= s->b[i].count;
+    }
+    return false;
+}
+
+/* Lock held. */
+static void write_followed(const VkWriteDescriptorSet *w)
+{
+    known_set *s = set_of(P(w->dstSet), false);
+    if (!s || w->descriptorType == VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK)
+        return;
+    for (uint32_t k = 0; k < w->descriptorCount; k++) {
+        uint32_t at;
+        VkDescriptorType type;
+        /* past the descriptors kept, so are the rest (in binding order) */
+        if (!descriptor_at(&s->s, w->dstBinding, (uint64_t)w->dstArrayElement + k, &at, &type) ||
+            type != w->descriptorType || at >= DS_VK_SET_DESCRIPTORS)
+            return;
+        const VkDescriptorBufferInfo *b = is_storage(type) ? w->pBufferInfo : NULL;
+        s->d[at] = b ? (descriptor){P(b[k].buffer), b[k].offset, b[k].range} : (descriptor){0};
+    }
+}
+
+/* Lock held.  A descriptor copied from one not kept is not known. */
+static void copy_followed(const VkCopyDescriptorSet *c)
+{
+    const known_set *from = set_of(P(c->srcSet), false);
+    known_set *to = set_of(P(c->dstSet), false);
+    for (uint32_t k = 0; to && k < c->descriptorCount; k++) {
+        uint32_t src = DS_VK_SET_DESCRIPTORS, dst;
+        VkDescriptorType src_type = VK_DESCRIPTOR_TYPE_MAX_ENUM, type;
+        if (!descriptor_at(&to->s, c->dstBinding, (uint64_t)c->dstArrayElement + k, &dst, &type) ||
+            dst >= DS_VK_SET_DESCRIPTORS)
+            return;
+        if (from && !descriptor_at(&from->s, c->srcBinding, (uint64_t)c->srcArrayElement + k,
+                                   &src, &src_type))
+            src = DS_VK_SET_DESCRIPTORS;
+        to->d[dst] = src < DS_VK_SET_DESCRIPTORS && src_type == type ? from->d[src]
+                                                                     : (descriptor){0};
+    }
+}
+
+/* Writes in order, then copies, as the driver applies them. */
+static void sets_updated(uint32_t writes, const VkWriteDescriptorSet *w, uint32_t copies,
+                         const VkCopyDescriptorSet *c)
+{
+    if (!ds_sync_enabled())
+        return;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    for (uint32_t i = 0; known_sets && w && i < writes; i++)
+        write_followed(&w[i]);
+    for (uint32_t i = 0; known_sets && c && i < copies; i++)
+        copy_followed(&c[i]);
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* ---- command buffers: what is bound, what a dispatch writes ------------------------- */
+
+/* The command buffer begun again or reset: nothing bound (vulkan_queues.c
+ * calls it with its own recording's reset). */
+void ds_vk_bindings_reset(VkCommandBuffer cb)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    binder *b = binder_of(P(cb), false);
+    if (b)
+        *b = (binder){.handle = b->handle};
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* How many dynamic descriptors a set's layout has, in all. */
+static uint64_t dynamic_count(const shape *s)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < s->n; i++)
+        if (is_dynamic(s->b[i].type))
+            n += s->b[i].count;
+    return n;
+}
+
+/* Sets bound at the compute bind point from `first` on.  Dynamic offsets
+ * are handed out in order of set, then of descriptor; past a set not
+ * followed (how many it takes is unknown) or past the offsets given, a
+ * set's dynamic buffers are unseen. */
+static void sets_bound(VkCommandBuffer cb, VkPipelineBindPoint point, uint32_t first,
+                       uint32_t count, const VkDescriptorSet *bound, uint32_t offsets,
+                       const uint32_t *offset)
+{
+    if (!ds_sync_enabled() || point != VK_PIPELINE_BIND_POINT_COMPUTE || !bound)
+        return;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    binder *b = binder_of(P(cb), true);
+    if (b)
+        b->handle = P(cb);
+    uint64_t next = 0; /* the next dynamic offset; UINT64_MAX: lost count */
+    for (uint32_t i = 0; b && i < count && first + (uint64_t)i < DS_VK_BOUND_SETS; i++) {
+        uint32_t at = first + i;
+        b->bound[at] = P(bound[i]);
+        b->dynamic_known[at] = 0;
+        const known_set *s = set_of(P(bound[i]), false);
+        uint64_t n = s ? dynamic_count(&s->s) : 0;
+        if (!s && bound[i]) {
+            next = UINT64_MAX;
+            continue;
+        }
+        for (uint64_t k = 0; next != UINT64_MAX && k < n && k < DS_VK_SET_DYNAMIC &&
+                             offset && next + k < offsets;
+             k++) {
+            b->dynamic[at][k] = offset[next + k];
+            b->dynamic_known[at] = (uint8_t)(k + 1);
+        }
+        if (next != UINT64_MAX)
+            next += n;
+    }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* Slots of the compute bind point taken by what is not followed (push
+ * descriptors, descriptor buffers): emptied, so that the set they replace
+ * no longer counts. */
+static void slots_taken(VkCommandBuffer cb, VkPipelineBindPoint point, uint32_t first,
+                        uint32_t count)
+{
+    if (!ds_sync_enabled() || point != VK_PIPELINE_BIND_POINT_COMPUTE)
+        return;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    binder *b = binder_of(P(cb), false);
+    for (uint32_t i = 0; b && i < count && first + (uint64_t)i < DS_VK_BOUND_SETS; i++)
+        b->bound[first + i] = 0;
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* Lock held.  The storage buffers of one bound set, as (buffer, offset,
+ * range) into w[n..max); the new n. */
+static unsigned set_writes(const binder *b, uint32_t at, descriptor *w, unsigned n, unsigned max)
+{
+    const known_set *s = set_of(b->bound[at], false);
+    uint32_t dynamic = 0; /* dynamic descriptors before this one */
+    for (uint32_t i = 0; s && i < s->s.n; i++) {
+        const binding *bd = &s->s.b[i];
+        bool dyn = is_dynamic(bd->type);
+        for (uint32_t k = 0; k < bd->count && bd->first + k < DS_VK_SET_DESCRIPTORS; k++) {
+            const descriptor *d = &s->d[bd->first + k];
+            uint32_t nth = dyn ? dynamic++ : 0;
+            if (!is_storage(bd->type) || !d->buffer || n >= max ||
+                (dyn && nth >= b->dynamic_known[at]))
+                continue;
+            w[n++] = (descriptor){d->buffer, d->offset + (dyn ? b->dynamic[at][nth] : 0),
+                                  d->range};
+        }
+    }
+    return n;
+}
+
+/* A dispatch recorded (`any`: it runs at least one workgroup): a write of
+ * every storage buffer bound, recorded into the command buffer. */
+static void dispatched(VkCommandBuffer cb, bool any)
+{
+    if (!any || !ds_sync_enabled())
+        return;
+    descriptor w[16];
+    unsigned n = 0;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    const binder *b = known_sets ? binder_of(P(cb), false) : NULL;
+    for (uint32_t at = 0; b && at < DS_VK_BOUND_SETS; at++)
+        if (b->bound[at])
+            n = set_writes(b, at, w, n, (unsigned)DS_ARRAY_LEN(w));
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+    for (unsigned i = 0; i < n; i++)
+        ds_vk_recorded_write(cb, (VkBuffer)(uintptr_t)w[i].buffer, w[i].offset, w[i].range);
+}
+
+/* ---- the wrappers ---------------------------------------------------------------- */
+#include "vulkan_wrap.h"
+#include "vulkan_descriptors.def"
+#include "vulkan_forms_undef.h"
+
+PFN_vkVoidFunction ds_vk_descriptor_wrapper(const ds_vk_device *d, const char *name)
+{
+#include "vulkan_lookup.h"
+#include "vulkan_descriptors.def"
+#include "vulkan_forms_undef.h"
+    return NULL;
+}

@@ -1,0 +1,168 @@
+/*
+ * A compute dispatch's write handed to the host through DLPack: a shader
+ * that writes its storage buffer, bound through a descriptor set, then a
+ * CPU tensor over the buffer's host mapping exported and read by a
+ * consumer: `vk_dispatch MODE`.  Real Vulkan calls only (lavapipe in CI).
+ *
+ * As vk_queue, the dispatch is made late on purpose: the command buffer
+ * first waits for an event the host sets, and in the racy modes the host
+ * sets it only after the consumer has read, so that the race is
+ * deterministic.  The shader writes 0x01010101 to the first 16 words of the
+ * buffer at binding 0 of set 0.
+ *
+ *   unsynced   the buffer bound, nothing waited for (race)
+ *   fence      vkWaitForFences on the submission's fence first
+ *   dynamic    bound as a dynamic storage buffer, dynamic offset 0 (race)
+ *   dynamic_far  the same at dynamic offset 32 KiB, the tensor over the
+ *              first 4 KiB alone: the shader writes none of its bytes
+ *              (no race)
+ *   copied     written to another set, copied into the one bound
+ *              (vkUpdateDescriptorSets' copies; race)
+ *   indirect   vkCmdDispatchIndirect (race)
+ *   unwaited   the event set (the dispatch may run) but nothing waited
+ *              for: what the consumer reads depends on timing (race)
+ *   unbound    the buffer written into a set that is never bound; the
+ *              dispatch writes another buffer (no race on this one)
+ *   replaced   the buffer's set bound, then another set bound in its
+ *              place before the dispatch (no race)
+ *   reset      the buffer's set freed with its pool reset; a set allocated
+ *              afresh (the same handle, likely) holds another buffer
+ *              (no race)
+ *   template   the buffer's set updated through a descriptor update
+ *              template to hold another buffer before it is bound (no race)
+ *
+ * It prints what the consumer read (1 is the old value, 16843009 the
+ * shader's) and exits 0 when every call it made succeeded.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_setup.h"
+
+static compute_rig c; /* its pipeline, set layout and pool of sets */
+
+static int far; /* dynamic_far */
+
+static void bind(VkCommandBuffer cb, VkDescriptorSet set, int dynamic)
+{
+    uint32_t offset = far ? 32768 : 0;
+    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &set,
+                            dynamic ? 1 : 0, dynamic ? &offset : NULL);
+}
+
+/* Another host-visible buffer (of make_buffer's). */
+static VkBuffer other;
+static VkDeviceMemory other_memory;
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "unsynced";
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    open_device();
+    queue_rig rig;
+    rig_open(&rig);
+    make_buffer(&other, &other_memory);
+    far = !strcmp(mode, "dynamic_far");
+    int dynamic = far || !strcmp(mode, "dynamic");
+    VkDescriptorType type =
+        dynamic ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    compute_open(&c, type);
+
+    /* The indirect dispatch's arguments: 16 x 1 x 1. */
+    VkBuffer args;
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 64,
+                              .usage = VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT |
+                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VK_CHECK(vkCreateBuffer(device, &bci, NULL, &args));
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(device, args, &req);
+    VkDeviceMemory args_memory = memory_for(&req);
+    VK_CHECK(vkBindBufferMemory(device, args, args_memory, 0));
+
+    VkDescriptorSet set = compute_set(&c), bound = set;
+    compute_write(&c, set, rig.buffer);
+    if (!strcmp(mode, "copied")) {
+        bound = compute_set(&c);
+        VkCopyDescriptorSet copy = {.sType = VK_STRUCTURE_TYPE_COPY_DESCRIPTOR_SET,
+                                    .srcSet = set, .dstSet = bound, .descriptorCount = 1};
+        vkUpdateDescriptorSets(device, 0, NULL, 1, &copy);
+    }
+    if (!strcmp(mode, "unbound")) {
+        bound = compute_set(&c);
+        compute_write(&c, bound, other);
+    }
+    if (!strcmp(mode, "template")) {
+        VkDescriptorUpdateTemplateEntry entry = {.descriptorCount = 1, .descriptorType = type,
+                                                 .stride = sizeof(VkDescriptorBufferInfo)};
+        VkDescriptorUpdateTemplateCreateInfo tci = {
+            .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_UPDATE_TEMPLATE_CREATE_INFO,
+            .descriptorUpdateEntryCount = 1, .pDescriptorUpdateEntries = &entry,
+            .templateType = VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_DESCRIPTOR_SET,
+            .descriptorSetLayout = c.set_layout};
+        VkDescriptorUpdateTemplate update;
+        VK_CHECK(vkCreateDescriptorUpdateTemplate(device, &tci, NULL, &update));
+        VkDescriptorBufferInfo bi = {.buffer = other, .offset = 0, .range = 4096};
+        vkUpdateDescriptorSetWithTemplate(device, set, update, &bi);
+        vkDestroyDescriptorUpdateTemplate(device, update, NULL);
+    }
+    if (!strcmp(mode, "reset")) {
+        VK_CHECK(vkResetDescriptorPool(device, c.pool, 0));
+        bound = compute_set(&c);
+        compute_write(&c, bound, other);
+    }
+
+    VkFence fence;
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VK_CHECK(vkCreateFence(device, &fci, NULL, &fence));
+    VkCommandBuffer cb = rig_begin(&rig, 0);
+    if (!strcmp(mode, "indirect")) {
+        uint32_t groups[3] = {16, 1, 1};
+        vkCmdUpdateBuffer(cb, args, 0, sizeof(groups), groups);
+        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_INDIRECT_COMMAND_READ_BIT};
+        vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    }
+    vkCmdWaitEvents(cb, 1, &rig.gate, VK_PIPELINE_STAGE_HOST_BIT,
+                    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, NULL, 0, NULL, 0, NULL);
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipeline);
+    bind(cb, bound, dynamic);
+    if (!strcmp(mode, "replaced")) {
+        VkDescriptorSet another = compute_set(&c);
+        compute_write(&c, another, other);
+        bind(cb, another, dynamic);
+    }
+    if (!strcmp(mode, "indirect"))
+        vkCmdDispatchIndirect(cb, args, 0);
+    else
+        vkCmdDispatch(cb, 16, 1, 1);
+    VkMemoryBarrier host = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                            .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                            .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
+                         1, &host, 0, NULL, 0, NULL);
+    VK_CHECK(vkEndCommandBuffer(cb));
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                       .pCommandBuffers = &cb};
+    VK_CHECK(vkQueueSubmit(rig.queue, 1, &si, fence));
+
+    if (!strcmp(mode, "fence") || !strcmp(mode, "unwaited"))
+        VK_CHECK(vkSetEvent(device, rig.gate));
+    if (!strcmp(mode, "fence"))
+        VK_CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
+    rig_handoff(&rig, far ? 1024 : BYTES / 4);
+
+    VK_CHECK(vkSetEvent(device, rig.gate));
+    VK_CHECK(vkQueueWaitIdle(rig.queue));
+    vkDestroyFence(device, fence, NULL);
+    compute_close(&c);
+    vkDestroyBuffer(device, args, NULL);
+    vkFreeMemory(device, args_memory, NULL);
+    vkDestroyBuffer(device, other, NULL);
+    vkFreeMemory(device, other_memory, NULL);
+    rig_close(&rig);
+    return 0;
+}
