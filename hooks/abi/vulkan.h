@@ -92,6 +92,10 @@ typedef enum VkImageLayout { VK_IMAGE_LAYOUT_MAX_ENUM = 0x7FFFFFFF } VkImageLayo
 typedef enum VkExternalMemoryHandleTypeFlagBits {
     VK_EXTERNAL_MEMORY_HANDLE_TYPE_FLAG_BITS_MAX_ENUM = 0x7FFFFFFF
 } VkExternalMemoryHandleTypeFlagBits;
+typedef enum VkExternalSemaphoreHandleTypeFlagBits {
+    VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT = 1,
+    VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_FLAG_BITS_MAX_ENUM = 0x7FFFFFFF
+} VkExternalSemaphoreHandleTypeFlagBits;
 #endif
 
 typedef void (*PFN_vkVoidFunction)(void);
@@ -187,6 +191,13 @@ typedef struct VkMemoryGetFdInfoKHR {
     VkDeviceMemory memory;
     VkExternalMemoryHandleTypeFlagBits handleType;
 } VkMemoryGetFdInfoKHR;
+
+typedef struct VkSemaphoreGetFdInfoKHR {
+    VkStructureType sType;
+    const void *pNext;
+    VkSemaphore semaphore;
+    VkExternalSemaphoreHandleTypeFlagBits handleType;
+} VkSemaphoreGetFdInfoKHR;
 
 /* Its size is what the layer reads. */
 typedef enum VkSharingMode { VK_SHARING_MODE_MAX_ENUM = 0x7FFFFFFF } VkSharingMode;
@@ -390,6 +401,8 @@ typedef void (*PFN_vkCmdCopyImageToBuffer)(VkCommandBuffer commandBuffer, VkImag
     const VkBufferImageCopy *pRegions);
 typedef VkResult (*PFN_vkGetMemoryFdKHR)(VkDevice device,
     const VkMemoryGetFdInfoKHR *pGetFdInfo, int *pFd);
+typedef VkResult (*PFN_vkGetSemaphoreFdKHR)(VkDevice device,
+    const VkSemaphoreGetFdInfoKHR *pGetFdInfo, int *pFd);
 
 /* ---- the loader's layer interface (vk_layer.h) ---- */
 typedef PFN_vkVoidFunction (*PFN_GetPhysicalDeviceProcAddr)(VkInstance instance,

@@ -607,9 +607,10 @@ static inline void snapshot(event *e, int s)
     e->from_freed = freed;
 }
 
-/* A record the general way. */
-__attribute__((noinline)) static void record_general(int api, uintptr_t ev, uintptr_t handle,
-                                                     bool ptsz)
+/* A record the general way: `api`'s stream snapshotted into `ev_api`'s
+ * event (another family's where a semaphore is shared). */
+__attribute__((noinline)) static void record_general(int api, int ev_api, uintptr_t ev,
+                                                     uintptr_t handle, bool ptsz)
 {
     ds_lock_take(DS_LOCK_SYNC);
     int s = stream_index(api, handle, ptsz, true);
@@ -617,7 +618,7 @@ __attribute__((noinline)) static void record_general(int api, uintptr_t ev, uint
         bool own = stream_take(s);
         before_op(s);
         event_table *et = events_take(ev);
-        event *e = event_of(et, api, ev, true);
+        event *e = event_of(et, ev_api, ev, true);
         if (e)
             snapshot(e, s);
         events_give(et);
@@ -653,7 +654,13 @@ __attribute__((always_inline)) inline bool ds_sync_event_recorded_now(int api, u
 void ds_sync_event_recorded(int api, uintptr_t ev, uintptr_t handle, bool ptsz)
 {
     if (!ds_sync_event_recorded_now(api, ev, handle, ptsz))
-        record_general(api, ev, handle, ptsz);
+        record_general(api, api, ev, handle, ptsz);
+}
+
+void ds_sync_shared_recorded(int ev_api, uintptr_t ev, int api, uintptr_t handle, bool ptsz)
+{
+    if (ds_sync_enabled())
+        record_general(api, ev_api, ev, handle, ptsz);
 }
 
 void ds_sync_event_destroyed(int api, uintptr_t ev)
@@ -683,14 +690,14 @@ void ds_sync_event_destroyed(int api, uintptr_t ev)
 
 /* A wait on a settled stream takes its shard and the event's; anything
  * else SYNC first (the host's clock is merged before). */
-void ds_sync_stream_waits(int api, uintptr_t handle, uintptr_t ev, bool ptsz)
+static void stream_waits(int api, uintptr_t handle, bool ptsz, int ev_api, uintptr_t ev)
 {
     if (!ds_sync_enabled())
         return;
     const stream_memo *m = settled(api, handle, ptsz);
     if (m) {
         event_table *et = events_take(ev);
-        event *e = event_of(et, api, ev, false);
+        event *e = event_of(et, ev_api, ev, false);
         if (e && e->recorded)
             merge(&streams[m->slot], e->vc); /* not a legacy stream: nothing unsettled */
         events_give(et);
@@ -706,13 +713,23 @@ void ds_sync_stream_waits(int api, uintptr_t handle, uintptr_t ev, bool ptsz)
             merge(&streams[s], streams[HOST].vc);
         }
         event_table *et = events_take(ev);
-        event *e = event_of(et, api, ev, false);
+        event *e = event_of(et, ev_api, ev, false);
         if (e && e->recorded)
             merge(&streams[s], e->vc);
         events_give(et);
         stream_give(s, own);
     }
     ds_lock_give(DS_LOCK_SYNC);
+}
+
+void ds_sync_stream_waits(int api, uintptr_t handle, uintptr_t ev, bool ptsz)
+{
+    stream_waits(api, handle, ptsz, api, ev);
+}
+
+void ds_sync_shared_waits(int api, uintptr_t handle, bool ptsz, int ev_api, uintptr_t ev)
+{
+    stream_waits(api, handle, ptsz, ev_api, ev);
 }
 
 /* ---- the host waits: SYNC held ------------------------------------------------ */

@@ -296,3 +296,64 @@ def test_enforce_never_waits_forever_for_a_timeline_the_program_holds_back(dlshi
     assert OLD in r.stdout
     assert handoff(r) == (["export", "violation", "import", "release"],
                           ["unsynchronized_handoff"])
+
+
+# ---- a binary semaphore exported to CUDA: tests/vulkan/vk_extsem (Vulkan's
+# vkGetSemaphoreFdKHR, the descriptor imported by cudaImportExternalSemaphore
+# on the simulated device).  Lavapipe on Debian 12 has no
+# VK_KHR_external_semaphore_fd: the simulated device's layer
+# (tests/simdev/vk_semaphore_fd.c) gives it, below dlshim's layer as a
+# driver's would be.  Without it the program exits 77, which fails here.
+VK_EXTSEM = BUILD / "tests" / "vulkan" / "vk_extsem"
+SEMAPHORE_FD_LAYER = "VK_LAYER_DLSHIM_simulated_semaphore_fd"
+
+
+def extsem(dlshim, mode, sync=None, shim=True):
+    env = {"VK_ADD_LAYER_PATH": str(BUILD / "simdev" / "vulkan"),
+           "VK_INSTANCE_LAYERS": "VK_LAYER_DLSHIM_ledger:" + SEMAPHORE_FD_LAYER}
+    if sync:
+        env["DLSHIM_SYNC"] = sync
+    return run(dlshim, mode, shim=shim, env=env, program=VK_EXTSEM)
+
+
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+@pytest.mark.parametrize("mode", ["vk_to_cuda", "cuda_to_vk"])
+def test_a_semaphore_shared_with_cuda_orders_the_two_apis(dlshim, mode, sync):
+    # vk_to_cuda: the queue's fill, then the CUDA stream's wait for the
+    # semaphore it signals, then the host's synchronize of that stream;
+    # cuda_to_vk: the CUDA stream's fill, its signal, a submission's wait
+    # and the host's wait for its fence.  Each orders the write before the
+    # consumer only through the semaphore.
+    bare, r = extsem(dlshim, mode, shim=False), extsem(dlshim, mode, sync)
+    assert r.stdout == bare.stdout
+    assert handoff(r) == (["export", "import", "release"], [])
+    assert r.summary["barriers_inserted"] == 0
+
+
+def test_a_vulkan_write_not_waited_for_by_the_cuda_stream(dlshim):
+    assert OLD in extsem(dlshim, "vk_to_cuda_nowait", shim=False).stdout
+    r = extsem(dlshim, "vk_to_cuda_nowait", "check")
+    assert handoff(r) == (["export", "violation", "import", "release"],
+                          ["unsynchronized_handoff"])
+    [v], [exp] = r.violations(), r.of("export")
+    assert (v["tensor"], v["producer"], v["consumer"]) == (exp["tensor"], "vkproducer",
+                                                           "cpuconsumer")
+    assert v["producer_stream"].startswith("queue 0x") and v["consumer_stream"] == "host"
+
+
+def test_a_cuda_write_not_waited_for_by_the_submission(dlshim):
+    r = extsem(dlshim, "cuda_to_vk_nowait", "check")
+    assert handoff(r) == (["export", "import", "violation", "release"],
+                          ["unsynchronized_handoff"])
+    [v], [exp] = r.violations(), r.of("export")
+    assert (v["tensor"], v["producer"], v["consumer"]) == (exp["tensor"], "cudaproducer",
+                                                           "cudaconsumer")
+    assert v["producer_stream"].startswith("stream 0x")
+    assert v["consumer_stream"] == "legacy default stream"
+
+
+def test_enforce_orders_the_cuda_write_the_submission_did_not_wait_for(dlshim):
+    r = extsem(dlshim, "cuda_to_vk_nowait", "enforce")
+    assert r.violations() == [] and r.summary["barriers_inserted"] == 1
+    [s] = r.of("sync")
+    assert (s["producer"], s["consumer"]) == ("cudaproducer", "cudaconsumer")
