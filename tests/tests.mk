@@ -286,7 +286,7 @@ $(BUILD)/tests/vulkan/vk_hip: VK_RUNTIME = -lamdhip64
 
 gpu-check-programs: $(LIB) $(CUDA_DEVICE_PROGS) $(BUILD)/bench/streams $(VK_LAYER) \
                     $(if $(wildcard /usr/include/vulkan/vulkan.h),$(VULKAN_PROGS))
-simdev: $(SIMDEV_LIBS)
+simdev: $(SIMDEV_LIBS) $(if $(wildcard /usr/include/vulkan/vulkan.h),$(VK_SEMAPHORE_FD))
 
 # Stress programs (tests/stress): libprod for exchanges, the CUDA runtime for
 # allocations, and a plugin module loaded and unloaded in a loop.
