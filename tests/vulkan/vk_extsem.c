@@ -39,13 +39,6 @@
         }                                                                    \
     } while (0)
 
-static int64_t shape[1] = {BYTES / 4};
-
-static void no_deleter(DLManagedTensor *t)
-{
-    (void)t;
-}
-
 /* An exportable binary semaphore, exported and imported by CUDA (which
  * owns the descriptor from then on). */
 static VkSemaphore shared_semaphore(cudaExternalSemaphore_t *ext)
@@ -119,10 +112,7 @@ static void cuda_to_vk(queue_rig *rig, VkSemaphore sem, cudaExternalSemaphore_t 
     VK_CHECK(vkEndCommandBuffer(cb));
     submit(rig, cb, wait ? sem : VK_NULL_HANDLE, VK_NULL_HANDLE, fence);
     VK_CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
-    DLManagedTensor t = {
-        .dl_tensor = {.data = x, .device = {kDLCUDA, 0}, .ndim = 1,
-                      .dtype = {kDLUInt, 32, 1}, .shape = shape},
-        .deleter = no_deleter};
+    DLManagedTensor t = device_tensor(x, kDLCUDA);
     dlshim_export(&t, "cudaproducer");
     dlshim_import(&t, "cudaconsumer");
     uint32_t back[4];

@@ -115,11 +115,16 @@ static void no_deleter(DLManagedTensor *t)
     (void)t;
 }
 
-DLManagedTensor mapped_tensor(uint32_t *p)
+DLManagedTensor device_tensor(void *data, DLDeviceType type)
 {
-    return (DLManagedTensor){.dl_tensor = {.data = p, .device = {kDLCPU, 0}, .ndim = 1,
+    return (DLManagedTensor){.dl_tensor = {.data = data, .device = {type, 0}, .ndim = 1,
                                            .dtype = {kDLUInt, 32, 1}, .shape = mapped_shape},
                              .deleter = no_deleter};
+}
+
+DLManagedTensor mapped_tensor(uint32_t *p)
+{
+    return device_tensor(p, kDLCPU);
 }
 
 void rig_open(queue_rig *r)

@@ -28,6 +28,9 @@ void make_buffer(VkBuffer *buffer, VkDeviceMemory *memory);
 /* A CPU tensor of the BYTES / 4 uint32 at p (a host mapping), whose
  * deleter frees nothing. */
 DLManagedTensor mapped_tensor(uint32_t *p);
+/* A tensor of the BYTES / 4 uint32 at data on a device of `type` (kDLCUDA:
+ * a device buffer), whose deleter frees nothing. */
+DLManagedTensor device_tensor(void *data, DLDeviceType type);
 /* The memory exported as an opaque file descriptor. */
 int memory_fd(VkDeviceMemory memory);
 
