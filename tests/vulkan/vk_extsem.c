@@ -43,47 +43,24 @@
  * owns the descriptor from then on). */
 static VkSemaphore shared_semaphore(cudaExternalSemaphore_t *ext)
 {
-    VkExportSemaphoreCreateInfo export = {.sType = VK_STRUCTURE_TYPE_EXPORT_SEMAPHORE_CREATE_INFO,
-                                          .handleTypes =
-                                              VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
-    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
-                                 .pNext = &export};
-    VkSemaphore s;
-    VK_CHECK(vkCreateSemaphore(device, &sci, NULL, &s));
-    PFN_vkGetSemaphoreFdKHR get_fd =
-        (PFN_vkGetSemaphoreFdKHR)vkGetDeviceProcAddr(device, "vkGetSemaphoreFdKHR");
-    VkSemaphoreGetFdInfoKHR gfi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_GET_FD_INFO_KHR,
-                                   .semaphore = s,
-                                   .handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
-    int fd = -1;
-    VK_CHECK(get_fd(device, &gfi, &fd));
+    int fd;
+    VkSemaphore s = exported_semaphore(&fd);
     struct cudaExternalSemaphoreHandleDesc desc = {
         .type = cudaExternalSemaphoreHandleTypeOpaqueFd, .handle.fd = fd};
     CUDA_CHECK(cudaImportExternalSemaphore(ext, &desc));
     return s;
 }
 
-/* One submission of cb: it waits for `wait` and signals `signal` (either
- * VK_NULL_HANDLE: none). */
-static void submit(const queue_rig *rig, VkCommandBuffer cb, VkSemaphore wait,
-                   VkSemaphore signal, VkFence fence)
-{
-    VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                       .waitSemaphoreCount = wait ? 1 : 0, .pWaitSemaphores = &wait,
-                       .pWaitDstStageMask = &stage, .commandBufferCount = 1,
-                       .pCommandBuffers = &cb, .signalSemaphoreCount = signal ? 1 : 0,
-                       .pSignalSemaphores = &signal};
-    VK_CHECK(vkQueueSubmit(rig->queue, 1, &si, fence));
-}
-
 static void vk_to_cuda(queue_rig *rig, VkSemaphore sem, cudaExternalSemaphore_t ext,
                        cudaStream_t s, int wait)
 {
-    VkCommandBuffer cb = rig_begin(rig, 0);
+    /* Unwaited, the fill is held back until the consumer has read (the
+     * race then shows on any driver); waited for, a GPU's stream waits for
+     * it, and the simulated device's does not (its read is then timing's). */
+    VkCommandBuffer cb = rig_begin(rig, !wait);
     vkCmdFillBuffer(cb, rig->buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
     VK_CHECK(vkEndCommandBuffer(cb));
-    submit(rig, cb, VK_NULL_HANDLE, sem, VK_NULL_HANDLE);
+    rig_submit(rig, cb, VK_NULL_HANDLE, sem, VK_NULL_HANDLE);
     struct cudaExternalSemaphoreWaitParams params;
     memset(&params, 0, sizeof(params));
     if (wait)
@@ -94,6 +71,7 @@ static void vk_to_cuda(queue_rig *rig, VkSemaphore sem, cudaExternalSemaphore_t 
     dlshim_import(&t, "cpuconsumer");
     printf("consumer saw %u\n", rig->p[1]);
     t.deleter(&t);
+    VK_CHECK(vkSetEvent(device, rig->gate));
 }
 
 static void cuda_to_vk(queue_rig *rig, VkSemaphore sem, cudaExternalSemaphore_t ext,
@@ -110,7 +88,7 @@ static void cuda_to_vk(queue_rig *rig, VkSemaphore sem, cudaExternalSemaphore_t 
     VK_CHECK(vkCreateFence(device, &fci, NULL, &fence));
     VkCommandBuffer cb = rig_begin(rig, 0);
     VK_CHECK(vkEndCommandBuffer(cb));
-    submit(rig, cb, wait ? sem : VK_NULL_HANDLE, VK_NULL_HANDLE, fence);
+    rig_submit(rig, cb, wait ? sem : VK_NULL_HANDLE, VK_NULL_HANDLE, fence);
     VK_CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
     DLManagedTensor t = device_tensor(x, kDLCUDA);
     dlshim_export(&t, "cudaproducer");

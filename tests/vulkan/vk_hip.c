@@ -6,7 +6,15 @@
  *   hip_clean   HIP imports the memory, maps a buffer, frees it and destroys
  *               the import, then Vulkan frees the memory
  *   hip_early   Vulkan frees the memory while HIP still maps it
+ *   vk_to_hip   a submission fills the mapped buffer and signals a binary
+ *               semaphore exported to HIP (VK_KHR_external_semaphore_fd:
+ *               exit 77 without it); a non-blocking HIP stream waits for it,
+ *               the host synchronizes that stream, then a CPU tensor over
+ *               the mapping is handed to a consumer
+ *   vk_to_hip_nowait  the same without the HIP stream's wait (race)
  */
+#include <dlpack/dlpack.h>
+#include <dlshim.h>
 #include <hip/hip_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,9 +48,50 @@ static void hip_import(const char *mode, VkDeviceMemory memory)
         vkFreeMemory(device, memory, NULL);
 }
 
+static void vk_to_hip(int wait)
+{
+    open_device_with(VK_API_VERSION_1_1, NULL, VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
+    queue_rig rig;
+    rig_open(&rig);
+    int fd;
+    VkSemaphore sem = exported_semaphore(&fd);
+    hipExternalSemaphoreHandleDesc desc = {.type = hipExternalSemaphoreHandleTypeOpaqueFd,
+                                           .handle.fd = fd};
+    hipExternalSemaphore_t ext;
+    HIP_CHECK(hipImportExternalSemaphore(&ext, &desc)); /* HIP owns the descriptor now */
+    hipStream_t s;
+    HIP_CHECK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+    VkCommandBuffer cb = rig_begin(&rig, !wait); /* as vk_extsem's vk_to_cuda */
+    vkCmdFillBuffer(cb, rig.buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
+    VK_CHECK(vkEndCommandBuffer(cb));
+    rig_submit(&rig, cb, VK_NULL_HANDLE, sem, VK_NULL_HANDLE);
+    hipExternalSemaphoreWaitParams params;
+    memset(&params, 0, sizeof(params));
+    if (wait)
+        HIP_CHECK(hipWaitExternalSemaphoresAsync(&ext, &params, 1, s));
+    HIP_CHECK(hipStreamSynchronize(s));
+    DLManagedTensor t = mapped_tensor(rig.p);
+    dlshim_export(&t, "vkproducer");
+    dlshim_import(&t, "cpuconsumer");
+    printf("consumer saw %u\n", rig.p[1]);
+    t.deleter(&t);
+    VK_CHECK(vkSetEvent(device, rig.gate));
+    VK_CHECK(vkQueueWaitIdle(rig.queue));
+    HIP_CHECK(hipDestroyExternalSemaphore(ext));
+    HIP_CHECK(hipStreamDestroy(s));
+    vkDestroySemaphore(device, sem, NULL);
+    rig_close(&rig);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "hip_clean";
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (!strncmp(mode, "vk_to_hip", 9)) {
+        vk_to_hip(!strstr(mode, "_nowait"));
+        printf("done %s\n", mode);
+        return 0;
+    }
     open_device();
     VkBuffer buffer;
     VkDeviceMemory memory;

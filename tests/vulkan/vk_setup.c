@@ -167,3 +167,34 @@ void rig_close(queue_rig *r)
     vkDestroyDevice(device, NULL);
     vkDestroyInstance(instance, NULL);
 }
+
+void rig_submit(const queue_rig *r, VkCommandBuffer cb, VkSemaphore wait, VkSemaphore signal,
+                VkFence fence)
+{
+    VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .waitSemaphoreCount = wait ? 1 : 0, .pWaitSemaphores = &wait,
+                       .pWaitDstStageMask = &stage, .commandBufferCount = 1,
+                       .pCommandBuffers = &cb, .signalSemaphoreCount = signal ? 1 : 0,
+                       .pSignalSemaphores = &signal};
+    VK_CHECK(vkQueueSubmit(r->queue, 1, &si, fence));
+}
+
+VkSemaphore exported_semaphore(int *fd)
+{
+    VkExportSemaphoreCreateInfo export = {.sType = VK_STRUCTURE_TYPE_EXPORT_SEMAPHORE_CREATE_INFO,
+                                          .handleTypes =
+                                              VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
+    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
+                                 .pNext = &export};
+    VkSemaphore s;
+    VK_CHECK(vkCreateSemaphore(device, &sci, NULL, &s));
+    PFN_vkGetSemaphoreFdKHR get_fd =
+        (PFN_vkGetSemaphoreFdKHR)vkGetDeviceProcAddr(device, "vkGetSemaphoreFdKHR");
+    VkSemaphoreGetFdInfoKHR gfi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_GET_FD_INFO_KHR,
+                                   .semaphore = s,
+                                   .handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
+    *fd = -1;
+    VK_CHECK(get_fd(device, &gfi, fd));
+    return s;
+}

@@ -52,5 +52,12 @@ VkCommandBuffer rig_begin(const queue_rig *r, int gated);
 /* The gate set, the queue idle, then everything destroyed, the device and
  * the instance last. */
 void rig_close(queue_rig *r);
+/* One submission of cb on the rig's queue: it waits for `wait` and signals
+ * `signal` (either VK_NULL_HANDLE: none), then `fence` (or none). */
+void rig_submit(const queue_rig *r, VkCommandBuffer cb, VkSemaphore wait, VkSemaphore signal,
+                VkFence fence);
+/* An exportable binary semaphore, exported as an opaque file descriptor
+ * (*fd; VK_KHR_external_semaphore_fd: open the device with it). */
+VkSemaphore exported_semaphore(int *fd);
 
 #endif
