@@ -57,21 +57,13 @@ static void vk_to_cuda(queue_rig *rig, VkSemaphore sem, cudaExternalSemaphore_t 
     /* Unwaited, the fill is held back until the consumer has read (the
      * race then shows on any driver); waited for, a GPU's stream waits for
      * it, and the simulated device's does not (its read is then timing's). */
-    VkCommandBuffer cb = rig_begin(rig, !wait);
-    vkCmdFillBuffer(cb, rig->buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
-    VK_CHECK(vkEndCommandBuffer(cb));
-    rig_submit(rig, cb, VK_NULL_HANDLE, sem, VK_NULL_HANDLE);
+    rig_fill_and_signal(rig, sem, !wait);
     struct cudaExternalSemaphoreWaitParams params;
     memset(&params, 0, sizeof(params));
     if (wait)
         CUDA_CHECK(cudaWaitExternalSemaphoresAsync(&ext, &params, 1, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
-    DLManagedTensor t = mapped_tensor(rig->p);
-    dlshim_export(&t, "vkproducer");
-    dlshim_import(&t, "cpuconsumer");
-    printf("consumer saw %u\n", rig->p[1]);
-    t.deleter(&t);
-    VK_CHECK(vkSetEvent(device, rig->gate));
+    rig_hand_over(rig);
 }
 
 static void cuda_to_vk(queue_rig *rig, VkSemaphore sem, cudaExternalSemaphore_t ext,

@@ -13,8 +13,6 @@
  *               the mapping is handed to a consumer
  *   vk_to_hip_nowait  the same without the HIP stream's wait (race)
  */
-#include <dlpack/dlpack.h>
-#include <dlshim.h>
 #include <hip/hip_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,21 +59,13 @@ static void vk_to_hip(int wait)
     HIP_CHECK(hipImportExternalSemaphore(&ext, &desc)); /* HIP owns the descriptor now */
     hipStream_t s;
     HIP_CHECK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
-    VkCommandBuffer cb = rig_begin(&rig, !wait); /* as vk_extsem's vk_to_cuda */
-    vkCmdFillBuffer(cb, rig.buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
-    VK_CHECK(vkEndCommandBuffer(cb));
-    rig_submit(&rig, cb, VK_NULL_HANDLE, sem, VK_NULL_HANDLE);
+    rig_fill_and_signal(&rig, sem, !wait); /* as vk_extsem's vk_to_cuda */
     hipExternalSemaphoreWaitParams params;
     memset(&params, 0, sizeof(params));
     if (wait)
         HIP_CHECK(hipWaitExternalSemaphoresAsync(&ext, &params, 1, s));
     HIP_CHECK(hipStreamSynchronize(s));
-    DLManagedTensor t = mapped_tensor(rig.p);
-    dlshim_export(&t, "vkproducer");
-    dlshim_import(&t, "cpuconsumer");
-    printf("consumer saw %u\n", rig.p[1]);
-    t.deleter(&t);
-    VK_CHECK(vkSetEvent(device, rig.gate));
+    rig_hand_over(&rig);
     VK_CHECK(vkQueueWaitIdle(rig.queue));
     HIP_CHECK(hipDestroyExternalSemaphore(ext));
     HIP_CHECK(hipStreamDestroy(s));

@@ -5,6 +5,7 @@
  */
 #include "vk_setup.h"
 
+#include <dlshim.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -197,4 +198,22 @@ VkSemaphore exported_semaphore(int *fd)
     *fd = -1;
     VK_CHECK(get_fd(device, &gfi, fd));
     return s;
+}
+
+void rig_fill_and_signal(const queue_rig *r, VkSemaphore signal, int gated)
+{
+    VkCommandBuffer cb = rig_begin(r, gated);
+    vkCmdFillBuffer(cb, r->buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
+    VK_CHECK(vkEndCommandBuffer(cb));
+    rig_submit(r, cb, VK_NULL_HANDLE, signal, VK_NULL_HANDLE);
+}
+
+void rig_hand_over(const queue_rig *r)
+{
+    DLManagedTensor t = mapped_tensor(r->p);
+    dlshim_export(&t, "vkproducer");
+    dlshim_import(&t, "cpuconsumer");
+    printf("consumer saw %u\n", r->p[1]);
+    t.deleter(&t);
+    VK_CHECK(vkSetEvent(device, r->gate));
 }

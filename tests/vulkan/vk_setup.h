@@ -56,6 +56,13 @@ void rig_close(queue_rig *r);
  * `signal` (either VK_NULL_HANDLE: none), then `fence` (or none). */
 void rig_submit(const queue_rig *r, VkCommandBuffer cb, VkSemaphore wait, VkSemaphore signal,
                 VkFence fence);
+/* A fill of the whole buffer with bytes of 1 submitted, signalling
+ * `signal`; held back by the gate if `gated`. */
+void rig_fill_and_signal(const queue_rig *r, VkSemaphore signal, int gated);
+/* A CPU tensor over the mapping handed from "vkproducer" to "cpuconsumer",
+ * which prints what it read (1: the old value, 16843009: the fill's); then
+ * the gate set. */
+void rig_hand_over(const queue_rig *r);
 /* An exportable binary semaphore, exported as an opaque file descriptor
  * (*fd; VK_KHR_external_semaphore_fd: open the device with it). */
 VkSemaphore exported_semaphore(int *fd);
