@@ -25,6 +25,7 @@
  * a few semaphores, and a forgotten entry only means an import is not
  * linked (for a semaphore: its edge is missed, as before it was linked).
  */
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -54,6 +55,9 @@ typedef struct {
 static exported exports[DS_EXPORTS];
 static unsigned next_export;
 static imported imports[DS_IMPORTS];
+/* Whether a semaphore import was ever linked: until then every signal and
+ * wait of a CUDA or HIP program (XLA's, for one) passes without the lock. */
+static atomic_bool semaphores_linked;
 
 bool ds_extmem_identify(int fd, ds_file_id *out)
 {
@@ -135,8 +139,10 @@ void ds_extsem_imported(int api, uintptr_t handle, const ds_file_id *id)
     ds_lock_take(DS_LOCK_EXTMEM);
     exported *from = find_export(id, true);
     imported *slot = from ? find_import(api, handle, true, true) : NULL;
-    if (slot)
+    if (slot) {
         *slot = (imported){handle, from->base, api, from->api, 0, true};
+        atomic_store_explicit(&semaphores_linked, true, memory_order_relaxed);
+    }
     if (from)
         from->base = 0; /* the importer owns the descriptor now */
     ds_lock_give(DS_LOCK_EXTMEM);
@@ -156,6 +162,10 @@ bool ds_extmem_source(int api, uintptr_t handle, uintptr_t *base, uint32_t *gene
 
 bool ds_extsem_source(int api, uintptr_t handle, int *from_api, uintptr_t *semaphore)
 {
+    /* Relaxed: a link made on another thread is ordered before this call
+     * by the program's own synchronization, which the lock then completes. */
+    if (!atomic_load_explicit(&semaphores_linked, memory_order_relaxed))
+        return false;
     ds_lock_take(DS_LOCK_EXTMEM);
     const imported *m = handle ? find_import(api, handle, true, false) : NULL;
     if (m) {
@@ -207,4 +217,5 @@ void ds_extmem_after_fork(void)
     memset(exports, 0, sizeof(exports));
     memset(imports, 0, sizeof(imports));
     next_export = 0;
+    atomic_store_explicit(&semaphores_linked, false, memory_order_relaxed);
 }
