@@ -41,8 +41,9 @@ void ds_device_freed(int api, uintptr_t ptr, const void *caller)
     ds_alloc_forget(ptr, api, who);
 }
 
-/* The descriptor of the external memory being imported on this thread,
- * between EXTMEM_IMPORTING and EXTMEM_IMPORTED (the runtime closes it). */
+/* The descriptor of the external memory (or semaphore) being imported on
+ * this thread, between EXTMEM_IMPORTING and EXTMEM_IMPORTED (or
+ * EXTSEM_IMPORTED): the runtime closes it. */
 static DS_TLS ds_file_id importing;
 static DS_TLS bool importing_known;
 
@@ -54,12 +55,16 @@ void ds_device_extmem_importing(const void *type, size_t type_size, const int *f
                       ds_extmem_identify(f, &importing);
 }
 
-void ds_device_extmem_imported(int api, const void *out, size_t handle_size)
+void ds_device_extmem_imported(int api, const void *out, size_t handle_size, bool semaphore)
 {
     uintptr_t handle = 0;
     if (importing_known && handle_size <= sizeof(handle) &&
-        ds_safe_read(&handle, out, handle_size) == handle_size)
-        ds_extmem_imported(api, handle, &importing);
+        ds_safe_read(&handle, out, handle_size) == handle_size) {
+        if (semaphore)
+            ds_extsem_imported(api, handle, &importing);
+        else
+            ds_extmem_imported(api, handle, &importing);
+    }
     importing_known = false;
 }
 
@@ -79,6 +84,9 @@ void ds_device_extmem_mapped(int api, const void *out_ptr, size_t ptr_size, uint
     ds_alloc_record(&a, ds_module_id_at(caller));
 }
 
+/* Each semaphore is an event: the exporter's, when the import is linked
+ * to its export (a Vulkan semaphore: the event its queue's submissions
+ * signal and wait for), else the import object's own. */
 void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigned n,
                           uintptr_t stream, bool ptsz, bool signal)
 {
@@ -87,10 +95,13 @@ void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigne
         if (handle_size > sizeof(sem) ||
             ds_safe_read(&sem, (const char *)sems + i * handle_size, handle_size) != handle_size)
             return;
+        int from = api;
+        uintptr_t event = sem;
+        ds_extsem_source(api, sem, &from, &event);
         if (signal)
-            ds_sync_event_recorded(api, sem, stream, ptsz);
+            ds_sync_shared_recorded(from, event, api, stream, ptsz);
         else
-            ds_sync_stream_waits(api, stream, sem, ptsz);
+            ds_sync_shared_waits(api, stream, ptsz, from, event);
     }
 }
 

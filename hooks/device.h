@@ -97,7 +97,7 @@ __attribute__((always_inline)) static inline bool ds_device_copy_now(int api, ui
 }
 /* External memory (see EXTMEM_* below). */
 void ds_device_extmem_importing(const void *type, size_t type_size, const int *fd, int fd_type);
-void ds_device_extmem_imported(int api, const void *out, size_t handle_size);
+void ds_device_extmem_imported(int api, const void *out, size_t handle_size, bool semaphore);
 void ds_device_extmem_mapped(int api, const void *out_ptr, size_t ptr_size, uintptr_t mem,
                              const unsigned long long *size, int device, const void *caller);
 void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigned n,
@@ -210,11 +210,19 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
  * allocation. */
 #define EXTMEM_IMPORTING(desc, fd_type) \
     ds_device_extmem_importing(&(desc)->type, sizeof((desc)->type), &(desc)->handle.fd, fd_type)
-#define EXTMEM_IMPORTED(out) ds_device_extmem_imported(ds_api, out, sizeof(*(out)))
+#define EXTMEM_IMPORTED(out) ds_device_extmem_imported(ds_api, out, sizeof(*(out)), false)
 #define EXTMEM_MAPPED(out, mem, desc)                                                         \
     ds_device_extmem_mapped(ds_api, out, sizeof(*(out)), P(mem), &(desc)->size,               \
                             current_device((const void *)real_), caller)
-/* Imported semaphores signalled (or waited for) on a stream: as events. */
+/* External semaphores: the same, for a binary semaphore (`fd_type`, its
+ * opaque file descriptor: another API's, Vulkan's vkGetSemaphoreFdKHR),
+ * whose import object then stands for the exporter's semaphore, and an
+ * import destroyed.  Timeline semaphores' values are not followed. */
+#define EXTSEM_IMPORTING(desc, fd_type) EXTMEM_IMPORTING(desc, fd_type)
+#define EXTSEM_IMPORTED(out) ds_device_extmem_imported(ds_api, out, sizeof(*(out)), true)
+#define EXTSEM_DESTROYED(sem) ds_extsem_destroyed(ds_api, P(sem))
+/* Imported semaphores signalled (or waited for) on a stream: as events
+ * (the exporter's where the import is linked to its export). */
 #define SEMAPHORES(sems, n, stream, signal) \
     ds_device_semaphores(ds_api, sems, sizeof(*(sems)), n, P(stream), ds_ptsz, signal)
 /* A kernel: its buffers are unknown, so it counts as the calling module's

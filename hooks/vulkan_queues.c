@@ -17,13 +17,18 @@
  * Semaphores are edges: a binary one an event (recorded where a submission
  * signals it, waited for where one waits), a timeline one an event per
  * value signalled, which a submission's or the host's wait for a value
- * merges up to that value (see "timeline semaphores" below).
+ * merges up to that value (see "timeline semaphores" below).  A binary
+ * semaphore exported as an opaque file descriptor (vkGetSemaphoreFdKHR)
+ * and imported by CUDA or HIP is the same event on their side
+ * (shim/ledger/external.c): a CUDA stream's wait for it merges what a
+ * submission signalled, a submission's wait what a CUDA stream signalled.
  *
  * Wraps (vulkan_queues.def): vkBeginCommandBuffer, vkResetCommandBuffer,
  * vkCmdFillBuffer, vkCmdUpdateBuffer, vkCmdCopyBuffer, vkCmdCopyImageToBuffer,
  * vkQueueSubmit, vkQueueSubmit2(KHR), vkQueueWaitIdle, vkDeviceWaitIdle,
  * vkWaitForFences, vkGetFenceStatus, vkDestroyFence, vkCreateSemaphore,
- * vkDestroySemaphore, vkWaitSemaphores(KHR), vkGetSemaphoreCounterValue(KHR).
+ * vkDestroySemaphore, vkGetSemaphoreFdKHR, vkWaitSemaphores(KHR),
+ * vkGetSemaphoreCounterValue(KHR).
  * Left out: what that table says.
  */
 #include <string.h>
@@ -203,6 +208,7 @@ static void signal_forget(timeline_signal *t)
 static void semaphore_destroyed(VkSemaphore semaphore)
 {
     ds_sync_event_destroyed(ds_vk_api, P(semaphore));
+    ds_extsem_semaphore_gone(ds_vk_api, P(semaphore));
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     uint64_t *slot = timeline_slot(P(semaphore), false);
     if (slot) {
@@ -212,6 +218,17 @@ static void semaphore_destroyed(VkSemaphore semaphore)
                 signal_forget(&signals[i]);
     }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* A binary semaphore exported as an opaque descriptor, for the API that
+ * imports it (a sync file is a copy of one pending signal, and a timeline
+ * semaphore's importer signals values, which are not followed: neither is
+ * linked). */
+static void semaphore_exported(const VkSemaphoreGetFdInfoKHR *info, int fd)
+{
+    if (info->handleType == VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT &&
+        !is_timeline(info->semaphore))
+        ds_extsem_exported(ds_vk_api, P(info->semaphore), fd);
 }
 
 /* A submission on `queue` signals `value`: its event recorded there.  A

@@ -272,7 +272,8 @@ int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller);
 /* After a successful free of `api`'s allocation at base. */
 void ds_alloc_forget(uintptr_t base, int api, const char *caller);
 
-/* ---- external.c: memory exported by one API, imported by another -------- */
+/* ---- external.c: memory and semaphores exported by one API, imported by
+ * another ------------------------------------------------------------------ */
 /* What a descriptor refers to, read before an importer takes it over. */
 bool ds_extmem_identify(int fd, ds_file_id *out);
 /* `api` exported its allocation `memory` (a handle or base) as `fd`. */
@@ -282,6 +283,17 @@ void ds_extmem_imported(int api, uintptr_t handle, const ds_file_id *id);
 /* The exported allocation an import object stands for; false: unknown. */
 bool ds_extmem_source(int api, uintptr_t handle, uintptr_t *base, uint32_t *generation);
 void ds_extmem_destroyed(int api, uintptr_t handle);
+/* `api` exported its binary semaphore as `fd`. */
+void ds_extsem_exported(int api, uintptr_t semaphore, int fd);
+/* `api` imported the descriptor `id` as its semaphore object `handle` (the
+ * export is consumed: the importer owns the descriptor). */
+void ds_extsem_imported(int api, uintptr_t handle, const ds_file_id *id);
+/* The exporter's API and semaphore that an import object stands for: the
+ * event its signals and waits are; false: not linked. */
+bool ds_extsem_source(int api, uintptr_t handle, int *from_api, uintptr_t *semaphore);
+void ds_extsem_destroyed(int api, uintptr_t handle);
+/* The exporter destroyed its semaphore: its exports and imports unlinked. */
+void ds_extsem_semaphore_gone(int api, uintptr_t semaphore);
 
 /* ---- sync.c: the happens-before model over streams ---------------------- */
 bool ds_sync_enabled(void);
@@ -297,6 +309,12 @@ void ds_sync_stream_waits(int api, uintptr_t stream, uintptr_t event, bool ptsz)
 void ds_sync_host_waits_stream(int api, uintptr_t stream, bool ptsz);
 void ds_sync_host_waits_event(int api, uintptr_t event);
 void ds_sync_host_waits_all(int api);
+/* The two above for an event of another family: a semaphore `event_api`
+ * exported and `api` imported (ds_extsem_source), recorded on or waited for
+ * by `api`'s stream. */
+void ds_sync_shared_recorded(int event_api, uintptr_t event, int api, uintptr_t stream,
+                             bool ptsz);
+void ds_sync_shared_waits(int api, uintptr_t stream, bool ptsz, int event_api, uintptr_t event);
 /* An operation about to be queued on `stream` touching ranges r[0..n);
  * n < 0: a launch whose buffers are unknown.  Checks (or, enforced, fixes)
  * the handoffs it is the first use of, then ticks the stream's clock. */

@@ -189,6 +189,16 @@ $(SIMDEV)/libamdhip64.so.5: tests/simdev/hip.c tests/simdev/engine.c tests/simde
 	    -Wl,--version-script=tests/simdev/hip.map -o $@ tests/simdev/hip.c tests/simdev/engine.c \
 	    $(VARIANT_LDFLAGS)
 
+# A Vulkan layer that gives a driver without it VK_KHR_external_semaphore_fd
+# (lavapipe: tests/simdev/vk_semaphore_fd.c), with its manifest beside it.
+VK_SEMAPHORE_FD := $(SIMDEV)/vulkan/libvk_semaphore_fd.so $(SIMDEV)/vulkan/vk_semaphore_fd.json
+$(SIMDEV)/vulkan/libvk_semaphore_fd.so: tests/simdev/vk_semaphore_fd.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SIMDEV_CFLAGS) -shared -o $@ $< $(VARIANT_LDFLAGS)
+$(SIMDEV)/vulkan/vk_semaphore_fd.json: tests/simdev/vk_semaphore_fd.json
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 # Device test programs: linked against the real toolkit's libraries (their
 # SONAMEs), run against the simulated device through LD_LIBRARY_PATH, or
 # against a real GPU without it.  The toolkit ships no libcuda.so (the driver
@@ -264,18 +274,19 @@ CUDA_DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN
 # simulated device's in CI (tests/vulkan).
 VULKAN_PROGS := $(BUILD)/tests/vulkan/vk_share $(BUILD)/tests/vulkan/vk_hip \
                 $(BUILD)/tests/vulkan/vk_queue $(BUILD)/tests/vulkan/vk_timeline \
-                $(BUILD)/tests/vulkan/vk_dispatch
+                $(BUILD)/tests/vulkan/vk_dispatch $(BUILD)/tests/vulkan/vk_extsem
 $(BUILD)/tests/vulkan/%: tests/vulkan/%.c tests/vulkan/vk_setup.c tests/vulkan/vk_setup.h \
                          include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< tests/vulkan/vk_setup.c -lvulkan $(VK_RUNTIME) \
 	    $(VARIANT_LDFLAGS)
 $(BUILD)/tests/vulkan/vk_share: VK_RUNTIME = -L$(CUDA_HOME)/lib64 -lcudart
+$(BUILD)/tests/vulkan/vk_extsem: VK_RUNTIME = -L$(CUDA_HOME)/lib64 -lcudart
 $(BUILD)/tests/vulkan/vk_hip: VK_RUNTIME = -lamdhip64
 
 gpu-check-programs: $(LIB) $(CUDA_DEVICE_PROGS) $(BUILD)/bench/streams $(VK_LAYER) \
                     $(if $(wildcard /usr/include/vulkan/vulkan.h),$(VULKAN_PROGS))
-simdev: $(SIMDEV_LIBS)
+simdev: $(SIMDEV_LIBS) $(if $(wildcard /usr/include/vulkan/vulkan.h),$(VK_SEMAPHORE_FD))
 
 # Stress programs (tests/stress): libprod for exchanges, the CUDA runtime for
 # allocations, and a plugin module loaded and unloaded in a loop.
@@ -328,6 +339,6 @@ $(BUILD)/tests/realworld/libkernel.so: tests/realworld/progs/libkernel.c
 	    $(VARIANT_LDFLAGS)
 
 test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(BUILD)/tests/local_scope $(SEARCH_PROGS) $(RUST_EXT) $(SIMDEV_LIBS) \
-               $(DEVICE_PROGS) $(STRESS_PROGS) $(ENTRY_PROGS) $(TORCH_USER) $(VULKAN_PROGS) $(VK_LAYER) \
+               $(DEVICE_PROGS) $(STRESS_PROGS) $(ENTRY_PROGS) $(TORCH_USER) $(VULKAN_PROGS) $(VK_LAYER) $(VK_SEMAPHORE_FD) \
                $(REALWORLD_LIBS) $(EXAMPLE)
 

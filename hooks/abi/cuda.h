@@ -50,6 +50,9 @@ typedef enum CUdriverProcAddressQueryResult_enum {
 typedef enum CUexternalMemoryHandleType_enum {
     CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD = 1
 } CUexternalMemoryHandleType;
+typedef enum CUexternalSemaphoreHandleType_enum {
+    CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD = 1
+} CUexternalSemaphoreHandleType;
 #endif
 
 typedef uint64_t cuuint64_t;
@@ -121,6 +124,20 @@ typedef struct CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st {
     unsigned int reserved[16];
 } CUDA_EXTERNAL_MEMORY_HANDLE_DESC_v1;
 
+typedef struct CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st {
+    CUexternalSemaphoreHandleType type;
+    union {
+        int fd;
+        struct {
+            void *handle;
+            const void *name;
+        } win32;
+        const void *nvSciSyncObj;
+    } handle;
+    unsigned int flags;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_v1;
+
 typedef struct CUDA_EXTERNAL_MEMORY_BUFFER_DESC_st {
     unsigned long long offset;
     unsigned long long size;
@@ -132,6 +149,7 @@ typedef struct CUDA_EXTERNAL_MEMORY_BUFFER_DESC_st {
 typedef CUDA_MEMCPY2D_v2 CUDA_MEMCPY2D;
 typedef CUDA_EXTERNAL_MEMORY_HANDLE_DESC_v1 CUDA_EXTERNAL_MEMORY_HANDLE_DESC;
 typedef CUDA_EXTERNAL_MEMORY_BUFFER_DESC_v1 CUDA_EXTERNAL_MEMORY_BUFFER_DESC;
+typedef CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_v1 CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC;
 typedef struct CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_v1;
 typedef CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_v1 CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS;
 typedef struct CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_v1;

@@ -35,6 +35,7 @@ enum cudaDriverEntryPointQueryResult {
 };
 /* Only the file descriptor's type matters to the shim. */
 enum cudaExternalMemoryHandleType { cudaExternalMemoryHandleTypeOpaqueFd = 1 };
+enum cudaExternalSemaphoreHandleType { cudaExternalSemaphoreHandleTypeOpaqueFd = 1 };
 
 struct dim3 {
     unsigned int x, y, z;
@@ -51,6 +52,20 @@ struct cudaExternalMemoryHandleDesc {
         const void *nvSciBufObject;
     } handle;
     unsigned long long size;
+    unsigned int flags;
+    unsigned int reserved[16];
+};
+
+struct cudaExternalSemaphoreHandleDesc {
+    enum cudaExternalSemaphoreHandleType type;
+    union {
+        int fd;
+        struct {
+            void *handle;
+            const void *name;
+        } win32;
+        const void *nvSciSyncObj;
+    } handle;
     unsigned int flags;
     unsigned int reserved[16];
 };

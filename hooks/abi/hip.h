@@ -27,6 +27,9 @@ typedef enum hipMemcpyKind {
 typedef enum hipExternalMemoryHandleType_enum {
     hipExternalMemoryHandleTypeOpaqueFd = 1
 } hipExternalMemoryHandleType;
+typedef enum hipExternalSemaphoreHandleType_enum {
+    hipExternalSemaphoreHandleTypeOpaqueFd = 1
+} hipExternalSemaphoreHandleType;
 
 typedef struct dim3 {
     uint32_t x, y, z;
@@ -45,6 +48,18 @@ typedef struct hipExternalMemoryHandleDesc_st {
     unsigned int flags;
 } hipExternalMemoryHandleDesc;
 
+typedef struct hipExternalSemaphoreHandleDesc_st {
+    hipExternalSemaphoreHandleType type;
+    union {
+        int fd;
+        struct {
+            void *handle;
+            const void *name;
+        } win32;
+    } handle;
+    unsigned int flags;
+} hipExternalSemaphoreHandleDesc;
+
 typedef struct hipExternalMemoryBufferDesc_st {
     unsigned long long offset;
     unsigned long long size;
@@ -54,6 +69,9 @@ typedef struct hipExternalMemoryBufferDesc_st {
 
 typedef void *hipDeviceptr_t;
 typedef void *hipExternalMemory_t;
+typedef void *hipExternalSemaphore_t;
+typedef struct hipExternalSemaphoreSignalParams_st hipExternalSemaphoreSignalParams;
+typedef struct hipExternalSemaphoreWaitParams_st hipExternalSemaphoreWaitParams;
 typedef struct ihipStream_t *hipStream_t;
 typedef struct ihipEvent_t *hipEvent_t;
 typedef struct ihipModuleSymbol_t *hipFunction_t;

@@ -117,6 +117,10 @@ typedef enum VkDescriptorSetLayoutCreateFlagBits {
 typedef enum VkExternalMemoryHandleTypeFlagBits {
     VK_EXTERNAL_MEMORY_HANDLE_TYPE_FLAG_BITS_MAX_ENUM = 0x7FFFFFFF
 } VkExternalMemoryHandleTypeFlagBits;
+typedef enum VkExternalSemaphoreHandleTypeFlagBits {
+    VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT = 1,
+    VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_FLAG_BITS_MAX_ENUM = 0x7FFFFFFF
+} VkExternalSemaphoreHandleTypeFlagBits;
 #endif
 
 typedef void (*PFN_vkVoidFunction)(void);
@@ -213,6 +217,13 @@ typedef struct VkMemoryGetFdInfoKHR {
     VkDeviceMemory memory;
     VkExternalMemoryHandleTypeFlagBits handleType;
 } VkMemoryGetFdInfoKHR;
+
+typedef struct VkSemaphoreGetFdInfoKHR {
+    VkStructureType sType;
+    const void *pNext;
+    VkSemaphore semaphore;
+    VkExternalSemaphoreHandleTypeFlagBits handleType;
+} VkSemaphoreGetFdInfoKHR;
 
 /* Its size is what the layer reads. */
 typedef enum VkSharingMode { VK_SHARING_MODE_MAX_ENUM = 0x7FFFFFFF } VkSharingMode;
@@ -517,6 +528,8 @@ typedef void (*PFN_vkCmdDispatchBase)(VkCommandBuffer commandBuffer, uint32_t ba
 typedef void (*PFN_vkCmdDispatchBaseKHR)(VkCommandBuffer commandBuffer, uint32_t baseGroupX,
     uint32_t baseGroupY, uint32_t baseGroupZ, uint32_t groupCountX, uint32_t groupCountY,
     uint32_t groupCountZ);
+typedef VkResult (*PFN_vkGetSemaphoreFdKHR)(VkDevice device,
+    const VkSemaphoreGetFdInfoKHR *pGetFdInfo, int *pFd);
 
 /* ---- the loader's layer interface (vk_layer.h) ---- */
 typedef PFN_vkVoidFunction (*PFN_GetPhysicalDeviceProcAddr)(VkInstance instance,

@@ -631,9 +631,10 @@ static inline void snapshot(event *e, int s)
     e->from_freed = freed;
 }
 
-/* A record the general way. */
-__attribute__((noinline)) static void record_general(int api, uintptr_t ev, uintptr_t handle,
-                                                     bool ptsz)
+/* A record the general way: `api`'s stream snapshotted into `ev_api`'s
+ * event (another family's where a semaphore is shared). */
+__attribute__((noinline)) static void record_general(int api, int ev_api, uintptr_t ev,
+                                                     uintptr_t handle, bool ptsz)
 {
     ds_lock_take(DS_LOCK_SYNC);
     int s = stream_index(api, handle, ptsz, true);
@@ -641,7 +642,7 @@ __attribute__((noinline)) static void record_general(int api, uintptr_t ev, uint
         bool own = stream_take(s);
         before_op(s);
         event_table *et = events_take(ev);
-        event *e = event_of(et, api, ev, true);
+        event *e = event_of(et, ev_api, ev, true);
         if (e)
             snapshot(e, s);
         events_give(et);
@@ -705,7 +706,13 @@ __attribute__((always_inline)) inline bool ds_sync_event_recorded_now(int api, u
 void ds_sync_event_recorded(int api, uintptr_t ev, uintptr_t handle, bool ptsz)
 {
     if (!ds_sync_event_recorded_now(api, ev, handle, ptsz))
-        record_general(api, ev, handle, ptsz);
+        record_general(api, api, ev, handle, ptsz);
+}
+
+void ds_sync_shared_recorded(int ev_api, uintptr_t ev, int api, uintptr_t handle, bool ptsz)
+{
+    if (ds_sync_enabled())
+        record_general(api, ev_api, ev, handle, ptsz);
 }
 
 void ds_sync_event_destroyed(int api, uintptr_t ev)
@@ -748,12 +755,12 @@ __attribute__((always_inline)) inline bool ds_sync_stream_waits_now(int api, uin
     return true;
 }
 
-/* Anything else the general way: SYNC first (the host's clock is merged
- * before). */
-void ds_sync_stream_waits(int api, uintptr_t handle, uintptr_t ev, bool ptsz)
+/* A wait the general way, SYNC first (the host's clock is merged before):
+ * `api`'s stream waits for `ev_api`'s event (another family's where a
+ * semaphore is shared). */
+__attribute__((noinline)) static void wait_general(int api, uintptr_t handle, bool ptsz,
+                                                   int ev_api, uintptr_t ev)
 {
-    if (ds_sync_stream_waits_now(api, handle, ev, ptsz))
-        return;
     ds_lock_take(DS_LOCK_SYNC);
     int s = stream_index(api, handle, ptsz, true);
     if (s >= 0) {
@@ -763,13 +770,25 @@ void ds_sync_stream_waits(int api, uintptr_t handle, uintptr_t ev, bool ptsz)
             merge(&streams[s], streams[HOST].vc);
         }
         event_table *et = events_take(ev);
-        event *e = event_of(et, api, ev, false);
+        event *e = event_of(et, ev_api, ev, false);
         if (e && e->recorded)
             merge(&streams[s], e->vc);
         events_give(et);
         stream_give(s, own);
     }
     ds_lock_give(DS_LOCK_SYNC);
+}
+
+void ds_sync_stream_waits(int api, uintptr_t handle, uintptr_t ev, bool ptsz)
+{
+    if (!ds_sync_stream_waits_now(api, handle, ev, ptsz))
+        wait_general(api, handle, ptsz, api, ev);
+}
+
+void ds_sync_shared_waits(int api, uintptr_t handle, bool ptsz, int ev_api, uintptr_t ev)
+{
+    if (ds_sync_enabled())
+        wait_general(api, handle, ptsz, ev_api, ev);
 }
 
 /* ---- the host waits: SYNC held ------------------------------------------------ */

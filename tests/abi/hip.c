@@ -15,6 +15,12 @@ DS_FACTS(hip) = {
     DS_TYPE(hipExternalMemoryHandleDesc), DS_FIELD(hipExternalMemoryHandleDesc, type),
     DS_FIELD(hipExternalMemoryHandleDesc, handle), DS_FIELD(hipExternalMemoryHandleDesc, handle.fd),
     DS_FIELD(hipExternalMemoryHandleDesc, size), DS_FIELD(hipExternalMemoryHandleDesc, flags),
+    DS_FACT(hipExternalSemaphoreHandleTypeOpaqueFd),
+    DS_FACT(sizeof(hipExternalSemaphoreHandleType)),
+    DS_TYPE(hipExternalSemaphoreHandleDesc), DS_FIELD(hipExternalSemaphoreHandleDesc, type),
+    DS_FIELD(hipExternalSemaphoreHandleDesc, handle),
+    DS_FIELD(hipExternalSemaphoreHandleDesc, handle.fd),
+    DS_FIELD(hipExternalSemaphoreHandleDesc, flags),
     DS_TYPE(hipExternalMemoryBufferDesc), DS_FIELD(hipExternalMemoryBufferDesc, offset),
     DS_FIELD(hipExternalMemoryBufferDesc, size), DS_FIELD(hipExternalMemoryBufferDesc, flags),
     {NULL, 0}};

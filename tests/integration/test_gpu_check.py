@@ -33,18 +33,22 @@ def test_gpu_check_on_the_simulated_device(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     rows = result["rows"]
     device = [r for r in rows if r["group"] == "device"]
-    assert len(device) == 24 and all(r["status"] == "pass" for r in device), device
+    assert len(device) == 28 and all(r["status"] == "pass" for r in device), device
     # The cost of a stream operation: measured, never a failure on timing.
     hot = [r for r in rows if r["group"] == "hot-path"]
     assert len(hot) == 3 * 2 and all(r["status"] == "pass" and r["ns_without"] > 0 for r in hot)
     others = [r for r in rows if r["group"] not in ("device", "hot-path")]
     assert len(others) == 6 * 2 * 2 + 2 + 1
     assert all(r["status"] == "unavailable" and r["detail"] for r in others), others
-    assert result["counts"] == {"pass": 24 + 6, "FAIL": 0, "unavailable": len(others)}
+    assert result["counts"] == {"pass": 28 + 6, "FAIL": 0, "unavailable": len(others)}
     assert result["machine"]["device"].startswith("simulated")
 
 
 VULKAN_ROWS = {"Vulkan memory imported by CUDA", "Vulkan memory freed while CUDA maps it"}
+SEMAPHORE_ROWS = {"Vulkan semaphore waited for by a CUDA stream, check",
+                  "CUDA semaphore signal waited for by a submission, check",
+                  "Vulkan write the CUDA stream did not wait for, check",
+                  "CUDA write the submission did not wait for, check"}
 
 
 def test_a_program_the_loader_cannot_start_is_unavailable_not_failed(tmp_path):
@@ -66,7 +70,10 @@ def test_a_program_the_loader_cannot_start_is_unavailable_not_failed(tmp_path):
     for name in VULKAN_ROWS:
         assert rows[name]["status"] == "unavailable", rows[name]
         assert rows[name]["detail"] == "libvulkXn.so.1 is not on this machine"
-    assert result["counts"] == {"pass": 22, "FAIL": 0, "unavailable": 2}
+    for name in SEMAPHORE_ROWS:  # not copied into this build
+        assert (rows[name]["status"], rows[name]["detail"]) == \
+            ("unavailable", "vulkan/vk_extsem not built")
+    assert result["counts"] == {"pass": 22, "FAIL": 0, "unavailable": 6}
 
 
 def test_a_machine_without_a_vulkan_driver_is_unavailable_not_failed(tmp_path):
@@ -75,6 +82,6 @@ def test_a_machine_without_a_vulkan_driver_is_unavailable_not_failed(tmp_path):
                           env={"VK_DRIVER_FILES": no_driver, "VK_ICD_FILENAMES": no_driver})
     assert p.returncode == 0, p.stdout + p.stderr
     rows = {r["name"]: r for r in result["rows"]}
-    for name in VULKAN_ROWS:
+    for name in VULKAN_ROWS | SEMAPHORE_ROWS:
         assert (rows[name]["status"], rows[name]["detail"]) == ("unavailable", "no Vulkan driver")
-    assert result["counts"] == {"pass": 22, "FAIL": 0, "unavailable": 2}
+    assert result["counts"] == {"pass": 22, "FAIL": 0, "unavailable": 6}

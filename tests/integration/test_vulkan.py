@@ -348,3 +348,83 @@ def test_bytes_no_dispatch_writes_are_not_counted(dlshim, mode):
     bare, r = dispatch(dlshim, mode, shim=False), dispatch(dlshim, mode, "check")
     assert OLD in bare.stdout and r.stdout == bare.stdout
     assert handoff(r) == (["export", "import", "release"], [])
+# ---- a binary semaphore exported to CUDA: tests/vulkan/vk_extsem (Vulkan's
+# vkGetSemaphoreFdKHR, the descriptor imported by cudaImportExternalSemaphore
+# on the simulated device).  Lavapipe on Debian 12 has no
+# VK_KHR_external_semaphore_fd: the simulated device's layer
+# (tests/simdev/vk_semaphore_fd.c) gives it, below dlshim's layer as a
+# driver's would be.  Without it the program exits 77, which fails here.
+VK_EXTSEM = BUILD / "tests" / "vulkan" / "vk_extsem"
+SEMAPHORE_FD_LAYER = "VK_LAYER_DLSHIM_simulated_semaphore_fd"
+
+
+def extsem(dlshim, mode, sync=None, shim=True, program=VK_EXTSEM):
+    env = {"VK_ADD_LAYER_PATH": str(BUILD / "simdev" / "vulkan"),
+           "VK_INSTANCE_LAYERS": "VK_LAYER_DLSHIM_ledger:" + SEMAPHORE_FD_LAYER}
+    if sync:
+        env["DLSHIM_SYNC"] = sync
+    return run(dlshim, mode, shim=shim, env=env, program=program)
+
+
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+@pytest.mark.parametrize("mode", ["vk_to_cuda", "cuda_to_vk"])
+def test_a_semaphore_shared_with_cuda_orders_the_two_apis(dlshim, mode, sync):
+    # vk_to_cuda: the queue's fill, then the CUDA stream's wait for the
+    # semaphore it signals, then the host's synchronize of that stream;
+    # cuda_to_vk: the CUDA stream's fill, its signal, a submission's wait
+    # and the host's wait for its fence.  Each orders the write before the
+    # consumer only through the semaphore.
+    # (What the consumer reads is not compared: the simulated device's
+    # semaphore wait does not wait for lavapipe's signal, nor the reverse.)
+    assert extsem(dlshim, mode, shim=False).rc == 0
+    r = extsem(dlshim, mode, sync)
+    assert handoff(r) == (["export", "import", "release"], [])
+    assert r.summary["barriers_inserted"] == 0
+
+
+# mode: the race, its events in order, who produced and consumed on which
+# stream (the producer's by its prefix).
+RACES = [("vk_to_cuda_nowait", ["export", "violation", "import", "release"],
+          ("vkproducer", "cpuconsumer", "queue 0x", "host")),
+         ("cuda_to_vk_nowait", ["export", "import", "violation", "release"],
+          ("cudaproducer", "cudaconsumer", "stream 0x", "legacy default stream"))]
+
+
+@pytest.mark.parametrize("mode,events,who", RACES)
+def test_a_write_the_other_api_did_not_wait_for_is_reported(dlshim, mode, events, who):
+    r = extsem(dlshim, mode, "check")
+    assert handoff(r) == (events, ["unsynchronized_handoff"])
+    [v], [exp] = r.violations(), r.of("export")
+    assert v["tensor"] == exp["tensor"]
+    assert (v["producer"], v["consumer"], v["consumer_stream"]) == (who[0], who[1], who[3])
+    assert v["producer_stream"].startswith(who[2])
+
+
+@pytest.mark.parametrize("mode,program", [("vk_to_cuda_nowait", VK_EXTSEM),
+                                          ("vk_to_hip_nowait", VK_HIP)])
+def test_the_vulkan_write_race_is_real(dlshim, mode, program):
+    # The fill is held back until after the read: the consumer reads stale data.
+    assert OLD in extsem(dlshim, mode, shim=False, program=program).stdout
+
+
+def test_enforce_orders_the_cuda_write_the_submission_did_not_wait_for(dlshim):
+    r = extsem(dlshim, "cuda_to_vk_nowait", "enforce")
+    assert r.violations() == [] and r.summary["barriers_inserted"] == 1
+    [s] = r.of("sync")
+    assert (s["producer"], s["consumer"]) == ("cudaproducer", "cudaconsumer")
+
+
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+def test_a_semaphore_shared_with_hip_orders_the_queue_before_its_stream(dlshim, sync):
+    assert extsem(dlshim, "vk_to_hip", shim=False, program=VK_HIP).rc == 0
+    r = extsem(dlshim, "vk_to_hip", sync, program=VK_HIP)
+    assert handoff(r) == (["export", "import", "release"], [])
+
+
+def test_a_vulkan_write_the_hip_stream_did_not_wait_for(dlshim):
+    r = extsem(dlshim, "vk_to_hip_nowait", "check", program=VK_HIP)
+    assert handoff(r) == (["export", "violation", "import", "release"],
+                          ["unsynchronized_handoff"])
+    [v] = r.violations()
+    assert (v["producer"], v["consumer"], v["consumer_stream"]) == ("vkproducer", "cpuconsumer",
+                                                                    "host")

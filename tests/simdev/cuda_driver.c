@@ -578,10 +578,7 @@ EXPORT CUresult cuDestroyExternalMemory(CUexternalMemory extMem)
     return sim_extmem_destroy((sim_extmem *)extMem) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-/* A semaphore is an event: a signal records it on the stream, a wait makes
- * the stream wait for the last signal enqueued before it (none: no wait, as
- * if the other API had signalled).  Looser than a binary semaphore, whose
- * wait also resets it, but a wait after a signal orders as on a GPU. */
+/* A semaphore is an engine event (sim_semaphore_import says how it orders). */
 EXPORT CUresult cuImportExternalSemaphore(CUexternalSemaphore *extSem_out,
                                           const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC *semHandleDesc)
 {
@@ -590,32 +587,23 @@ EXPORT CUresult cuImportExternalSemaphore(CUexternalSemaphore *extSem_out,
         return CUDA_ERROR_INVALID_VALUE;
     if (semHandleDesc->type != CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD)
         return CUDA_ERROR_NOT_SUPPORTED;
-    int fd = semHandleDesc->handle.fd;
-    if (fcntl(fd, F_GETFD) < 0)
+    sim_event *e;
+    if (sim_semaphore_import(semHandleDesc->handle.fd, &e) != 0)
         return CUDA_ERROR_INVALID_HANDLE;
-    *extSem_out = (CUexternalSemaphore)sim_event_create();
-    close(fd); /* ownership passes to the driver on success */
+    *extSem_out = (CUexternalSemaphore)e;
     return CUDA_SUCCESS;
 }
 
-/* Signals (or waits for, on `stream`) each semaphore: an engine event
- * recorded or waited for.  Refused: no arrays, or a null semaphore. */
+/* Signals (or waits for, on `stream`) each semaphore.  Refused: no arrays,
+ * or a null semaphore. */
 static CUresult semaphores(const CUexternalSemaphore *sems, const void *params, unsigned n,
                            CUstream stream, bool signal, bool pt)
 {
     CHECK_DEVICE;
-    if (n && (!sems || !params))
+    if (n && !params)
         return CUDA_ERROR_INVALID_VALUE;
-    for (unsigned i = 0; i < n; i++)
-        if (!sems[i])
-            return CUDA_ERROR_INVALID_HANDLE;
-    for (unsigned i = 0; i < n; i++) {
-        if (signal)
-            sim_event_record((sim_event *)sems[i], stream_of(stream, pt));
-        else
-            sim_stream_wait_event(stream_of(stream, pt), (sim_event *)sems[i]);
-    }
-    return CUDA_SUCCESS;
+    int e = sim_semaphores((void *const *)sems, n, stream_of(stream, pt), signal);
+    return e == 0 ? CUDA_SUCCESS : e == EBADF ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
 }
 
 static CUresult signal_sems(const CUexternalSemaphore *sems,

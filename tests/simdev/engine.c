@@ -646,3 +646,28 @@ void sim_memset(void *dst, int value, size_t n, sim_stream *s, bool sync)
     *t = (transfer){dst, NULL, n, value};
     submit(s, do_fill, t, sync);
 }
+
+int sim_semaphore_import(int fd, sim_event **out)
+{
+    if (fcntl(fd, F_GETFD) < 0)
+        return EBADF;
+    *out = sim_event_create();
+    close(fd); /* ownership passes to the runtime on success */
+    return 0;
+}
+
+int sim_semaphores(void *const *sems, unsigned n, sim_stream *s, bool signal)
+{
+    if (n && !sems)
+        return EINVAL;
+    for (unsigned i = 0; i < n; i++)
+        if (!sems[i])
+            return EBADF;
+    for (unsigned i = 0; i < n; i++) {
+        if (signal)
+            sim_event_record((sim_event *)sems[i], s);
+        else
+            sim_stream_wait_event(s, (sim_event *)sems[i]);
+    }
+    return 0;
+}

@@ -67,6 +67,17 @@ SIM_HIDDEN int sim_extmem_free_buffer(void *p);
  * range stays reserved (inaccessible) until its last buffer is freed. */
 SIM_HIDDEN int sim_extmem_destroy(sim_extmem *m);
 
+/* External semaphores (cuImportExternalSemaphore, hipImportExternalSemaphore):
+ * an event each.  A signal records it on the stream, a wait makes the
+ * stream wait for the last signal enqueued before it (none: no wait, as if
+ * the other API had signalled).  Looser than a binary semaphore, whose wait
+ * also resets it, but a wait after a signal orders as on a GPU.  Import: 0
+ * and the descriptor closed (the runtime owns it), or EBADF. */
+SIM_HIDDEN int sim_semaphore_import(int fd, sim_event **out);
+/* Each of sems[0..n) signalled (or waited for) on s: 0, or EINVAL (no
+ * array) or EBADF (a null semaphore), nothing done then. */
+SIM_HIDDEN int sim_semaphores(void *const *sems, unsigned n, sim_stream *s, bool signal);
+
 SIM_HIDDEN void sim_memcpy(void *dst, const void *src, size_t n, sim_stream *s, bool sync);
 SIM_HIDDEN void sim_memset(void *dst, int value, size_t n, sim_stream *s, bool sync);
 

@@ -441,6 +441,57 @@ EXPORT hipError_t hipDestroyExternalMemory(hipExternalMemory_t mem)
     return mem && sim_extmem_destroy(mem) == 0 ? hipSuccess : hipErrorInvalidHandle;
 }
 
+/* ---- external semaphores: engine events, as the simulated CUDA driver's
+ * (sim_semaphore_import) ----------------------------------------------------------- */
+
+EXPORT hipError_t hipImportExternalSemaphore(hipExternalSemaphore_t *out,
+                                             const hipExternalSemaphoreHandleDesc *desc)
+{
+    CHECK_DEVICE;
+    if (!out || !desc)
+        return hipErrorInvalidValue;
+    if (desc->type != hipExternalSemaphoreHandleTypeOpaqueFd)
+        return hipErrorNotSupported;
+    sim_event *e;
+    if (sim_semaphore_import(desc->handle.fd, &e) != 0)
+        return hipErrorInvalidHandle;
+    *out = e;
+    return hipSuccess;
+}
+
+static hipError_t semaphores(const hipExternalSemaphore_t *sems, const void *params, unsigned n,
+                             hipStream_t stream, bool signal)
+{
+    CHECK_DEVICE;
+    if (n && !params)
+        return hipErrorInvalidValue;
+    int e = sim_semaphores((void *const *)sems, n, stream_of(stream, false), signal);
+    return e == 0 ? hipSuccess : e == EBADF ? hipErrorInvalidHandle : hipErrorInvalidValue;
+}
+
+EXPORT hipError_t hipSignalExternalSemaphoresAsync(const hipExternalSemaphore_t *extSemArray,
+                                                   const hipExternalSemaphoreSignalParams *paramsArray,
+                                                   unsigned int numExtSems, hipStream_t stream)
+{
+    return semaphores(extSemArray, paramsArray, numExtSems, stream, true);
+}
+
+EXPORT hipError_t hipWaitExternalSemaphoresAsync(const hipExternalSemaphore_t *extSemArray,
+                                                 const hipExternalSemaphoreWaitParams *paramsArray,
+                                                 unsigned int numExtSems, hipStream_t stream)
+{
+    return semaphores(extSemArray, paramsArray, numExtSems, stream, false);
+}
+
+EXPORT hipError_t hipDestroyExternalSemaphore(hipExternalSemaphore_t extSem)
+{
+    CHECK_DEVICE;
+    if (!extSem)
+        return hipErrorInvalidHandle;
+    sim_event_destroy(extSem);
+    return hipSuccess;
+}
+
 #define ENTRY(name) {#name, (void *)name}
 static const struct {
     const char *name;

@@ -1,9 +1,12 @@
 /* Unit tests of the stream model (shim/ledger/sync.c) on the core alone,
  * with a fake device API: vector clocks across event records, stream waits,
  * host synchronizes and the legacy default stream's implicit ordering; the
- * handoff check; and the barrier DLSHIM_SYNC=enforce asks the API for,
- * never for another thread's per-thread default stream. */
+ * handoff check; the barrier DLSHIM_SYNC=enforce asks the API for, never
+ * for another thread's per-thread default stream; and a semaphore one API
+ * exports and another imports (shim/ledger/external.c), one event for both. */
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "ledger/ledger.h"
 #include "harness.h"
@@ -413,6 +416,109 @@ static void test_a_threads_default_stream_needs_no_sync_lock(void **state)
     assert_false(ds_sync_op_now(api, PER_THREAD, false, &data_write, 1));
 }
 
+/* ---- a semaphore exported by another API (as Vulkan's vkGetSemaphoreFdKHR)
+ * and imported by the fake one (as cudaImportExternalSemaphore) ---- */
+enum { QUEUE = 0x5000, SEM = 0x6000, SEM2 = 0x7000, IMPORT = 0x8000 };
+static const ds_device_api exporter = {.name = "fakevk", .device_type = {"fakevk"}};
+static int exporter_api = -1;
+
+/* start, with the exporting API; its semaphore `sem` exported as a new
+ * file, whose identity (as the importer reads it) is *id; the descriptor. */
+static int export_semaphore(uintptr_t sem, ds_file_id *id)
+{
+    if (exporter_api < 0)
+        exporter_api = ds_device_api_add(&exporter);
+    int fd = memfd_create("semaphore", MFD_CLOEXEC);
+    assert_true(fd >= 0);
+    ds_extsem_exported(exporter_api, sem, fd);
+    assert_true(ds_extmem_identify(fd, id));
+    return fd;
+}
+
+/* What the importer's signals and waits of its object `handle` are made on. */
+static uintptr_t linked_to(uintptr_t handle)
+{
+    int from = -1;
+    uintptr_t sem = 0;
+    return ds_extsem_source(api, handle, &from, &sem) && from == exporter_api ? sem : 0;
+}
+
+/* The exporter's queue writes and signals; the importer's stream waits. */
+static void exporter_writes_then_stream_a_waits(void)
+{
+    ds_sync_op(exporter_api, QUEUE, false, &data_write, 1, NULL);
+    ds_sync_event_recorded(exporter_api, SEM, QUEUE, false);
+    int from = api;
+    uintptr_t sem = IMPORT;
+    ds_extsem_source(api, IMPORT, &from, &sem);
+    ds_sync_shared_waits(api, A, false, from, sem);
+}
+
+static void test_a_shared_semaphore_orders_the_two_apis(void **state)
+{
+    (void)state;
+    start_with_a_and_b("check");
+    ds_file_id id;
+    int fd = export_semaphore(SEM, &id);
+    ds_extsem_imported(api, IMPORT, &id);
+    assert_int_equal(linked_to(IMPORT), SEM);
+    /* The exporter's write, ordered before stream A by the semaphore. */
+    exporter_writes_then_stream_a_waits();
+    ds_sync_import(0x9f00, DATA, BYTES, ds_name_intern("vkproducer"),
+                   ds_name_intern("consumer"));
+    ds_sync_op(api, A, false, &data_read, 1, NULL);
+    assert_int_equal(races(), 0);
+    /* And the reverse: A writes and signals, the exporter's queue waits. */
+    ds_sync_op(api, A, false, &data_write, 1, NULL);
+    ds_sync_shared_recorded(exporter_api, SEM, api, A, false);
+    ds_sync_stream_waits(exporter_api, QUEUE, SEM, false);
+    ds_sync_import(0x9f10, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("vkconsumer"));
+    ds_sync_op(exporter_api, QUEUE, false, &data_read, 1, NULL);
+    assert_int_equal(races(), 0);
+    ds_extsem_destroyed(api, IMPORT);
+    assert_int_equal(linked_to(IMPORT), 0);
+    close(fd);
+}
+
+static void test_an_unlinked_import_orders_nothing(void **state)
+{
+    (void)state;
+    start_with_a_and_b("check");
+    exporter_api = exporter_api < 0 ? ds_device_api_add(&exporter) : exporter_api;
+    exporter_writes_then_stream_a_waits(); /* IMPORT never imported: its own event */
+    ds_sync_import(0x9f20, DATA, BYTES, ds_name_intern("vkproducer"),
+                   ds_name_intern("consumer"));
+    ds_sync_op(api, A, false, &data_read, 1, NULL);
+    assert_int_equal(races(), 1);
+}
+
+static void test_a_descriptor_links_one_import_only(void **state)
+{
+    (void)state;
+    start("check");
+    ds_file_id id;
+    int fd = export_semaphore(SEM, &id);
+    ds_extsem_imported(api, IMPORT, &id);
+    /* The importer owns the descriptor: the same number and file, imported
+     * again (it was closed and its number reused), is not the semaphore. */
+    ds_extsem_imported(api, IMPORT + 8, &id);
+    assert_int_equal(linked_to(IMPORT + 8), 0);
+    /* Another semaphore exported under the same number replaces it. */
+    close(fd);
+    ds_file_id id2;
+    int fd2 = export_semaphore(SEM2, &id2);
+    assert_int_equal(fd2, fd);
+    ds_extsem_imported(api, IMPORT + 16, &id2);
+    assert_int_equal(linked_to(IMPORT + 16), SEM2);
+    /* The exporter's semaphore destroyed: its imports unlinked (its handle
+     * may name another semaphore next). */
+    ds_extsem_semaphore_gone(exporter_api, SEM2);
+    assert_int_equal(linked_to(IMPORT + 16), 0);
+    assert_int_equal(linked_to(IMPORT), SEM);
+    ds_extsem_destroyed(api, IMPORT);
+    close(fd2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -433,6 +539,9 @@ int main(void)
         cmocka_unit_test(test_a_tensor_imported_again_waits_for_its_last_write_only),
         cmocka_unit_test(test_a_launch_is_its_modules_first_use),
         cmocka_unit_test(test_off_models_nothing),
+        cmocka_unit_test(test_a_shared_semaphore_orders_the_two_apis),
+        cmocka_unit_test(test_an_unlinked_import_orders_nothing),
+        cmocka_unit_test(test_a_descriptor_links_one_import_only),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
 }

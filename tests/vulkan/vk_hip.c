@@ -6,6 +6,12 @@
  *   hip_clean   HIP imports the memory, maps a buffer, frees it and destroys
  *               the import, then Vulkan frees the memory
  *   hip_early   Vulkan frees the memory while HIP still maps it
+ *   vk_to_hip   a submission fills the mapped buffer and signals a binary
+ *               semaphore exported to HIP (VK_KHR_external_semaphore_fd:
+ *               exit 77 without it); a non-blocking HIP stream waits for it,
+ *               the host synchronizes that stream, then a CPU tensor over
+ *               the mapping is handed to a consumer
+ *   vk_to_hip_nowait  the same without the HIP stream's wait (race)
  */
 #include <hip/hip_runtime_api.h>
 #include <stdio.h>
@@ -40,9 +46,42 @@ static void hip_import(const char *mode, VkDeviceMemory memory)
         vkFreeMemory(device, memory, NULL);
 }
 
+static void vk_to_hip(int wait)
+{
+    open_device_with(VK_API_VERSION_1_1, NULL, VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
+    queue_rig rig;
+    rig_open(&rig);
+    int fd;
+    VkSemaphore sem = exported_semaphore(&fd);
+    hipExternalSemaphoreHandleDesc desc = {.type = hipExternalSemaphoreHandleTypeOpaqueFd,
+                                           .handle.fd = fd};
+    hipExternalSemaphore_t ext;
+    HIP_CHECK(hipImportExternalSemaphore(&ext, &desc)); /* HIP owns the descriptor now */
+    hipStream_t s;
+    HIP_CHECK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+    rig_fill_and_signal(&rig, sem, !wait); /* as vk_extsem's vk_to_cuda */
+    hipExternalSemaphoreWaitParams params;
+    memset(&params, 0, sizeof(params));
+    if (wait)
+        HIP_CHECK(hipWaitExternalSemaphoresAsync(&ext, &params, 1, s));
+    HIP_CHECK(hipStreamSynchronize(s));
+    rig_hand_over(&rig);
+    VK_CHECK(vkQueueWaitIdle(rig.queue));
+    HIP_CHECK(hipDestroyExternalSemaphore(ext));
+    HIP_CHECK(hipStreamDestroy(s));
+    vkDestroySemaphore(device, sem, NULL);
+    rig_close(&rig);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "hip_clean";
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (!strncmp(mode, "vk_to_hip", 9)) {
+        vk_to_hip(!strstr(mode, "_nowait"));
+        printf("done %s\n", mode);
+        return 0;
+    }
     open_device();
     VkBuffer buffer;
     VkDeviceMemory memory;

@@ -128,11 +128,16 @@ static void no_deleter(DLManagedTensor *t)
     (void)t;
 }
 
-DLManagedTensor mapped_tensor(uint32_t *p)
+DLManagedTensor device_tensor(void *data, DLDeviceType type)
 {
-    return (DLManagedTensor){.dl_tensor = {.data = p, .device = {kDLCPU, 0}, .ndim = 1,
+    return (DLManagedTensor){.dl_tensor = {.data = data, .device = {type, 0}, .ndim = 1,
                                            .dtype = {kDLUInt, 32, 1}, .shape = mapped_shape},
                              .deleter = no_deleter};
+}
+
+DLManagedTensor mapped_tensor(uint32_t *p)
+{
+    return device_tensor(p, kDLCPU);
 }
 
 void rig_open(queue_rig *r)
@@ -269,4 +274,53 @@ void compute_close(compute_rig *c)
     vkDestroyPipeline(device, c->pipeline, NULL);
     vkDestroyPipelineLayout(device, c->layout, NULL);
     vkDestroyDescriptorSetLayout(device, c->set_layout, NULL);
+}
+
+void rig_submit(const queue_rig *r, VkCommandBuffer cb, VkSemaphore wait, VkSemaphore signal,
+                VkFence fence)
+{
+    VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .waitSemaphoreCount = wait ? 1 : 0, .pWaitSemaphores = &wait,
+                       .pWaitDstStageMask = &stage, .commandBufferCount = 1,
+                       .pCommandBuffers = &cb, .signalSemaphoreCount = signal ? 1 : 0,
+                       .pSignalSemaphores = &signal};
+    VK_CHECK(vkQueueSubmit(r->queue, 1, &si, fence));
+}
+
+VkSemaphore exported_semaphore(int *fd)
+{
+    VkExportSemaphoreCreateInfo export = {.sType = VK_STRUCTURE_TYPE_EXPORT_SEMAPHORE_CREATE_INFO,
+                                          .handleTypes =
+                                              VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
+    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
+                                 .pNext = &export};
+    VkSemaphore s;
+    VK_CHECK(vkCreateSemaphore(device, &sci, NULL, &s));
+    PFN_vkGetSemaphoreFdKHR get_fd =
+        (PFN_vkGetSemaphoreFdKHR)vkGetDeviceProcAddr(device, "vkGetSemaphoreFdKHR");
+    VkSemaphoreGetFdInfoKHR gfi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_GET_FD_INFO_KHR,
+                                   .semaphore = s,
+                                   .handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
+    *fd = -1;
+    VK_CHECK(get_fd(device, &gfi, fd));
+    return s;
+}
+
+void rig_fill_and_signal(const queue_rig *r, VkSemaphore signal, int gated)
+{
+    VkCommandBuffer cb = rig_begin(r, gated);
+    vkCmdFillBuffer(cb, r->buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
+    VK_CHECK(vkEndCommandBuffer(cb));
+    rig_submit(r, cb, VK_NULL_HANDLE, signal, VK_NULL_HANDLE);
+}
+
+void rig_hand_over(const queue_rig *r)
+{
+    DLManagedTensor t = mapped_tensor(r->p);
+    dlshim_export(&t, "vkproducer");
+    dlshim_import(&t, "cpuconsumer");
+    printf("consumer saw %u\n", r->p[1]);
+    t.deleter(&t);
+    VK_CHECK(vkSetEvent(device, r->gate));
 }

@@ -31,6 +31,9 @@ DLManagedTensor mapped_tensor(uint32_t *p);
 /* Memory of the first type `req` accepts, for a buffer or an image that
  * the host never reads. */
 VkDeviceMemory memory_for(const VkMemoryRequirements *req);
+/* A tensor of the BYTES / 4 uint32 at data on a device of `type` (kDLCUDA:
+ * a device buffer), whose deleter frees nothing. */
+DLManagedTensor device_tensor(void *data, DLDeviceType type);
 /* The memory exported as an opaque file descriptor. */
 int memory_fd(VkDeviceMemory memory);
 
@@ -56,6 +59,20 @@ void rig_handoff(const queue_rig *r, int64_t words);
 /* The gate set, the queue idle, then everything destroyed, the device and
  * the instance last. */
 void rig_close(queue_rig *r);
+/* One submission of cb on the rig's queue: it waits for `wait` and signals
+ * `signal` (either VK_NULL_HANDLE: none), then `fence` (or none). */
+void rig_submit(const queue_rig *r, VkCommandBuffer cb, VkSemaphore wait, VkSemaphore signal,
+                VkFence fence);
+/* A fill of the whole buffer with bytes of 1 submitted, signalling
+ * `signal`; held back by the gate if `gated`. */
+void rig_fill_and_signal(const queue_rig *r, VkSemaphore signal, int gated);
+/* A CPU tensor over the mapping handed from "vkproducer" to "cpuconsumer",
+ * which prints what it read (1: the old value, 16843009: the fill's); then
+ * the gate set. */
+void rig_hand_over(const queue_rig *r);
+/* An exportable binary semaphore, exported as an opaque file descriptor
+ * (*fd; VK_KHR_external_semaphore_fd: open the device with it). */
+VkSemaphore exported_semaphore(int *fd);
 
 /* A compute pipeline whose shader writes 0x01010101 to the first words of
  * the storage buffer at set 0, binding 0 (one word a workgroup: 16 for a

@@ -1,0 +1,215 @@
+/*
+ * vk_semaphore_fd.c — a Vulkan layer that gives a driver without it the
+ * device extension VK_KHR_external_semaphore_fd, as far as a test of an
+ * exported semaphore needs: Mesa's lavapipe (Debian 12's 22.3) exports
+ * memory as a file descriptor but no semaphore, and the simulated CUDA
+ * device (cuda_driver.c) imports one.  The test programs call Vulkan as
+ * they would on a driver with the extension; this layer sits below
+ * dlshim's, as a driver's own implementation would.
+ *
+ *   vkCreateDevice       the extension taken out of what the driver is asked
+ *   vkCreateSemaphore    the same for the semaphore's export information
+ *   vkGetSemaphoreFdKHR  a new file (a memfd) for each export: a
+ *                        descriptor the importer owns and closes, whose
+ *                        payload nothing here shares with the semaphore
+ *   vkQueueSubmit        a wait for an exported semaphore is left out of
+ *                        what the driver is given: the other API signals
+ *                        it, which the driver cannot see (the simulated
+ *                        device's own semaphores do the same, as if the
+ *                        other API had signalled)
+ *
+ * One instance and one device at a time: the test programs make no more.
+ * Its manifest (vk_semaphore_fd.json) names the extension, which the loader
+ * then accepts in vkCreateDevice (and lists for the layer by name).
+ */
+#include <string.h>
+#include <sys/mman.h>
+#include <vulkan/vk_layer.h>
+#include <vulkan/vulkan.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define EXTENSION VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME
+#define MAX_EXPORTED 64
+#define MAX_LIST 64 /* extensions named, semaphores a submission waits for */
+
+static VkInstance instance;
+static PFN_vkGetInstanceProcAddr next_gipa;
+static PFN_vkGetDeviceProcAddr next_gdpa;
+static PFN_vkQueueSubmit next_submit;
+static PFN_vkCreateSemaphore next_create_semaphore;
+static VkSemaphore exported[MAX_EXPORTED];
+static unsigned n_exported;
+
+static const void *link_info(const void *next, VkStructureType type)
+{
+    const VkLayerInstanceCreateInfo *l = next;
+    while (l && !(l->sType == type && l->function == VK_LAYER_LINK_INFO))
+        l = l->pNext;
+    return l;
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL create_instance(const VkInstanceCreateInfo *info,
+                                                      const VkAllocationCallbacks *cb,
+                                                      VkInstance *out)
+{
+    VkLayerInstanceCreateInfo *l =
+        (VkLayerInstanceCreateInfo *)link_info(info->pNext, VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO);
+    if (!l)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    next_gipa = l->u.pLayerInfo->pfnNextGetInstanceProcAddr;
+    l->u.pLayerInfo = l->u.pLayerInfo->pNext;
+    PFN_vkCreateInstance create = (PFN_vkCreateInstance)next_gipa(NULL, "vkCreateInstance");
+    VkResult r = create(info, cb, out);
+    if (r == VK_SUCCESS)
+        instance = *out;
+    return r;
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL get_semaphore_fd(VkDevice device,
+                                                       const VkSemaphoreGetFdInfoKHR *info,
+                                                       int *fd)
+{
+    (void)device;
+    if (!info || !fd || info->handleType != VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT)
+        return VK_ERROR_INVALID_EXTERNAL_HANDLE;
+    *fd = memfd_create("simulated-semaphore", MFD_CLOEXEC);
+    if (*fd < 0)
+        return VK_ERROR_TOO_MANY_OBJECTS;
+    if (n_exported < MAX_EXPORTED)
+        exported[n_exported++] = info->semaphore;
+    return VK_SUCCESS;
+}
+
+/* The driver asked for a semaphore without its export information, which
+ * it would refuse: its type kept (a copy), anything else passed on. */
+static VKAPI_ATTR VkResult VKAPI_CALL create_semaphore(VkDevice device,
+                                                       const VkSemaphoreCreateInfo *info,
+                                                       const VkAllocationCallbacks *cb,
+                                                       VkSemaphore *out)
+{
+    VkSemaphoreCreateInfo asked = *info;
+    VkSemaphoreTypeCreateInfo type;
+    const void **tail = &asked.pNext;
+    *tail = NULL;
+    for (const VkBaseInStructure *n = info->pNext; n; n = n->pNext) {
+        if (n->sType == VK_STRUCTURE_TYPE_EXPORT_SEMAPHORE_CREATE_INFO)
+            continue;
+        if (n->sType != VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO) {
+            *tail = n;
+            break;
+        }
+        type = *(const VkSemaphoreTypeCreateInfo *)n;
+        *tail = &type;
+        tail = (const void **)&type.pNext;
+        *tail = NULL;
+    }
+    return next_create_semaphore(device, &asked, cb, out);
+}
+
+static int is_exported(VkSemaphore s)
+{
+    for (unsigned i = 0; i < n_exported; i++)
+        if (exported[i] == s)
+            return 1;
+    return 0;
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL queue_submit(VkQueue queue, uint32_t count,
+                                                   const VkSubmitInfo *submits, VkFence fence)
+{
+    VkSubmitInfo copy[MAX_LIST];
+    VkSemaphore waits[MAX_LIST][MAX_LIST];
+    VkPipelineStageFlags stages[MAX_LIST][MAX_LIST];
+    if (count > MAX_LIST)
+        return next_submit(queue, count, submits, fence);
+    for (uint32_t i = 0; i < count; i++) {
+        copy[i] = submits[i];
+        uint32_t kept = 0;
+        for (uint32_t k = 0; k < submits[i].waitSemaphoreCount && k < MAX_LIST; k++)
+            if (!is_exported(submits[i].pWaitSemaphores[k])) {
+                waits[i][kept] = submits[i].pWaitSemaphores[k];
+                stages[i][kept++] = submits[i].pWaitDstStageMask[k];
+            }
+        copy[i].waitSemaphoreCount = kept;
+        copy[i].pWaitSemaphores = waits[i];
+        copy[i].pWaitDstStageMask = stages[i];
+    }
+    return next_submit(queue, count, copy, fence);
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical,
+                                                    const VkDeviceCreateInfo *info,
+                                                    const VkAllocationCallbacks *cb,
+                                                    VkDevice *out)
+{
+    VkLayerDeviceCreateInfo *l =
+        (VkLayerDeviceCreateInfo *)link_info(info->pNext, VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO);
+    if (!l)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    PFN_vkGetInstanceProcAddr gipa = l->u.pLayerInfo->pfnNextGetInstanceProcAddr;
+    next_gdpa = l->u.pLayerInfo->pfnNextGetDeviceProcAddr;
+    l->u.pLayerInfo = l->u.pLayerInfo->pNext;
+    const char *names[MAX_LIST];
+    VkDeviceCreateInfo asked = *info;
+    asked.enabledExtensionCount = 0;
+    asked.ppEnabledExtensionNames = names;
+    for (uint32_t i = 0; i < info->enabledExtensionCount && i < MAX_LIST; i++)
+        if (strcmp(info->ppEnabledExtensionNames[i], EXTENSION))
+            names[asked.enabledExtensionCount++] = info->ppEnabledExtensionNames[i];
+    PFN_vkCreateDevice create = (PFN_vkCreateDevice)gipa(instance, "vkCreateDevice");
+    VkResult r = create(physical, &asked, cb, out);
+    if (r == VK_SUCCESS) {
+        next_submit = (PFN_vkQueueSubmit)next_gdpa(*out, "vkQueueSubmit");
+        next_create_semaphore = (PFN_vkCreateSemaphore)next_gdpa(*out, "vkCreateSemaphore");
+    }
+    n_exported = 0;
+    return r;
+}
+
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL get_device_proc(VkDevice device, const char *name);
+
+static PFN_vkVoidFunction ours(const char *name)
+{
+    static const struct {
+        const char *name;
+        PFN_vkVoidFunction fn;
+    } fns[] = {{"vkCreateInstance", (PFN_vkVoidFunction)create_instance},
+               {"vkCreateDevice", (PFN_vkVoidFunction)create_device},
+               {"vkGetDeviceProcAddr", (PFN_vkVoidFunction)get_device_proc},
+               {"vkGetSemaphoreFdKHR", (PFN_vkVoidFunction)get_semaphore_fd},
+               {"vkCreateSemaphore", (PFN_vkVoidFunction)create_semaphore},
+               {"vkQueueSubmit", (PFN_vkVoidFunction)queue_submit}};
+    for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
+        if (!strcmp(name, fns[i].name))
+            return fns[i].fn;
+    return NULL;
+}
+
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL get_device_proc(VkDevice device, const char *name)
+{
+    PFN_vkVoidFunction f =
+        strcmp(name, "vkCreateDevice") && strcmp(name, "vkCreateInstance") ? ours(name) : NULL;
+    return f ? f : next_gdpa(device, name);
+}
+
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL get_instance_proc(VkInstance inst,
+                                                                  const char *name)
+{
+    if (!strcmp(name, "vkGetInstanceProcAddr"))
+        return (PFN_vkVoidFunction)get_instance_proc;
+    PFN_vkVoidFunction f = ours(name);
+    return f ? f : next_gipa ? next_gipa(inst, name) : NULL;
+}
+
+EXPORT VKAPI_ATTR VkResult VKAPI_CALL
+simulated_semaphore_fd_negotiate(VkNegotiateLayerInterface *v)
+{
+    if (!v || v->sType != LAYER_NEGOTIATE_INTERFACE_STRUCT)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    if (v->loaderLayerInterfaceVersion > 2)
+        v->loaderLayerInterfaceVersion = 2;
+    v->pfnGetInstanceProcAddr = get_instance_proc;
+    v->pfnGetDeviceProcAddr = get_device_proc;
+    v->pfnGetPhysicalDeviceProcAddr = NULL;
+    return VK_SUCCESS;
+}

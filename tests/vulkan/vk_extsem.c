@@ -1,0 +1,120 @@
+/*
+ * A Vulkan binary semaphore exported as a file descriptor and imported by
+ * CUDA, ordering a queue's work and a CUDA stream's: `vk_extsem MODE`.
+ * Real Vulkan and CUDA runtime calls only (in CI: lavapipe, given
+ * VK_KHR_external_semaphore_fd by the simulated device's layer, and the
+ * simulated CUDA device; any driver with the extension and a GPU elsewhere).
+ *
+ *   vk_to_cuda         a submission fills the mapped buffer and signals the
+ *                      semaphore; a non-blocking CUDA stream waits for it,
+ *                      the host synchronizes that stream, then a CPU tensor
+ *                      over the mapping is handed to a consumer
+ *   vk_to_cuda_nowait  the same without the CUDA stream's wait (race)
+ *   cuda_to_vk         CUDA fills a buffer of its own on that stream and
+ *                      signals the semaphore; a submission waits for it,
+ *                      the host waits for the submission's fence, then the
+ *                      buffer is handed to a consumer that copies it out on
+ *                      the legacy default stream
+ *   cuda_to_vk_nowait  the same without the submission's wait (race)
+ *
+ * Without the extension it exits 77 (unavailable, as the other Vulkan
+ * programs do where a feature is missing); it exits 0 when every call it
+ * made succeeded.
+ */
+#include <cuda_runtime_api.h>
+#include <dlpack/dlpack.h>
+#include <dlshim.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_setup.h"
+
+#define CUDA_CHECK(call)                                                     \
+    do {                                                                     \
+        cudaError_t e_ = (call);                                             \
+        if (e_ != cudaSuccess) {                                             \
+            printf("%s failed: %d\n", #call, (int)e_);                       \
+            exit(1);                                                         \
+        }                                                                    \
+    } while (0)
+
+/* An exportable binary semaphore, exported and imported by CUDA (which
+ * owns the descriptor from then on). */
+static VkSemaphore shared_semaphore(cudaExternalSemaphore_t *ext)
+{
+    int fd;
+    VkSemaphore s = exported_semaphore(&fd);
+    struct cudaExternalSemaphoreHandleDesc desc = {
+        .type = cudaExternalSemaphoreHandleTypeOpaqueFd, .handle.fd = fd};
+    CUDA_CHECK(cudaImportExternalSemaphore(ext, &desc));
+    return s;
+}
+
+static void vk_to_cuda(queue_rig *rig, VkSemaphore sem, cudaExternalSemaphore_t ext,
+                       cudaStream_t s, int wait)
+{
+    /* Unwaited, the fill is held back until the consumer has read (the
+     * race then shows on any driver); waited for, a GPU's stream waits for
+     * it, and the simulated device's does not (its read is then timing's). */
+    rig_fill_and_signal(rig, sem, !wait);
+    struct cudaExternalSemaphoreWaitParams params;
+    memset(&params, 0, sizeof(params));
+    if (wait)
+        CUDA_CHECK(cudaWaitExternalSemaphoresAsync(&ext, &params, 1, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    rig_hand_over(rig);
+}
+
+static void cuda_to_vk(queue_rig *rig, VkSemaphore sem, cudaExternalSemaphore_t ext,
+                       cudaStream_t s, int wait)
+{
+    void *x;
+    CUDA_CHECK(cudaMalloc(&x, BYTES));
+    CUDA_CHECK(cudaMemsetAsync(x, 7, BYTES, s));
+    struct cudaExternalSemaphoreSignalParams params;
+    memset(&params, 0, sizeof(params));
+    CUDA_CHECK(cudaSignalExternalSemaphoresAsync(&ext, &params, 1, s));
+    VkFence fence;
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VK_CHECK(vkCreateFence(device, &fci, NULL, &fence));
+    VkCommandBuffer cb = rig_begin(rig, 0);
+    VK_CHECK(vkEndCommandBuffer(cb));
+    rig_submit(rig, cb, wait ? sem : VK_NULL_HANDLE, VK_NULL_HANDLE, fence);
+    VK_CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
+    DLManagedTensor t = device_tensor(x, kDLCUDA);
+    dlshim_export(&t, "cudaproducer");
+    dlshim_import(&t, "cudaconsumer");
+    uint32_t back[4];
+    CUDA_CHECK(cudaMemcpy(back, x, sizeof(back), cudaMemcpyDeviceToHost));
+    printf("consumer saw %u\n", back[1]);
+    t.deleter(&t);
+    vkDestroyFence(device, fence, NULL);
+    CUDA_CHECK(cudaFree(x));
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "vk_to_cuda";
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    open_device_with(VK_API_VERSION_1_1, NULL, VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
+    queue_rig rig;
+    rig_open(&rig);
+    cudaExternalSemaphore_t ext;
+    VkSemaphore sem = shared_semaphore(&ext);
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int wait = !strstr(mode, "_nowait");
+    if (!strncmp(mode, "vk_to_cuda", 10))
+        vk_to_cuda(&rig, sem, ext, s, wait);
+    else
+        cuda_to_vk(&rig, sem, ext, s, wait);
+    VK_CHECK(vkQueueWaitIdle(rig.queue));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    CUDA_CHECK(cudaDestroyExternalSemaphore(ext));
+    CUDA_CHECK(cudaStreamDestroy(s));
+    vkDestroySemaphore(device, sem, NULL);
+    rig_close(&rig);
+    printf("done %s\n", mode);
+    return 0;
+}
