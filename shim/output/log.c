@@ -435,9 +435,11 @@ void ds_log_after_fork(void)
         slots[i].taken = false;
     }
     ds_log_own_slot = 0;
-    /* the parent's writer is not here: this process starts its own at its
-     * first hand-over */
-    atomic_store(&writer_state, WRITER_NONE);
+    /* The parent's writer is not here, and none is started: a child of a
+     * process with threads may only call what is async-signal-safe until
+     * it execs (pthread_create is not; ThreadSanitizer kills such a child).
+     * Its blocks are written in place. */
+    atomic_store(&writer_state, WRITER_OFF);
     atomic_store(&writer_work, 0);
     atomic_store(&writer_stop, false);
     atomic_store(&writer_start_owed, false);
@@ -760,10 +762,9 @@ static bool flush_locked(int fd)
  * before something (a violation, the summary, exit, _exit, a fatal signal,
  * fork) are written in place as before.  The writer sleeps on a futex, the
  * count of hand-overs; it is started at the first hand-over of a process
- * (a forked child's too, which has none of its parent's threads), from
- * outside every shim lock, with every signal blocked (the program's
- * handlers never run on it), and stopped and joined by the library's
- * destructor. */
+ * (never in a forked child, which writes in place), from outside every
+ * shim lock, with every signal blocked (the program's handlers never run
+ * on it), and stopped and joined by the library's destructor. */
 
 static bool writer_wanted(void)
 {

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONSUMER, LIB, PRELOAD_FIRST, WRAPPER, base_env, parse_jsonl, preload_value
+from conftest import CONSUMER, PRELOAD_FIRST, WRAPPER, base_env, parse_jsonl, preload_value
+from test_log_buffer import Held, run_dlclose
 from test_log_threads import check_ring, zst_events
 
 SANITIZED = "asan" in PRELOAD_FIRST or "tsan" in PRELOAD_FIRST
@@ -72,13 +73,21 @@ class Traced:
 def test_the_thread_that_makes_events_hands_its_blocks_to_the_writer(tmp_path):
     # One thread, 60000 lines (about 200 blocks of 64 KiB): the first block
     # is written in place (it starts the writer), the exit's flush and the
-    # summary too; the writer writes the rest.
-    t = Traced(tmp_path, ["cycles", 20000], THREAD)
-    assert t.rc == 0, t.stderr
-    assert [e["event"] for e in t.events()] == ["export", "import", "release"] * 20000 + ["summary"]
-    assert len(t.writers) == 1
-    others = sum(t.writes.values()) - t.by_writer()
-    assert t.by_writer() > 100 and others < t.by_writer() / 5, t.writes
+    # summary too; the writer writes the rest, but for the blocks that
+    # filled while it was behind (it was not given a core: a loaded
+    # machine), which the thread writes in place.  Three tries for that.
+    for attempt in range(3):
+        run = tmp_path / str(attempt)
+        run.mkdir()
+        t = Traced(run, ["cycles", 20000], THREAD)
+        assert t.rc == 0, t.stderr
+        assert [e["event"] for e in t.events()] == \
+            ["export", "import", "release"] * 20000 + ["summary"]
+        assert len(t.writers) == 1
+        others = sum(t.writes.values()) - t.by_writer()
+        if t.by_writer() > 100 and others < t.by_writer() / 5:
+            return
+    pytest.fail(f"the writer wrote {t.by_writer()} blocks, the other threads {others}")
 
 
 @pytest.mark.parametrize("writer", ["inline", None])
@@ -113,10 +122,11 @@ def test_leaving_writes_what_the_writer_was_handed(tmp_path, then):
     assert len(t.writers) == 1 and t.by_writer() > 0
 
 
-def test_a_forked_child_starts_its_own_writer(tmp_path):
+def test_a_forked_child_writes_in_place(tmp_path):
     # Thread 1 forks while the others log: the parent's lines are written
-    # once, before the fork; the child, without its parent's writer, logs
-    # its N cycles through one of its own.
+    # once, before the fork; the child, without its parent's writer, starts
+    # none (a threaded process's child may not) and writes its N cycles
+    # itself.
     t = Traced(tmp_path, ["ring", N, "fork"], THREAD)
     assert t.rc == 0, t.stderr
     events = t.events()
@@ -126,28 +136,16 @@ def test_a_forked_child_starts_its_own_writer(tmp_path):
     check_ring(events, N, pid=parent)
     mine = [e["event"] for e in events if e["pid"] == child]
     assert mine == ["export", "import", "release"] * N + ["summary"]
-    assert len(t.writers) == 2
+    assert len(t.writers) == 1
 
 
 @pytest.mark.parametrize("then", ["_exit", "exit"])
 def test_dlclose_with_the_writer_running(tmp_path, then):
     # dlopen'd, 3000 handoffs (the writer started), dlclose, then _exit (the
     # hook writes what was held) or exit (the destructor stops the writer).
-    log = tmp_path / "events.jsonl"
     trace = tmp_path / "strace.txt"
-    e = base_env()
-    e.pop("LD_PRELOAD", None)
-    e.update({"DLSHIM_FORMAT": "jsonl", "DLSHIM_LOG": str(log), "DLSHIM_SUMMARY": "1", **THREAD})
-    proc = subprocess.Popen([STRACE, "-f", "-qq", "-e", "trace=prctl", "-o", str(trace),
-                             str(CONSUMER), "dlclose", str(LIB), "3000", then], env=e,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "closed"
-    proc.stdin.close()
-    proc.stdout.read()
-    err = proc.stderr.read()
-    assert proc.wait(timeout=60) == 0, err
-    events = parse_jsonl(log.read_text(), str(log))
+    events = run_dlclose(tmp_path / "events.jsonl", ["3000", then], THREAD,
+                         [STRACE, "-f", "-qq", "-e", "trace=prctl", "-o", str(trace)])
     assert [x["event"] for x in events] == ["export", "import"] * 3000 + ["summary"]
     assert '"dlshim-log"' in trace.read_text()
 
@@ -177,7 +175,6 @@ def test_a_violation_is_written_at_once_with_the_writer(tmp_path):
     # 20000 cycles first (the writer started and writing), then a double
     # release: every line before it, and it, are in the file while the
     # process is still running.
-    from test_log_buffer import Held
     held = Held(tmp_path, 20000, "violation", env={"DLSHIM_ON_ERROR": "protect", **THREAD})
     tids = [t.name for t in (Path(f"/proc/{held.proc.pid}/task")).iterdir()]
     names = [(Path(f"/proc/{held.proc.pid}/task/{t}/comm")).read_text().strip() for t in tids]
