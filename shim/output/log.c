@@ -353,6 +353,8 @@ static void slot_given_back(void *value)
     ds_lock_give(DS_LOCK_LOG);
 }
 
+static bool write_held(int fd);
+
 /* Buffer lines for fd if it is a regular file, or a device nobody reads
  * line by line (not a terminal), and a buffer is asked for.  Every slot is
  * laid out afresh at its next line (slot_ready), in its memory if that is
@@ -374,6 +376,11 @@ static void set_buffer(int fd)
         ds_lock_take(DS_LOCK_LOG);
         ds_lock_take(DS_LOCK_LOG_LINES);
     }
+    /* what was handed to the writer since the flush before this open goes
+     * to the log it was made for, before the slots are laid out afresh */
+    int old = atomic_load_explicit(&log_fd, memory_order_relaxed);
+    if (locks && buffered && old >= 0)
+        write_held(old);
     buffered = buffer;
     buffer_size = buffer ? want : 0;
     /* lines are DS_LOG_LINE_MIN bytes at least: the marks never run out */
