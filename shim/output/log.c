@@ -813,6 +813,18 @@ static void *writer_main(void *unused)
     return NULL;
 }
 
+/* The writer told to end, and joined where that cannot wait forever: a
+ * thread inside the shim, or leaving, might hold the LOG it waits for
+ * (then the process is ending, and the writer with it). */
+static void writer_halt(void)
+{
+    atomic_store(&writer_stop, true);
+    atomic_fetch_add(&writer_work, 1);
+    futex_wake(&writer_work);
+    if (!ds_holds_lock() && !atomic_load(&ds_leaving))
+        pthread_join(writer_thread, NULL);
+}
+
 /* Outside every shim lock (pthread_create allocates): the writer started
  * when a hand-over asked for it.  Its signal mask is inherited: all
  * blocked, so that no signal meant for the program is delivered to it. */
@@ -831,8 +843,12 @@ static void writer_start_if_owed(void)
     atomic_store(&writer_stop, false);
     int err = pthread_create(&writer_thread, NULL, writer_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int starting = WRITER_STARTING;
+    if (err != 0)
+        atomic_store(&writer_state, WRITER_OFF);
+    else if (!atomic_compare_exchange_strong(&writer_state, &starting, WRITER_RUNNING))
+        writer_halt(); /* stopped as it started (the library's destructor) */
     errno = saved;
-    atomic_store(&writer_state, err == 0 ? WRITER_RUNNING : WRITER_OFF);
 }
 
 /* After LOG is given back: the writer woken if a hand-over was made. */
@@ -866,16 +882,10 @@ static bool hand_over_locked(int fd)
 
 void ds_log_stop_writer(void)
 {
-    int was = atomic_exchange(&writer_state, WRITER_OFF);
-    if (was != WRITER_RUNNING)
+    /* STARTING: the thread starting it halts it (writer_start_if_owed) */
+    if (atomic_exchange(&writer_state, WRITER_OFF) != WRITER_RUNNING)
         return;
-    atomic_store(&writer_stop, true);
-    atomic_fetch_add(&writer_work, 1);
-    futex_wake(&writer_work);
-    /* a thread inside the shim, or leaving, might hold the LOG the writer
-     * waits for: not joined then (the process is ending) */
-    if (!ds_holds_lock() && !atomic_load(&ds_leaving))
-        pthread_join(writer_thread, NULL);
+    writer_halt();
     ds_log_flush(); /* what was handed over as it stopped */
 }
 
