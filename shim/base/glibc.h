@@ -29,6 +29,8 @@ DS_GLIBC_PIN(dlerror, "GLIBC_2.2.5")
 DS_GLIBC_PIN(dlinfo, "GLIBC_2.3.3")
 DS_GLIBC_PIN(dlvsym, "GLIBC_2.2.5")
 /* libpthread.so.0 before 2.34 */
+DS_GLIBC_PIN(pthread_create, "GLIBC_2.2.5")
+DS_GLIBC_PIN(pthread_join, "GLIBC_2.2.5")
 DS_GLIBC_PIN(pthread_key_create, "GLIBC_2.2.5")
 DS_GLIBC_PIN(pthread_mutex_trylock, "GLIBC_2.2.5")
 DS_GLIBC_PIN(pthread_rwlock_init, "GLIBC_2.2.5")

@@ -42,6 +42,10 @@
  * never sees an error, and writing to a closed pipe never raises SIGPIPE
  * in it.
  *
+ * With DLSHIM_LOG_WRITER=thread a full block is handed to a thread of the
+ * shim's that writes it (see hand_over_locked); every flush that must be
+ * done before something else is still done in place.
+ *
  * A log file cannot fill the disk: DLSHIM_LOG_MAX_SIZE caps what the file
  * holds (its size at open included, and at each flush the size on disk,
  * which other processes of the run may have grown).
@@ -71,7 +75,10 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,6 +104,14 @@ static char log_spec[DS_PATH_MAX];
 static uint64_t run_start_ns;
 static bool run_first;
 static atomic_uint_fast64_t dropped;
+/* The writer thread's (see hand_over_locked). */
+enum { WRITER_NONE, WRITER_STARTING, WRITER_RUNNING, WRITER_OFF };
+static atomic_int writer_state;
+static _Atomic uint32_t writer_work;  /* futex word: hand-overs made */
+static atomic_bool writer_stop;
+static atomic_bool writer_start_owed; /* a hand-over found no writer yet */
+static atomic_bool writer_wake_owed;  /* set under LOG, acted on after it */
+static pthread_t writer_thread;
 
 #define DS_LOG_AGE_NS 100000000ull /* 100 ms: the longest a line waits while events flow */
 
@@ -338,6 +353,8 @@ static void slot_given_back(void *value)
     ds_lock_give(DS_LOCK_LOG);
 }
 
+static bool write_held(int fd);
+
 /* Buffer lines for fd if it is a regular file, or a device nobody reads
  * line by line (not a terminal), and a buffer is asked for.  Every slot is
  * laid out afresh at its next line (slot_ready), in its memory if that is
@@ -359,6 +376,11 @@ static void set_buffer(int fd)
         ds_lock_take(DS_LOCK_LOG);
         ds_lock_take(DS_LOCK_LOG_LINES);
     }
+    /* what was handed to the writer since the flush before this open goes
+     * to the log it was made for, before the slots are laid out afresh */
+    int old = atomic_load_explicit(&log_fd, memory_order_relaxed);
+    if (locks && buffered && old >= 0)
+        write_held(old);
     buffered = buffer;
     buffer_size = buffer ? want : 0;
     /* lines are DS_LOG_LINE_MIN bytes at least: the marks never run out */
@@ -420,6 +442,15 @@ void ds_log_after_fork(void)
         slots[i].taken = false;
     }
     ds_log_own_slot = 0;
+    /* The parent's writer is not here, and none is started: a child of a
+     * process with threads may only call what is async-signal-safe until
+     * it execs (pthread_create is not; ThreadSanitizer kills such a child).
+     * Its blocks are written in place. */
+    atomic_store(&writer_state, WRITER_OFF);
+    atomic_store(&writer_work, 0);
+    atomic_store(&writer_stop, false);
+    atomic_store(&writer_start_owed, false);
+    atomic_store(&writer_wake_owed, false);
     atomic_store(&slot_users, 0);
     slot0_counted = false;
     atomic_store(&flush_due.at, 0);
@@ -714,14 +745,148 @@ static bool write_held(int fd)
     return write_block(fd, merged, out, out_lines) && ok;
 }
 
-/* LOG held: every slot's lines written. */
+/* LOG held: every slot's lines written, what the writer thread was handed
+ * and has not written yet first (the held blocks are older than the
+ * blocks being filled, and take_blocks reuses them). */
 static bool flush_locked(int fd)
 {
+    bool ok = write_held(fd);
     if (!ds_lock_take_bounded(DS_LOCK_LOG_LINES))
         return false; /* leaving, and a thread holds its slot */
     bool fits = take_blocks(fd);
     ds_lock_give(DS_LOCK_LOG_LINES);
-    return write_held(fd) && fits;
+    return write_held(fd) && fits && ok;
+}
+
+/* The writer thread (DLSHIM_LOG_WRITER=thread): a thread whose block
+ * filled (or aged) takes every slot's lines as a flush does, a pointer swap
+ * under LOG, and hands the held blocks to the writer, which merges and
+ * writes them under LOG while the threads go on in their other blocks: the
+ * write(2), the merge and the compression leave the thread that made the
+ * events.  Nothing waits on a queue: a block handed over stays the slot's
+ * held block until written, so a flush that finds one still there (the
+ * writer behind) writes it in place first, and flushes that must be done
+ * before something (a violation, the summary, exit, _exit, a fatal signal,
+ * fork) are written in place as before.  The writer sleeps on a futex, the
+ * count of hand-overs; it is started at the first hand-over of a process
+ * (never in a forked child, which writes in place), from outside every
+ * shim lock, with every signal blocked (the program's handlers never run
+ * on it), and stopped and joined by the library's destructor. */
+
+static bool writer_wanted(void)
+{
+    return ds_cfg.log_writer == DS_LOG_WRITER_THREAD;
+}
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t seen)
+{
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void *writer_main(void *unused)
+{
+    (void)unused;
+    prctl(PR_SET_NAME, (unsigned long)"dlshim-log", 0, 0, 0);
+    uint32_t done = 0;
+    for (;;) {
+        uint32_t work = atomic_load(&writer_work);
+        if (atomic_load(&writer_stop))
+            break;
+        if (work == done) {
+            futex_wait(&writer_work, work);
+            continue;
+        }
+        /* leaving: the thread that leaves writes everything itself */
+        if (!ds_lock_take_bounded(DS_LOCK_LOG))
+            break;
+        done = work;
+        int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
+        if (fd >= 0 && buffered)
+            write_held(fd);
+        ds_lock_give(DS_LOCK_LOG);
+    }
+    return NULL;
+}
+
+/* The writer told to end, and joined where that cannot wait forever: a
+ * thread inside the shim, or leaving, might hold the LOG it waits for
+ * (then the process is ending, and the writer with it). */
+static void writer_halt(void)
+{
+    atomic_store(&writer_stop, true);
+    atomic_fetch_add(&writer_work, 1);
+    futex_wake(&writer_work);
+    if (!ds_holds_lock() && !atomic_load(&ds_leaving))
+        pthread_join(writer_thread, NULL);
+}
+
+/* Outside every shim lock (pthread_create allocates): the writer started
+ * when a hand-over asked for it.  Its signal mask is inherited: all
+ * blocked, so that no signal meant for the program is delivered to it. */
+static void writer_start_if_owed(void)
+{
+    if (!atomic_load_explicit(&writer_start_owed, memory_order_relaxed) || ds_holds_lock())
+        return;
+    int none = WRITER_NONE;
+    if (!atomic_compare_exchange_strong(&writer_state, &none, WRITER_STARTING))
+        return;
+    atomic_store(&writer_start_owed, false);
+    int saved = errno;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    atomic_store(&writer_stop, false);
+    int err = pthread_create(&writer_thread, NULL, writer_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int starting = WRITER_STARTING;
+    if (err != 0)
+        atomic_store(&writer_state, WRITER_OFF);
+    else if (!atomic_compare_exchange_strong(&writer_state, &starting, WRITER_RUNNING))
+        writer_halt(); /* stopped as it started (the library's destructor) */
+    errno = saved;
+}
+
+/* After LOG is given back: the writer woken if a hand-over was made. */
+static void writer_wake_if_owed(void)
+{
+    if (atomic_load_explicit(&writer_wake_owed, memory_order_relaxed) &&
+        atomic_exchange(&writer_wake_owed, false))
+        futex_wake(&writer_work);
+}
+
+/* LOG held, a block full or a flush due: every slot's lines handed to the
+ * writer, or written here where there is none (yet). */
+static bool hand_over_locked(int fd)
+{
+    if (!writer_wanted())
+        return flush_locked(fd);
+    if (atomic_load(&writer_state) != WRITER_RUNNING) {
+        if (atomic_load_explicit(&writer_state, memory_order_relaxed) == WRITER_NONE)
+            atomic_store_explicit(&writer_start_owed, true, memory_order_relaxed);
+        return flush_locked(fd);
+    }
+    bool ok = write_held(fd); /* the writer is behind: its last blocks written here */
+    if (!ds_lock_take_bounded(DS_LOCK_LOG_LINES))
+        return false;
+    bool fits = take_blocks(fd);
+    ds_lock_give(DS_LOCK_LOG_LINES);
+    atomic_fetch_add(&writer_work, 1);
+    atomic_store_explicit(&writer_wake_owed, true, memory_order_relaxed);
+    return fits && ok;
+}
+
+void ds_log_stop_writer(void)
+{
+    /* STARTING: the thread starting it halts it (writer_start_if_owed) */
+    if (atomic_exchange(&writer_state, WRITER_OFF) != WRITER_RUNNING)
+        return;
+    writer_halt();
+    ds_log_flush(); /* what was handed over as it stopped */
 }
 
 /* A line that does not go into the buffer: written at once. */
@@ -867,6 +1032,7 @@ static __attribute__((noinline)) bool write_slow(const char *line, size_t len, u
                                                   bool tail)
 {
     int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
+    writer_start_if_owed();
     if (fd < 0 && (fd = writable_fd()) < 0) {
         /* a child's file not open yet, in a handler inside the shim */
         ds_log_count_drop();
@@ -902,17 +1068,20 @@ static __attribute__((noinline)) bool write_slow(const char *line, size_t len, u
             ds_lock_give(DS_LOCK_LOG);
             return true;
         }
-        ok = flush_locked(fd);
+        ok = hand_over_locked(fd);
         atomic_store_explicit(&flush_due.at, now + DS_LOG_AGE_NS, memory_order_relaxed);
         if (add_own(line, len, now, true)) {
             ds_lock_give(DS_LOCK_LOG);
+            writer_wake_if_owed();
             return ok;
         }
     } else {
         ok = flush_locked(fd);
     }
     /* A summary's line, a line longer than a block, or the cap near:
-     * written at once, after every line the slots held. */
+     * written at once, after every line the slots held (what was just
+     * handed to the writer too). */
+    ok = write_held(fd) && ok;
     if (claim_line(len, tail)) {
         ok = write_now(fd, line, len) && ok;
     } else if (tail) {
@@ -925,6 +1094,7 @@ static __attribute__((noinline)) bool write_slow(const char *line, size_t len, u
         flush_locked(fd);
     }
     ds_lock_give(DS_LOCK_LOG);
+    writer_wake_if_owed();
     return ok;
 }
 
@@ -984,6 +1154,7 @@ char *ds_log_reserve_slow(uint64_t now)
         return NULL;
     if (file_max && atomic_load_explicit(&file_full, memory_order_relaxed) != FULL_NO)
         return NULL; /* built aside, and counted */
+    writer_start_if_owed();
     unsigned mine = ds_log_own_slot;
     if (mine) { /* its slot was held by a thread sharing it, or is full */
         ds_log_slot *s = &slots[mine - 1];
@@ -1001,16 +1172,18 @@ char *ds_log_reserve_slow(uint64_t now)
         if ((round || now < atomic_load_explicit(&flush_due.at, memory_order_relaxed)) &&
             slot_ready(s) && room_for(s, DS_LOG_RESERVE, round == 1)) {
             ds_lock_give(DS_LOCK_LOG); /* the slot's stays taken until the commit */
+            writer_wake_if_owed();
             return s->buf + s->len;
         }
         ds_lock_give_shard(DS_LOCK_LOG_LINES, i);
         if (round == 0) {
-            flush_locked(fd);
+            hand_over_locked(fd);
             atomic_store_explicit(&flush_due.at, now + DS_LOG_AGE_NS, memory_order_relaxed);
         }
     }
     /* the file's cap is near: the line is built aside and weighed */
     ds_lock_give(DS_LOCK_LOG);
+    writer_wake_if_owed();
     return NULL;
 }
 
@@ -1038,6 +1211,7 @@ void ds_log_before_fork(void)
 {
     int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
     if (buffered && fd >= 0) {
+        write_held(fd); /* handed to the writer, not written yet */
         take_blocks(fd);
         write_held(fd);
     }

@@ -156,6 +156,9 @@ static inline void ds_log_cancel(void)
 /* Writes what the buffer holds (violations, exit, _exit). */
 bool ds_log_flush(void);
 void ds_log_before_fork(void); /* every lock held */
+/* The writer thread (DLSHIM_LOG_WRITER=thread) stopped and joined, what it
+ * was handed written: from the library's destructor, outside every lock. */
+void ds_log_stop_writer(void);
 void ds_log_write_stderr(const char *line, size_t len);
 void ds_log_count_drop(void);
 uint64_t ds_log_dropped(void);

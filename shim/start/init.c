@@ -272,4 +272,6 @@ __attribute__((constructor)) static void ds_load(void)
 __attribute__((destructor)) static void ds_unload(void)
 {
     ds_finish(false);
+    /* no thread of the shim's may outlive its code */
+    ds_log_stop_writer();
 }

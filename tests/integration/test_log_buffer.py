@@ -216,23 +216,31 @@ def test_the_max_size_counts_what_the_file_held(dlshim, tmp_path):
     assert '"event":"log_full"' in lines[-2] and '"capped_events":' in lines[-1]
 
 
-def test_dlclose_leaves_the_library_and_its_log_in_place(tmp_path):
-    # The shim opened with dlopen (not preloaded), a handoff, dlclose, then
-    # _exit.  The modules it patched still call into it (_exit here), so
-    # dlclose must not unmap it (it did, and the program died of SIGSEGV at
-    # _exit); what the buffer held is written at _exit, as when preloaded.
-    log = tmp_path / "events.jsonl"
+def run_dlclose(log, args=(), env=None, before=()):
+    """consumer dlclose ARGS: the shim dlopen'd (not preloaded), handoffs,
+    dlclose, a pause ("closed"), then the ending ARGS names; its log's
+    events.  `before`: a command line the consumer runs under (strace)."""
     e = base_env()
     e.pop("LD_PRELOAD", None)
     e.update({"DLSHIM_FORMAT": "jsonl", "DLSHIM_LOG": str(log), "DLSHIM_SUMMARY": "1"})
-    proc = subprocess.Popen([str(CONSUMER), "dlclose", str(LIB)], env=e, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    e.update(env or {})
+    proc = subprocess.Popen([*before, str(CONSUMER), "dlclose", str(LIB), *args], env=e,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "closed"
     proc.stdin.close()
     proc.stdout.read()
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 0, err
-    events = parse_jsonl(log.read_text(), str(log))
+    return parse_jsonl(log.read_text(), str(log))
+
+
+def test_dlclose_leaves_the_library_and_its_log_in_place(tmp_path):
+    # The shim opened with dlopen (not preloaded), a handoff, dlclose, then
+    # _exit.  The modules it patched still call into it (_exit here), so
+    # dlclose must not unmap it (it did, and the program died of SIGSEGV at
+    # _exit); what the buffer held is written at _exit, as when preloaded.
+    events = run_dlclose(tmp_path / "events.jsonl")
     assert [x["event"] for x in events] == ["export", "import", "summary"]
     assert events[-1]["shares"] == 1
 

@@ -334,11 +334,13 @@ static int hold(int n, const char *then)
     return 0;
 }
 
-/* ---- the shim opened with dlopen (not preloaded), a handoff, dlclose:
+/* ---- the shim opened with dlopen (not preloaded), n handoffs (1 unless
+ * given: more fill blocks, which the log's writer thread writes), dlclose:
  * the library's destructor must write what its buffer held, since nothing
  * of it is left to do so at exit.  Pauses after dlclose ("closed") so that
- * the log can be read, then leaves with _exit. */
-static int close_shim(const char *path)
+ * the log can be read, then leaves with _exit, or with exit when `then`
+ * says so. */
+static int close_shim(const char *path, int n, const char *then)
 {
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     void (*export)(DLManagedTensor *, const char *) =
@@ -349,11 +351,15 @@ static int close_shim(const char *path)
         fprintf(stderr, "consumer: %s\n", dlerror());
         return 2;
     }
-    DLManagedTensor *t = prod_make(1, 2);
-    export(t, "prod");
-    import(t, "cons");
+    for (int i = 0; i < (n > 0 ? n : 1); i++) {
+        DLManagedTensor *t = prod_make(1, 2); /* kept: the shim is gone before a deleter runs */
+        export(t, "prod");
+        import(t, "cons");
+    }
     dlclose(lib);
     pause_for("closed");
+    if (!strcmp(then, "exit"))
+        exit(0);
     _exit(0);
 }
 
@@ -419,7 +425,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "ring")) rc = ring(atoi(arg), argc > 3 ? argv[3] : "return", argc > 4 ? atoi(argv[4]) : 0);
     else if (!strcmp(mode, "cycles")) rc = cycles(atoi(arg));
     else if (!strcmp(mode, "deleter_reenters")) rc = deleter_reenters();
-    else if (!strcmp(mode, "dlclose")) rc = close_shim(arg);
+    else if (!strcmp(mode, "dlclose")) rc = close_shim(arg, argc > 3 ? atoi(argv[3]) : 1, argc > 4 ? argv[4] : "_exit");
     else if (!strcmp(mode, "hold")) rc = hold(atoi(arg), argc > 3 ? argv[3] : "return");
     else if (!strcmp(mode, "fork_cycles")) rc = fork_cycles(atoi(arg));
     else {
