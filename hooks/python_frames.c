@@ -648,7 +648,8 @@ static inline __attribute__((always_inline)) bool read_slot(slot *s, const locat
         atomic_load_explicit(&s->qualname, memory_order_acquire) != key->qualname)
         return false;
     unpack_meta(atomic_load_explicit(&s->meta, memory_order_acquire), out);
-    for (size_t w = 0; w * 8 < (size_t)out->len + 1 && w < TEXT_WORDS; w++) {
+    /* An interned text is read from the site table (location_text), not copied. */
+    for (size_t w = 0; !out->site && w * 8 < (size_t)out->len + 1 && w < TEXT_WORDS; w++) {
         uint64_t word = atomic_load_explicit(&s->text[w], memory_order_acquire);
         memcpy(out->text + w * 8, &word, 8);
     }
@@ -676,12 +677,20 @@ static void write_slot(const location *l)
     atomic_store_explicit(&s->filename, l->filename, memory_order_release);
     atomic_store_explicit(&s->qualname, l->qualname, memory_order_release);
     atomic_store_explicit(&s->meta, meta_of(l), memory_order_release);
-    for (size_t w = 0; w * 8 < (size_t)l->len + 1 && w < TEXT_WORDS; w++) {
+    for (size_t w = 0; !l->site && w * 8 < (size_t)l->len + 1 && w < TEXT_WORDS; w++) {
         uint64_t word;
         memcpy(&word, l->text + w * 8, 8);
         atomic_store_explicit(&s->text[w], word, memory_order_release);
     }
     atomic_store_explicit(&s->seq, seq + 2, memory_order_release);
+}
+
+/* The location's text: the site table's copy where it was interned (it
+ * never changes, so every event and thread can point at it), its own
+ * otherwise (the table was full). */
+static inline const char *location_text(const location *l)
+{
+    return l->site ? ds_site_text(l->site) : l->text;
 }
 
 /* "file:LINE in function", the file's tail when it is long (its name is
@@ -864,52 +873,43 @@ static bool take_user_frame(const location *l, void *arg)
     return l->framework; /* a user's frame ends the search */
 }
 
-/* *dst = *src, the text only as far as it goes. */
-static inline void copy_location(location *dst, const location *src)
-{
-    memcpy(dst, src, offsetof(location, text));
-    memcpy(dst->text, src->text, (size_t)src->len + 1 < DS_WHERE_MAX ? (size_t)src->len + 1
-                                                                       : DS_WHERE_MAX);
-}
-
 /* take_user_frame's answer through the checked layout, without walk()'s
- * callback.  Every event asks for it, so it makes no call to Python where
- * the location is known. */
-static inline __attribute__((always_inline)) bool user_location(thread_view t, location *out)
+ * callback: the innermost location in two[0], a later one in two[1]; the
+ * one chosen, or NULL.  Every event asks for it, so it makes no call to
+ * Python where the location is known, and copies no location. */
+static inline __attribute__((always_inline)) const location *user_location(thread_view t,
+                                                                           location two[2])
 {
     uintptr_t frame = frame_of(t.tstate, layout, !t.attached);
-    location later, *at = out; /* the innermost into *out, kept if no user's frame comes */
+    location *at = &two[0]; /* kept if no user's frame comes */
     for (int depth = 0; frame && depth < FRAMES_WALKED; depth++) {
         if (!shim_frame(layout, frame, !t.attached)) {
             if (!locate_frame(frame, t, at))
                 break;
-            if (!at->framework) {
-                if (at != out)
-                    copy_location(out, at);
-                return true;
-            }
-            at = &later;
+            if (!at->framework)
+                return at;
+            at = &two[1];
         }
         frame = previous_frame(layout, frame, !t.attached);
     }
-    return at != out;
+    return at != &two[0] ? &two[0] : NULL;
 }
 
 static bool python_here(ds_where *out, char scratch[DS_WHERE_MAX])
 {
-    location l;
-    bool found;
+    location two[2];
+    const location *l = NULL;
     if (atomic_load_explicit(&state, memory_order_acquire) == BOUND && layout_checked()) {
         thread_view t = this_thread();
-        found = t.tstate && user_location(t, &l);
+        l = t.tstate ? user_location(t, two) : NULL;
     } else {
-        here_search h = {&l, false};
-        found = walk(take_user_frame, &h) && h.found;
+        here_search h = {&two[0], false};
+        l = walk(take_user_frame, &h) && h.found ? &two[0] : NULL;
     }
-    if (!found)
+    if (!l)
         return false;
-    memcpy(scratch, l.text, l.len);
-    *out = (ds_where){scratch, l.len, l.plain, l.spaced, l.site};
+    const char *text = l->site ? ds_site_text(l->site) : memcpy(scratch, l->text, l->len);
+    *out = (ds_where){text, l->len, l->plain, l->spaced, l->site};
     return true;
 }
 
@@ -961,7 +961,7 @@ typedef struct {
 static bool take_frame(const location *l, void *arg)
 {
     stack_search *s = arg;
-    memcpy(s->out[s->n], l->text, l->len);
+    memcpy(s->out[s->n], location_text(l), l->len);
     s->out[s->n][l->len] = '\0';
     return ++s->n < s->max;
 }

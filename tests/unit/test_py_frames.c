@@ -336,7 +336,7 @@ static void *run(void *arg)
 
 /* One case in a child process: 8 threads; exit status 0 when every answer
  * was right and no API call was made detached. */
-static void run_case(unsigned long version, bool ft, bool layout)
+static void run_case(unsigned long version, bool ft, bool layout, bool sites_full)
 {
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -352,6 +352,12 @@ static void run_case(unsigned long version, bool ft, bool layout)
     free_threaded = ft;
     layout_expected = layout;
     make_codes();
+    if (sites_full) { /* every location then keeps its own text, none interned */
+        char text[32];
+        for (int i = 0; ds_site_intern(text, (size_t)snprintf(text, sizeof(text), "filler:%d", i));
+             i++)
+            ;
+    }
     static thread threads[THREADS];
     pthread_t ids[THREADS];
     pthread_barrier_init(&started, NULL, THREADS);
@@ -378,14 +384,22 @@ static void run_case(unsigned long version, bool ft, bool layout)
 static void test_checked_layout_from_eight_threads(void **state)
 {
     (void)state;
-    run_case(0x030d00f0ul, false, true);
+    run_case(0x030d00f0ul, false, true, false);
+}
+
+/* The same with the site table full: the lines' texts are the locations'
+ * own, copied from the shared table, where they are usually the sites'. */
+static void test_checked_layout_with_no_site_left(void **state)
+{
+    (void)state;
+    run_case(0x030d00f0ul, false, true, true);
 }
 
 /* A version without a row: the C API, only by attached threads. */
 static void test_api_alone_from_eight_threads(void **state)
 {
     (void)state;
-    run_case(0x030f00a0ul, false, false);
+    run_case(0x030f00a0ul, false, false, false);
 }
 
 /* A free-threaded object header (ob_type at 24): the layout rows are the
@@ -393,13 +407,14 @@ static void test_api_alone_from_eight_threads(void **state)
 static void test_free_threaded_header_uses_the_api_from_eight_threads(void **state)
 {
     (void)state;
-    run_case(0x030d00f0ul, true, false);
+    run_case(0x030d00f0ul, true, false, false);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_checked_layout_from_eight_threads),
+        cmocka_unit_test(test_checked_layout_with_no_site_left),
         cmocka_unit_test(test_api_alone_from_eight_threads),
         cmocka_unit_test(test_free_threaded_header_uses_the_api_from_eight_threads),
     };
