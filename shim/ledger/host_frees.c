@@ -157,25 +157,19 @@ static void write_free_fields(ds_ev *e, void *arg)
  * take away; another device's is a handle or a device address (a Vulkan
  * tensor's data is its VkDeviceMemory, which may be the driver's own heap
  * block: freeing it is vkFreeMemory's business, reported there). */
-static bool in_host_memory(int32_t device_type)
-{
-    return device_type == kDLCPU || device_type == kDLCUDAHost ||
-           device_type == kDLCUDAManaged || device_type == kDLROCMHost;
-}
-
 int ds_host_free_check(uintptr_t p, uint64_t bytes, int how, const void *caller)
 {
     if (!p || !bytes)
         return DS_FREE_FORWARD;
     if (watches && watched(p, bytes))
         return DS_FREE_FORWARD;
-    uintptr_t tensor = ds_shares_at(p, bytes);
+    uintptr_t tensor = ds_shares_host_at(p, bytes);
     if (!tensor)
         return DS_FREE_FORWARD;
     /* The share's record, as it is now (released meanwhile: no harm). */
     uint64_t hash = ds_reg_lock(tensor);
     const ds_record *r = ds_reg_find(hash, tensor);
-    bool live = r && r->state != DS_RELEASED && in_host_memory(r->device_type);
+    bool live = r && r->state != DS_RELEASED && ds_in_host_memory(r->device_type);
     ds_record c = live ? *r : (ds_record){0};
     ds_reg_unlock(hash);
     if (!live)

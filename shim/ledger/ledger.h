@@ -266,15 +266,27 @@ void ds_sync_host_reads(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16
 uint64_t ds_sync_barriers(void);
 
 /* ---- shares.c: the live shares by the bytes they cover ------------------- */
+/* Memory the host reaches at the tensor's own address: what a host free
+ * can take away. */
+static inline bool ds_in_host_memory(int32_t device_type)
+{
+    return device_type == kDLCPU || device_type == kDLCUDAHost ||
+           device_type == kDLCUDAManaged || device_type == kDLROCMHost;
+}
+
 /* Indexes the shares from now on (built from the registry the first time). */
 void ds_shares_index(void);
 /* Every export and release (a load while nothing asked for the index). */
 /* `hash`: the tensor's, ds_reg_hash(tensor). */
-void ds_shares_added(uint64_t hash, uintptr_t tensor, uintptr_t data, uint64_t bytes);
+/* `host`: the bytes are in host memory (ds_in_host_memory). */
+void ds_shares_added(uint64_t hash, uintptr_t tensor, uintptr_t data, uint64_t bytes, bool host);
 void ds_shares_removed(uint64_t hash, uintptr_t tensor);
 /* The tensor of a live share overlapping [a, a + bytes) (when several do,
  * one); 0: none (or the index is not kept). */
 uintptr_t ds_shares_at(uintptr_t a, uint64_t bytes);
+/* The same for host memory's frees: a share in host memory, or one of
+ * another that a wider look meanwhile came upon (the caller checks). */
+uintptr_t ds_shares_host_at(uintptr_t a, uint64_t bytes);
 /* Bumped as a share is added or removed. */
 uint64_t ds_shares_changes(void);
 

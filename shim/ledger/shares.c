@@ -91,6 +91,27 @@ static unsigned shard_of(uint64_t hash)
  * not 0 it counts once in ds_frees_watched. */
 static atomic_uint maybe_live;
 
+/* The hull of every share in host memory indexed so far, [host_lo, host_hi),
+ * which only grows: a host free outside it touches no share, so its check
+ * probes no granule.  Most of a program's frees are small blocks of its
+ * heap, and its large tensors lie in mappings of their own, apart from it
+ * (a program whose tensors lie in the heap too gains nothing, and pays two
+ * loads).  Grown before the share is indexed: a lookup that misses a share
+ * being added is one made before it. */
+static _Atomic uintptr_t host_lo = UINTPTR_MAX, host_hi;
+
+static void grow_host_hull(uintptr_t a, uintptr_t b)
+{
+    uintptr_t lo = atomic_load_explicit(&host_lo, memory_order_relaxed);
+    while (a < lo && !atomic_compare_exchange_weak_explicit(&host_lo, &lo, a, memory_order_relaxed,
+                                                            memory_order_relaxed))
+        ;
+    uintptr_t hi = atomic_load_explicit(&host_hi, memory_order_relaxed);
+    while (b > hi && !atomic_compare_exchange_weak_explicit(&host_hi, &hi, b, memory_order_relaxed,
+                                                            memory_order_relaxed))
+        ;
+}
+
 /* Kept only from the first need on (a copy, or host frees watched): a
  * program that needs none pays no lock per handoff for it.  The first need
  * builds it from the registry's live records. */
@@ -113,12 +134,14 @@ static unsigned shift_of(unsigned k)
     return 12u + 3u * k;
 }
 
+/* The first level whose granule holds `bytes`: ceil(log2(bytes)) from
+ * the leading zeros, over the levels' steps of 3, rounded up. */
 static unsigned level_of(uint64_t bytes)
 {
-    unsigned k = 0;
-    while (k + 1 < DS_SHARE_LEVELS && bytes > (uint64_t)1 << shift_of(k))
-        k++;
-    return k;
+    if (bytes <= (uint64_t)1 << shift_of(0))
+        return 0;
+    unsigned k = (unsigned)(64 - __builtin_clzll(bytes - 1) - shift_of(0) + 2) / 3;
+    return k < DS_SHARE_LEVELS - 1 ? k : DS_SHARE_LEVELS - 1;
 }
 
 static uint16_t *bucket(uint16_t *heads, uint64_t key)
@@ -282,8 +305,11 @@ static void remove_share(shard *d, uintptr_t tensor)
 static void index_record(const ds_record *r, void *arg)
 {
     (void)arg;
-    if (r->state != DS_RELEASED && r->data && r->bytes)
-        add_share(&shards[shard_of(ds_reg_hash(r->key))], r->key, r->data, r->bytes);
+    if (r->state == DS_RELEASED || !r->data || !r->bytes)
+        return;
+    if (ds_in_host_memory(r->device_type))
+        grow_host_hull(r->data, r->data + r->bytes);
+    add_share(&shards[shard_of(ds_reg_hash(r->key))], r->key, r->data, r->bytes);
 }
 
 /* The registry's lock, then ours: the only place the two are held together.
@@ -316,10 +342,13 @@ void ds_shares_index(void)
 }
 
 inline __attribute__((always_inline)) void ds_shares_added(uint64_t hash, uintptr_t tensor,
-                                                           uintptr_t data, uint64_t bytes)
+                                                           uintptr_t data, uint64_t bytes,
+                                                           bool host)
 {
     if (!bytes || !data || !atomic_load(&indexing))
         return;
+    if (host)
+        grow_host_hull(data, bytes > UINTPTR_MAX - data ? UINTPTR_MAX : data + bytes);
     unsigned s = shard_of(hash);
     ds_lock_take_shard(DS_LOCK_SHARES, s);
     add_share(&shards[s], tensor, data, bytes);
@@ -407,13 +436,16 @@ static DS_TLS unsigned lookups;
  * emptied (see `emptied`), and every 64th lookup of a thread every live
  * shard, so that those found empty give up their bits in maybe_live (and
  * the host free hooks stop looking once no share is left). */
-uintptr_t ds_shares_at(uintptr_t a, uint64_t bytes)
+static uintptr_t shares_at(uintptr_t a, uint64_t bytes, bool host)
 {
     uint32_t live = atomic_load_explicit(&maybe_live, memory_order_relaxed);
     if (!live)
         return 0;
     uintptr_t b = bytes > UINTPTR_MAX - a ? UINTPTR_MAX : a + bytes, t = 0;
-    uint32_t visit = candidates(a, b, live);
+    /* Outside the host hull no candidate, but the sweeps below still go. */
+    bool near = !host || (a < atomic_load_explicit(&host_hi, memory_order_relaxed) &&
+                          b > atomic_load_explicit(&host_lo, memory_order_relaxed));
+    uint32_t visit = near ? candidates(a, b, live) : 0;
     if (++lookups % 64 == 0)
         visit = live;
     else
@@ -429,4 +461,14 @@ uintptr_t ds_shares_at(uintptr_t a, uint64_t bytes)
         ds_lock_give_shard(DS_LOCK_SHARES, s);
     }
     return t;
+}
+
+uintptr_t ds_shares_at(uintptr_t a, uint64_t bytes)
+{
+    return shares_at(a, bytes, false);
+}
+
+uintptr_t ds_shares_host_at(uintptr_t a, uint64_t bytes)
+{
+    return shares_at(a, bytes, true);
 }
