@@ -347,12 +347,15 @@ static uint16_t memo_tag(int api, bool ptsz)
 
 /* Handles are the runtimes' pointers: a multiplicative hash of their low
  * half mixes the bits above the alignment into the top two, in three
- * instructions.  (Two APIs' handles that meet here take turns; the tag
- * tells them apart.) */
+ * instructions.  The multiplier (MurmurHash3's first) also sends the
+ * runtime's special handles 0, 1 (legacy) and 2 (per-thread) to memos of
+ * their own, so a thread that names its default stream both ways keeps
+ * both.  (Two APIs' handles that meet here take turns; the tag tells them
+ * apart.) */
 static stream_memo *memo_of(uintptr_t handle)
 {
     _Static_assert(DS_STREAM_MEMOS == 4, "the hash's top two bits");
-    return &memos[(uint32_t)handle * 0x9e3779b1u >> 30];
+    return &memos[(uint32_t)handle * 0xcc9e2d51u >> 30];
 }
 
 /* stream_index past the memo: looked up, and remembered. */

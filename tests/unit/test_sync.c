@@ -374,8 +374,8 @@ static void test_settled_streams_need_no_sync_lock(void **state)
  * handle for it) settles as any other stream: once a form of its handle
  * has taken the general way, its operations and records take its shard
  * alone, not SYNC.  A forked child's thread forgets where they led (its
- * default stream is not its parent thread's).  (The two forms share a
- * memo: each is checked after its own general way.) */
+ * default stream is not its parent thread's).  The two forms have memos
+ * of their own: both stay settled side by side. */
 static void test_a_threads_default_stream_needs_no_sync_lock(void **state)
 {
     (void)state;
@@ -397,6 +397,7 @@ static void test_a_threads_default_stream_needs_no_sync_lock(void **state)
     assert_true(record);
     ds_sync_op(api, PER_THREAD, false, &data_write, 1, NULL);
     assert_true(ds_sync_op_now(api, PER_THREAD, false, &data_write, 1));
+    assert_true(ds_sync_op_now(api, 0, true, &data_write, 1));
     /* One stream under both forms: its own reads are ordered; B, which
      * waited for nothing, races; after a wait for an event recorded under
      * the other form, it does not. */
