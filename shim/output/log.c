@@ -44,6 +44,8 @@ static void set_buffer(int fd)
     int old = atomic_load_explicit(&ds_log_fd, memory_order_relaxed);
     if (locks && ds_log_buffered && old >= 0)
         ds_log_write_held(old);
+    else if (locks)
+        ds_log_out_wait(); /* the writer's blocks are in the slots' memory */
     ds_log_slots_lay_out(buffer);
     if (locks) {
         ds_lock_give(DS_LOCK_LOG_LINES);
@@ -63,6 +65,7 @@ void ds_log_open(const char *spec)
 void ds_log_after_fork(void)
 {
     ds_log_slots_after_fork();
+    ds_log_flush_after_fork();
     ds_log_writer_after_fork();
     ds_log_file_after_fork();
 }
@@ -123,7 +126,12 @@ static __attribute__((noinline)) bool write_slow(const char *line, size_t len, u
     }
     /* A summary's line, a line longer than a block, or the cap near:
      * written at once, after every line the slots held (what was just
-     * handed to the writer too). */
+     * handed to the writer too, waited for). */
+    if (!ds_log_out_wait()) { /* leaving, and the writer does not finish */
+        ds_lock_give(DS_LOCK_LOG);
+        ds_log_count_drop();
+        return false;
+    }
     ok = ds_log_write_held(fd) && ok;
     if (ds_log_claim_line(len, tail)) {
         ok = ds_log_write_now(fd, line, len) && ok;

@@ -87,13 +87,26 @@ static inline void ds_log_add_line(ds_log_slot *s, const char *line, size_t len,
 }
 
 /* ---- log_flush.c: the slots' blocks taken and written ------------------- */
-/* LOG and LOG_LINES held: each slot's lines become its held block.  False
- * when the file's cap refused them. */
+/* LOG and LOG_LINES held: each slot's lines become its held block (which
+ * must be empty).  False when the file's cap refused them. */
 bool ds_log_take_blocks(int fd);
-/* LOG held: the held blocks written, merged by time. */
+/* LOG held: the held blocks written, merged by time, after the writer
+ * thread's (waited for). */
 bool ds_log_write_held(int fd);
-/* LOG held: every slot's lines written, what was held first. */
+/* LOG held: every slot's lines written, what was handed over first. */
 bool ds_log_flush_locked(int fd);
+/* LOG held: the writer thread done with the blocks it was given (a futex
+ * wait); false when leaving and it does not finish. */
+bool ds_log_out_wait(void);
+/* LOG held: the held blocks given to the writer thread, to write to fd
+ * without LOG (ds_log_write_given), if it is done with the last ones; if
+ * not, waited for when `wait`, else they stay held (ds_log_held_waiting).
+ * False when they stay held. */
+bool ds_log_give_out(int fd, bool wait);
+bool ds_log_held_waiting(void);
+/* The writer thread: what it was given, written. */
+void ds_log_write_given(void);
+void ds_log_flush_after_fork(void);
 
 /* ---- log_writer.c: the writer thread ------------------------------------ */
 /* LOG held, a block full or a flush due: every slot's lines handed to the

@@ -6,7 +6,8 @@
  * share no lock and write no common line: the one lock they share (LOG) is
  * taken only to write (log_flush.c).  Each slot holds two blocks of
  * DLSHIM_LOG_BUFFER bytes and the marks of their lines (a line's time and
- * end): the one its threads add to, and the one a flush took from it.
+ * end): the one its threads add to, and the one a flush took from it; with
+ * the writer thread a third, the one the writer is writing (log_writer.c).
  * Memory: mapped at a slot's first line and kept; at most DS_LOG_SLOTS - 1
  * threads have slots of their own at a time (a thread that ends gives its
  * slot back, its lines staying there for the next flush); the others share
@@ -92,8 +93,8 @@ void ds_log_slots_after_fork(void)
     /* The parent flushed before forking (ds_log_before_fork): nothing is
      * pending.  The child's one thread takes a slot at its next line. */
     for (int i = 0; i < DS_LOG_SLOTS; i++) {
-        slots[i].len = slots[i].cap = slots[i].held_len = 0;
-        slots[i].lines = slots[i].held_lines = 0;
+        slots[i].len = slots[i].cap = slots[i].held.len = slots[i].out.len = 0;
+        slots[i].lines = slots[i].held.lines = slots[i].out.lines = 0;
         slots[i].taken = false;
     }
     ds_log_own_slot = 0;
@@ -132,12 +133,16 @@ __attribute__((noinline)) bool ds_log_room_for(ds_log_slot *s, size_t len, bool 
 }
 
 /* LOG and s's shard held: s laid out in its memory (mapped, or mapped
- * afresh when too small for the buffer asked for, at its first line). */
+ * afresh when too small for the buffer asked for, at its first line): two
+ * blocks, or three for the writer thread (the one its threads fill, the
+ * one handed over, the one the writer writes). */
 bool ds_log_slot_ready(ds_log_slot *s)
 {
     if (s->buf)
         return true;
-    size_t block = ds_log_block_bytes(), need = 2 * (block + (size_t)mark_cap * sizeof(ds_line_mark));
+    size_t blocks = ds_cfg.log_writer == DS_LOG_WRITER_THREAD ? 3 : 2;
+    size_t block = ds_log_block_bytes(), marks = (size_t)mark_cap * sizeof(ds_line_mark);
+    size_t need = blocks * (block + marks);
     if (s->mem_size < need) {
         void *p = ds_map(need, true);
         if (!p)
@@ -146,11 +151,13 @@ bool ds_log_slot_ready(ds_log_slot *s)
         s->mem = p;
         s->mem_size = need;
     }
-    s->held = s->mem + block;
-    s->marks = (ds_line_mark *)(void *)(s->mem + 2 * block);
-    s->held_marks = s->marks + mark_cap;
-    s->len = s->held_len = s->cap = 0;
-    s->lines = s->held_lines = 0;
+    ds_line_mark *m = (ds_line_mark *)(void *)(s->mem + blocks * block);
+    s->marks = m;
+    s->held = (ds_log_block){s->mem + block, m + mark_cap, 0, 0};
+    s->out = blocks == 3 ? (ds_log_block){s->mem + 2 * block, m + 2 * (size_t)mark_cap, 0, 0}
+                         : (ds_log_block){NULL, NULL, 0, 0};
+    s->len = s->cap = 0;
+    s->lines = 0;
     s->buf = s->mem;
     return true;
 }

@@ -2,15 +2,18 @@
  * log_writer.c — the writer thread (DLSHIM_LOG_WRITER=thread).
  *
  * A thread whose block filled (or aged) takes every slot's lines as a flush
- * does, a pointer swap under LOG, and hands the held blocks to the writer,
- * which merges and writes them under LOG while the threads go on in their
- * other blocks: the write(2), the merge and the compression leave the
- * thread that made the events.  Nothing waits on a queue: a block handed
- * over stays the slot's held block until written, so a flush that finds one
- * still there (the writer behind) writes it in place first, and flushes
- * that must be done before something (a violation, the summary, exit,
- * _exit, a fatal signal, fork) are written in place as before.  The writer
- * sleeps on a futex, the count of hand-overs; it is started at the first
+ * does, a pointer swap under LOG, and hands the held blocks to the writer:
+ * under LOG they become each slot's third block, `out`, which the writer
+ * merges and writes without LOG while the threads go on filling their
+ * blocks and handing them over (log_flush.c): the write(2), the merge and
+ * the compression leave the thread that made the events.  No queue: one
+ * hand-over waits in the held blocks while the writer writes the one
+ * before; a thread that fills its block before the writer took that one
+ * sleeps on a futex until it has.  Flushes that must be done before
+ * something (a violation, the summary, exit, _exit, a fatal signal, fork,
+ * a reopen) wait for the writer the same way, then write in place what is
+ * held, then the blocks being filled.  The writer sleeps on a futex, the
+ * count of hand-overs; it is started at the first
  * hand-over of a process (never in a forked child, which writes in place),
  * from outside every shim lock, with every signal blocked (the program's
  * handlers never run on it), and stopped and joined by the library's
@@ -18,10 +21,10 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
-#include <linux/futex.h>
+#include <time.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -39,37 +42,39 @@ static bool writer_wanted(void)
     return ds_cfg.log_writer == DS_LOG_WRITER_THREAD;
 }
 
-static void futex_wait(_Atomic uint32_t *word, uint32_t seen)
-{
-    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
-}
-
-static void futex_wake(_Atomic uint32_t *word)
-{
-    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
 static void *writer_main(void *unused)
 {
     (void)unused;
     prctl(PR_SET_NAME, (unsigned long)"dlshim-log", 0, 0, 0);
-    uint32_t done = 0;
+    unsigned tries = 0;
     for (;;) {
         uint32_t work = atomic_load(&writer_work);
+        ds_log_write_given(); /* without LOG: the threads fill and hand over meanwhile */
         if (atomic_load(&writer_stop))
             break;
-        if (work == done) {
-            futex_wait(&writer_work, work);
+        if (ds_log_held_waiting()) {
+            /* Handed over while it wrote: taken now.  LOG is only tried,
+             * since its holder may be waiting for the writer (given what
+             * was held meanwhile, at the loop's top).  Leaving: the thread
+             * that leaves writes everything itself. */
+            if (!ds_lock_try_now(DS_LOCK_LOG, false)) {
+                if (atomic_load(&ds_leaving))
+                    break;
+                struct timespec nap = {0, 20000};
+                if (++tries < 1024)
+                    sched_yield();
+                else
+                    nanosleep(&nap, NULL);
+                continue;
+            }
+            tries = 0;
+            int fd = atomic_load_explicit(&ds_log_fd, memory_order_relaxed);
+            if (fd >= 0 && ds_log_buffered)
+                ds_log_give_out(fd, false);
+            ds_lock_give(DS_LOCK_LOG);
             continue;
         }
-        /* leaving: the thread that leaves writes everything itself */
-        if (!ds_lock_take_bounded(DS_LOCK_LOG))
-            break;
-        done = work;
-        int fd = atomic_load_explicit(&ds_log_fd, memory_order_relaxed);
-        if (fd >= 0 && ds_log_buffered)
-            ds_log_write_held(fd);
-        ds_lock_give(DS_LOCK_LOG);
+        ds_futex_wait(&writer_work, work, 0);
     }
     return NULL;
 }
@@ -81,7 +86,7 @@ static void writer_halt(void)
 {
     atomic_store(&writer_stop, true);
     atomic_fetch_add(&writer_work, 1);
-    futex_wake(&writer_work);
+    ds_futex_wake(&writer_work, 1);
     if (!ds_holds_lock() && !atomic_load(&ds_leaving))
         pthread_join(writer_thread, NULL);
 }
@@ -116,7 +121,7 @@ void ds_log_writer_wake_if_owed(void)
 {
     if (atomic_load_explicit(&writer_wake_owed, memory_order_relaxed) &&
         atomic_exchange(&writer_wake_owed, false))
-        futex_wake(&writer_work);
+        ds_futex_wake(&writer_work, 1);
 }
 
 bool ds_log_hand_over_locked(int fd)
@@ -128,14 +133,20 @@ bool ds_log_hand_over_locked(int fd)
             atomic_store_explicit(&writer_start_owed, true, memory_order_relaxed);
         return ds_log_flush_locked(fd);
     }
-    bool ok = ds_log_write_held(fd); /* the writer is behind: its last blocks written here */
+    /* Three blocks a slot: the one filling, the one handed over, the one
+     * the writer writes.  The last hand-over not yet taken by the writer
+     * (still busy with the one before): it is waited for, on a futex, and
+     * given that one, so that nothing is written ahead of it. */
+    if (!ds_log_give_out(fd, true))
+        return false; /* leaving, and the writer does not finish */
     if (!ds_lock_take_bounded(DS_LOCK_LOG_LINES))
         return false;
     bool fits = ds_log_take_blocks(fd);
     ds_lock_give(DS_LOCK_LOG_LINES);
+    ds_log_give_out(fd, false); /* now if it is idle, else as it finishes */
     atomic_fetch_add(&writer_work, 1);
     atomic_store_explicit(&writer_wake_owed, true, memory_order_relaxed);
-    return fits && ok;
+    return fits;
 }
 
 bool ds_log_writer_stop(void)

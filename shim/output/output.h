@@ -93,6 +93,12 @@ typedef struct {
     uint64_t ns;  /* the event's time: a flush merges the slots by it */
     uint32_t end; /* where the line ends in its block */
 } ds_line_mark;
+typedef struct { /* a block taken from a slot, and its lines' marks */
+    char *buf;
+    ds_line_mark *marks;
+    size_t len;
+    uint32_t lines;
+} ds_log_block;
 typedef struct {
     /* under the slot's shard: its threads add lines to buf */
     _Alignas(64) char *buf; /* NULL: not laid out yet */
@@ -102,12 +108,12 @@ typedef struct {
     size_t len, cap;
     uint32_t lines;
     bool taken; /* a thread's own (never slot 0), under LOG */
-    /* the block a flush took from it, written under LOG */
-    char *held;
-    ds_line_mark *held_marks;
-    size_t held_len;
-    uint32_t held_lines;
-    char *mem; /* both blocks and their marks, kept across re-opens */
+    /* the block a flush took from it, written under LOG (or handed to the
+     * writer thread and not taken by it yet) */
+    ds_log_block held;
+    /* with the writer thread, a third block: the one it is writing */
+    ds_log_block out;
+    char *mem; /* the blocks and their marks, kept across re-opens */
     size_t mem_size;
 } ds_log_slot;
 extern ds_log_slot ds_log_slots[DS_LOG_SLOTS];
