@@ -104,8 +104,10 @@ bool ds_log_out_wait(void);
  * False when they stay held. */
 bool ds_log_give_out(int fd, bool wait);
 bool ds_log_held_waiting(void);
-/* The writer thread: what it was given, written. */
-void ds_log_write_given(void);
+/* The writer thread: what it was given claimed (false: nothing, or a
+ * thread that could not wait for it wrote it), then written. */
+bool ds_log_claim_given(void);
+void ds_log_write_claimed(void);
 void ds_log_flush_after_fork(void);
 
 /* ---- log_writer.c: the writer thread ------------------------------------ */

@@ -202,8 +202,13 @@ static bool write_blocks(int fd, bool out)
  * busy, nothing else writes (the merge's buffers and the compressor are
  * one): a thread that must write in place, or hand over a second time
  * before the writer took the first, sleeps on the futex `out_state` until
- * it is done. */
-enum { OUT_IDLE, OUT_BUSY, OUT_WAITED };
+ * it is done (or writes them itself if the writer has not begun: a writer
+ * not given a core is not waited for). */
+/* IDLE: no blocks given; GIVEN: given, the writer not begun (a thread
+ * that must wait writes them itself, in place, as it would inline: they are
+ * the oldest lines); BUSY: the writer writes them; WAITED: and a thread
+ * sleeps until it is done. */
+enum { OUT_IDLE, OUT_GIVEN, OUT_BUSY, OUT_WAITED };
 static _Atomic uint32_t out_state;
 static int out_fd;                /* the writer's while busy */
 static atomic_bool held_waiting;  /* held blocks handed over, not given to the writer */
@@ -216,6 +221,11 @@ bool ds_log_out_wait(void)
     uint32_t st = atomic_load(&out_state);
     if (st == OUT_IDLE)
         return true;
+    if (st == OUT_GIVEN && atomic_compare_exchange_strong(&out_state, &st, OUT_BUSY)) {
+        write_blocks(out_fd, true); /* the writer has not begun: LOG held, none waits */
+        atomic_store(&out_state, OUT_IDLE);
+        return true;
+    }
     bool leaving = atomic_load_explicit(&ds_leaving, memory_order_relaxed);
     uint64_t until = leaving ? ds_now_ns() + DS_LOG_OUT_WAIT_NS : 0;
     while (st != OUT_IDLE) {
@@ -250,7 +260,7 @@ bool ds_log_give_out(int fd, bool wait)
     }
     out_fd = fd;
     atomic_store_explicit(&held_waiting, false, memory_order_relaxed);
-    atomic_store(&out_state, OUT_BUSY);
+    atomic_store(&out_state, OUT_GIVEN);
     return true;
 }
 
@@ -259,10 +269,14 @@ bool ds_log_held_waiting(void)
     return atomic_load_explicit(&held_waiting, memory_order_relaxed);
 }
 
-void ds_log_write_given(void)
+bool ds_log_claim_given(void)
 {
-    if (atomic_load(&out_state) == OUT_IDLE)
-        return;
+    uint32_t given = OUT_GIVEN;
+    return atomic_compare_exchange_strong(&out_state, &given, OUT_BUSY);
+}
+
+void ds_log_write_claimed(void)
+{
     write_blocks(out_fd, true);
     if (atomic_exchange(&out_state, OUT_IDLE) == OUT_WAITED)
         ds_futex_wake(&out_state, INT32_MAX);

@@ -49,7 +49,8 @@ static void *writer_main(void *unused)
     unsigned tries = 0;
     for (;;) {
         uint32_t work = atomic_load(&writer_work);
-        ds_log_write_given(); /* without LOG: the threads fill and hand over meanwhile */
+        if (ds_log_claim_given())
+            ds_log_write_claimed(); /* without LOG: the threads fill and hand over meanwhile */
         if (atomic_load(&writer_stop))
             break;
         if (ds_log_held_waiting()) {

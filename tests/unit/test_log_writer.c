@@ -3,7 +3,8 @@
  * test plays the writer.  A slot has three blocks, so a thread keeps
  * filling while one block waits for the writer and another is being
  * written; a thread that must write in place while the writer is busy
- * sleeps on a futex (not in the spin lock's naps) until it is done. */
+ * sleeps on a futex (not in the spin lock's naps) until it is done, and
+ * writes them itself where the writer has not begun. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -111,7 +112,9 @@ static void test_three_blocks_and_a_futex_wait(void **state)
     ds_lock_give(DS_LOCK_LOG);
     check_file(0); /* nothing written yet */
 
-    /* A flush in place now waits for the writer, asleep on a futex. */
+    /* The writer begins: a flush in place now waits for it, asleep on a
+     * futex. */
+    assert_true(ds_log_claim_given());
     atomic_store(&waiter_done, false);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, flush_in_place, NULL), 0);
@@ -128,9 +131,32 @@ static void test_three_blocks_and_a_futex_wait(void **state)
 
     /* The writer writes what it was given; the flush then writes the rest
      * in place, after it, in order. */
-    ds_log_write_given();
+    ds_log_write_claimed();
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_true(atomic_load(&waiter_done));
+    check_file(30);
+}
+
+/* A writer that has not begun (not given a core) is not waited for: the
+ * thread that cannot wait writes what it was given itself, then its own,
+ * in order; the writer then finds nothing to claim. */
+static void test_a_writer_not_begun_is_not_waited_for(void **state)
+{
+    (void)state;
+    const char *env[] = {"DLSHIM_LOG_WRITER=thread", "DLSHIM_LOG_BUFFER=4096", NULL};
+    harness_init(env);
+    int fd = fd_of_log();
+    ds_lock_take(DS_LOCK_LOG);
+    add_lines(0, 10);
+    take();
+    assert_true(ds_log_give_out(fd, false));
+    add_lines(10, 10);
+    take();
+    assert_false(ds_log_give_out(fd, false));
+    add_lines(20, 10);
+    assert_true(ds_log_flush_locked(fd));
+    ds_lock_give(DS_LOCK_LOG);
+    assert_false(ds_log_claim_given());
     check_file(30);
 }
 
@@ -138,6 +164,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_blocks_and_a_futex_wait),
+        cmocka_unit_test(test_a_writer_not_begun_is_not_waited_for),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
 }
