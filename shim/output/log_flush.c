@@ -252,7 +252,7 @@ bool ds_log_give_out(int fd, bool wait)
     }
     for (int i = 0; i < DS_LOG_SLOTS; i++) {
         ds_log_slot *s = &slots[i];
-        if (!s->buf)
+        if (!s->held.len)
             continue;
         ds_log_block written = s->out; /* empty: the writer is idle */
         s->out = s->held;
