@@ -27,6 +27,9 @@
  * order (2 blocks' bytes, mapped at the first such flush). */
 static char *merged;
 static size_t merged_size;
+/* The slots whose `out` block the writer thread was given (below). */
+static uint32_t out_slots;
+_Static_assert(DS_LOG_SLOTS <= 32, "a bit a slot");
 
 /* LOG and LOG_LINES held: each slot's lines become its held block, and the
  * room claimed for what they did not fill goes back to the file.  All
@@ -136,6 +139,10 @@ static bool write_blocks(int fd, bool out)
     ds_log_block *b[DS_LOG_SLOTS];
     int n = 0;
     for (int i = 0; i < DS_LOG_SLOTS; i++) {
+        /* the writer looks only at the slots it was given: another may be
+         * laid out meanwhile */
+        if (out && !((out_slots >> i) & 1u))
+            continue;
         ds_log_block *k = out ? &slots[i].out : &slots[i].held;
         if (k->len)
             b[n++] = k;
@@ -250,6 +257,7 @@ bool ds_log_give_out(int fd, bool wait)
         atomic_store_explicit(&held_waiting, true, memory_order_relaxed);
         return false;
     }
+    uint32_t given = 0;
     for (int i = 0; i < DS_LOG_SLOTS; i++) {
         ds_log_slot *s = &slots[i];
         if (!s->held.len)
@@ -257,7 +265,9 @@ bool ds_log_give_out(int fd, bool wait)
         ds_log_block written = s->out; /* empty: the writer is idle */
         s->out = s->held;
         s->held = written;
+        given |= 1u << i;
     }
+    out_slots = given;
     out_fd = fd;
     atomic_store_explicit(&held_waiting, false, memory_order_relaxed);
     atomic_store(&out_state, OUT_GIVEN);

@@ -97,7 +97,10 @@ static void writer_halt(void)
  * blocked, so that no signal meant for the program is delivered to it. */
 void ds_log_writer_start_if_owed(void)
 {
-    if (!atomic_load_explicit(&writer_start_owed, memory_order_relaxed) || ds_holds_lock())
+    /* Leaving (_exit, a fatal signal: maybe in a handler) starts none: what
+     * is left is written in place. */
+    if (!atomic_load_explicit(&writer_start_owed, memory_order_relaxed) || ds_holds_lock() ||
+        atomic_load_explicit(&ds_leaving, memory_order_relaxed))
         return;
     int none = WRITER_NONE;
     if (!atomic_compare_exchange_strong(&writer_state, &none, WRITER_STARTING))
