@@ -12,6 +12,7 @@ UNIT_LAYER_test_config := START
 UNIT_LAYER_test_elf := IMAGE
 UNIT_LAYER_test_entry_spec := IMAGE
 UNIT_LAYER_test_json := OUTPUT
+UNIT_LAYER_test_log_writer := OUTPUT
 UNIT_LAYER_test_ledger := LEDGER
 UNIT_LAYER_test_allocs := LEDGER
 UNIT_LAYER_test_copies := LEDGER

@@ -116,6 +116,11 @@ static inline uint64_t ds_ns_of(struct timespec ts)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 void ds_clock_start(void);
+/* A futex on a word of this process: sleeps while *word holds `seen`, at
+ * most timeout_ns (0: no limit), or until woken (it may wake for nothing:
+ * callers look again); wakes up to n sleepers. */
+void ds_futex_wait(_Atomic uint32_t *word, uint32_t seen, uint64_t timeout_ns);
+void ds_futex_wake(_Atomic uint32_t *word, int n);
 long ds_tid(void);
 int ds_pid(void);                     /* cached; re-read after fork */
 void ds_thread_after_fork(void);

@@ -3,7 +3,9 @@
  * All of it is async-signal-safe: the clock is the vDSO's, the thread id is
  * cached per thread and re-read after fork.
  */
+#include <errno.h>
 #include <stdatomic.h>
+#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,6 +65,19 @@ uint64_t ds_file_clock_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME_COARSE, &ts);
     return ds_ns_of(ts);
+}
+
+void ds_futex_wait(_Atomic uint32_t *word, uint32_t seen, uint64_t timeout_ns)
+{
+    struct timespec limit = {(time_t)(timeout_ns / 1000000000u), (long)(timeout_ns % 1000000000u)};
+    int saved = errno;
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, timeout_ns ? &limit : NULL, NULL, 0);
+    errno = saved;
+}
+
+void ds_futex_wake(_Atomic uint32_t *word, int n)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
 long ds_tid(void)

@@ -3,8 +3,8 @@
  * of where it happened.  The event builder itself is output/ev.h (hook
  * families use it too, through shim.h); here are the generated writers of
  * the handoff events (flat.c, fields.def), the context every event starts
- * with (context.c), the log (log.c), its text rendering (text.c) and the
- * Chrome trace (trace.c).
+ * with (context.c), the log (log.c, and the files log.h lists), its text
+ * rendering (text.c) and the Chrome trace (trace.c).
  *
  * Below it lies only base: the source line and the test name reach the
  * writer as data, through the locator a hook family registers at start-up
@@ -59,7 +59,8 @@ void ds_ev_begin_with(ds_ev *e, int id, char *buf, size_t cap, uint64_t ns,
  * before `limit`. */
 char *ds_put_context(char *p, const char *limit, const ds_context *c, bool text);
 
-/* ---- log.c: the event sink ---------------------------------------------- */
+/* ---- log.c: the event sink (log_file.c: opening files, the descriptor,
+ * zstd; log_cap.c: the size cap; log_slots.c: the slots) ----------------- */
 /* The run this process belongs to: when it began (ds_file_clock_ns), whether this process began it, and whether old
  * lines are kept (DLSHIM_LOG_APPEND).  Set before ds_log_open; unset, every
  * file is appended to. */
@@ -78,7 +79,7 @@ bool ds_log_write_tail(const char *line, size_t len, uint64_t now);
 /* The same for a line of an event at `now` (ds_now_ns), which ages the
  * buffer without reading the clock again. */
 bool ds_log_write_at(const char *line, size_t len, uint64_t now);
-/* The log's slots of lines (log.c), one a thread, a shard of LOG_LINES
+/* The log's slots of lines (log_slots.c), one a thread, a shard of LOG_LINES
  * each; slot 0 is shared by threads beyond the others.  Here so that the
  * direct path below is inline: it is half of a handoff event's cost. */
 #define DS_LOG_SLOTS DS_SHARDS_SPIN16
@@ -92,6 +93,12 @@ typedef struct {
     uint64_t ns;  /* the event's time: a flush merges the slots by it */
     uint32_t end; /* where the line ends in its block */
 } ds_line_mark;
+typedef struct { /* a block taken from a slot, and its lines' marks */
+    char *buf;
+    ds_line_mark *marks;
+    size_t len;
+    uint32_t lines;
+} ds_log_block;
 typedef struct {
     /* under the slot's shard: its threads add lines to buf */
     _Alignas(64) char *buf; /* NULL: not laid out yet */
@@ -101,12 +108,12 @@ typedef struct {
     size_t len, cap;
     uint32_t lines;
     bool taken; /* a thread's own (never slot 0), under LOG */
-    /* the block a flush took from it, written under LOG */
-    char *held;
-    ds_line_mark *held_marks;
-    size_t held_len;
-    uint32_t held_lines;
-    char *mem; /* both blocks and their marks, kept across re-opens */
+    /* the block a flush took from it, written under LOG (or handed to the
+     * writer thread and not taken by it yet) */
+    ds_log_block held;
+    /* with the writer thread, a third block: the one it is writing */
+    ds_log_block out;
+    char *mem; /* the blocks and their marks, kept across re-opens */
     size_t mem_size;
 } ds_log_slot;
 extern ds_log_slot ds_log_slots[DS_LOG_SLOTS];
