@@ -277,7 +277,7 @@ VULKAN_PROGS := $(BUILD)/tests/vulkan/vk_share $(BUILD)/tests/vulkan/vk_hip \
                 $(BUILD)/tests/vulkan/vk_queue $(BUILD)/tests/vulkan/vk_timeline \
                 $(BUILD)/tests/vulkan/vk_dispatch $(BUILD)/tests/vulkan/vk_extsem
 $(BUILD)/tests/vulkan/%: tests/vulkan/%.c tests/vulkan/vk_setup.c tests/vulkan/vk_setup.h \
-                         include/dlshim.h
+                         tests/vulkan/vk_cuda.h include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< tests/vulkan/vk_setup.c -lvulkan $(VK_RUNTIME) \
 	    $(VARIANT_LDFLAGS)

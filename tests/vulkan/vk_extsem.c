@@ -28,16 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vk_cuda.h"
 #include "vk_setup.h"
-
-#define CUDA_CHECK(call)                                                     \
-    do {                                                                     \
-        cudaError_t e_ = (call);                                             \
-        if (e_ != cudaSuccess) {                                             \
-            printf("%s failed: %d\n", #call, (int)e_);                       \
-            exit(1);                                                         \
-        }                                                                    \
-    } while (0)
 
 /* An exportable binary semaphore, exported and imported by CUDA (which
  * owns the descriptor from then on). */

@@ -24,16 +24,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "vk_cuda.h"
 #include "vk_setup.h"
-
-#define CUDA_CHECK(call)                                                     \
-    do {                                                                     \
-        cudaError_t e_ = (call);                                             \
-        if (e_ != cudaSuccess) {                                             \
-            printf("%s failed: %d\n", #call, (int)e_);                       \
-            exit(1);                                                         \
-        }                                                                    \
-    } while (0)
 
 static int64_t shape[1] = {BYTES / 4};
 
