@@ -215,16 +215,16 @@ DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN)/hip
 DEVICE_PROG_FLAGS = $(BASE_CFLAGS) $(DEVICE_INCLUDES) $(CFLAGS) $(VARIANT_CFLAGS) \
                     -Wno-missing-prototypes -pthread
 
-$(DEVICE_BIN)/rt_alloc: tests/device/rt_alloc.c include/dlshim.h
+$(DEVICE_BIN)/rt_alloc: tests/device/rt_alloc.c tests/device/cuda_check.h include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
-$(DEVICE_BIN)/handoff: tests/device/handoff.c include/dlshim.h
+$(DEVICE_BIN)/handoff: tests/device/handoff.c tests/device/cuda_check.h include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
 # The same program built as `nvcc --default-stream per-thread` builds it.
-$(DEVICE_BIN)/handoff_ptsz: tests/device/handoff.c include/dlshim.h
+$(DEVICE_BIN)/handoff_ptsz: tests/device/handoff.c tests/device/cuda_check.h include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -DCUDA_API_PER_THREAD_DEFAULT_STREAM -o $@ $< \
 	    -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
@@ -234,7 +234,7 @@ $(DEVICE_BIN)/lib%like.so: tests/device/owner.c
 	$(CC) $(DEVICE_PROG_FLAGS) -DOWNER=$*like -fPIC -shared -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart \
 	    $(VARIANT_LDFLAGS)
 
-$(DEVICE_BIN)/copies: tests/device/copies.c $(DEVICE_BIN)/libjaxlike.so $(DEVICE_BIN)/libtorchlike.so
+$(DEVICE_BIN)/copies: tests/device/copies.c tests/device/cuda_check.h $(DEVICE_BIN)/libjaxlike.so $(DEVICE_BIN)/libtorchlike.so
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< -L$(DEVICE_BIN) -ljaxlike -ltorchlike \
 	    -Wl,-rpath,'$$ORIGIN' -L$(CUDA_HOME)/lib64 -lcudart $(VARIANT_LDFLAGS)
 
@@ -277,7 +277,7 @@ VULKAN_PROGS := $(BUILD)/tests/vulkan/vk_share $(BUILD)/tests/vulkan/vk_hip \
                 $(BUILD)/tests/vulkan/vk_queue $(BUILD)/tests/vulkan/vk_timeline \
                 $(BUILD)/tests/vulkan/vk_dispatch $(BUILD)/tests/vulkan/vk_extsem
 $(BUILD)/tests/vulkan/%: tests/vulkan/%.c tests/vulkan/vk_setup.c tests/vulkan/vk_setup.h \
-                         tests/vulkan/vk_cuda.h include/dlshim.h
+                         tests/device/cuda_check.h include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< tests/vulkan/vk_setup.c -lvulkan $(VK_RUNTIME) \
 	    $(VARIANT_LDFLAGS)

@@ -25,16 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define N (64 * 1024)
-#define CHECK(call)                                                 \
-    do {                                                            \
-        cudaError_t e_ = (call);                                    \
-        if (e_ != cudaSuccess) {                                    \
-            printf("%s failed: %d\n", #call, (int)e_);              \
-            exit(1);                                                \
-        }                                                           \
-    } while (0)
+#include "cuda_check.h"
 
+#define N (64 * 1024)
 int jaxlike_to_host(void *host, size_t n);
 int torchlike_from_host(const void *host, size_t n);
 
@@ -90,21 +83,21 @@ int main(int argc, char **argv)
     char *host = malloc(N), *host2 = malloc(N);
     memset(host, 0, N);
     void *dev, *dev2;
-    CHECK(cudaMalloc(&dev, N));
-    CHECK(cudaMalloc(&dev2, N));
-    CHECK(cudaMemset(dev, 7, N));
+    CUDA_CHECK(cudaMalloc(&dev, N));
+    CUDA_CHECK(cudaMalloc(&dev2, N));
+    CUDA_CHECK(cudaMemset(dev, 7, N));
     if (!strcmp(mode, "zero_copy")) {
         share(tensor_on(dev, kDLCUDA));
     } else if (!strcmp(mode, "to_host")) {
-        CHECK(cudaMemcpy(host, dev, N, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(host, dev, N, cudaMemcpyDeviceToHost));
         share(tensor_on(host, kDLCPU));
     } else if (!strcmp(mode, "on_device")) {
         void *pinned;
-        CHECK(cudaMallocHost(&pinned, N));
+        CUDA_CHECK(cudaMallocHost(&pinned, N));
         memset(pinned, 3, N);
-        CHECK(cudaMemcpy(dev, pinned, N, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(dev, pinned, N, cudaMemcpyHostToDevice));
         share(tensor_on(dev, kDLCUDA));
-        CHECK(cudaFreeHost(pinned));
+        CUDA_CHECK(cudaFreeHost(pinned));
     } else if (!strcmp(mode, "flagged")) {
         memset(host, 1, N);
         versioned_flagged(host);
@@ -112,40 +105,40 @@ int main(int argc, char **argv)
         if (jaxlike_to_host(host, N) != 0 || torchlike_from_host(host, N) != 0)
             return 1;
     } else if (!strcmp(mode, "untracked")) {
-        CHECK(cudaMemcpy(host2, host, N, cudaMemcpyHostToHost));
-        CHECK(cudaMemcpy(host, dev, N, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(host2, host, N, cudaMemcpyHostToHost));
+        CUDA_CHECK(cudaMemcpy(host, dev, N, cudaMemcpyDeviceToHost));
     } else if (!strcmp(mode, "forms")) {
-        CHECK(cudaMemcpy2D(dev2, 256, dev, 256, 128, 16, cudaMemcpyDeviceToDevice));
-        CHECK(cudaMemcpyPeer(dev2, 0, dev, 0, 1024));
-        CHECK(cudaMemcpy(dev2, host, 2048, cudaMemcpyDefault));
+        CUDA_CHECK(cudaMemcpy2D(dev2, 256, dev, 256, 128, 16, cudaMemcpyDeviceToDevice));
+        CUDA_CHECK(cudaMemcpyPeer(dev2, 0, dev, 0, 1024));
+        CUDA_CHECK(cudaMemcpy(dev2, host, 2048, cudaMemcpyDefault));
     } else if (!strcmp(mode, "shared_copy")) {
         DLManagedTensor *t = tensor_on(dev, kDLCUDA);
         dlshim_export(t, "producer");
-        CHECK(cudaMemcpy(host, dev, N, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(host, dev, N, cudaMemcpyDeviceToHost));
         t->deleter(t);
     } else if (!strcmp(mode, "managed")) {
         void *managed, *pinned;
-        CHECK(cudaMallocManaged(&managed, 4096, cudaMemAttachGlobal));
-        CHECK(cudaMallocHost(&pinned, 4096));
-        CHECK(cudaMemcpy(managed, dev, 4096, cudaMemcpyDefault));
-        CHECK(cudaMemcpy(pinned, managed, 4096, cudaMemcpyDefault));
-        CHECK(cudaFree(managed));
-        CHECK(cudaFreeHost(pinned));
+        CUDA_CHECK(cudaMallocManaged(&managed, 4096, cudaMemAttachGlobal));
+        CUDA_CHECK(cudaMallocHost(&pinned, 4096));
+        CUDA_CHECK(cudaMemcpy(managed, dev, 4096, cudaMemcpyDefault));
+        CUDA_CHECK(cudaMemcpy(pinned, managed, 4096, cudaMemcpyDefault));
+        CUDA_CHECK(cudaFree(managed));
+        CUDA_CHECK(cudaFreeHost(pinned));
     } else if (!strcmp(mode, "repeated")) {
         cudaStream_t s;
-        CHECK(cudaStreamCreate(&s));
+        CUDA_CHECK(cudaStreamCreate(&s));
         for (int i = 0; i < 5; i++)
-            CHECK(cudaMemcpyAsync(dev2, dev, N, cudaMemcpyDeviceToDevice, s));
+            CUDA_CHECK(cudaMemcpyAsync(dev2, dev, N, cudaMemcpyDeviceToDevice, s));
         for (int i = 0; i < 3; i++)
-            CHECK(cudaMemcpyAsync(host2, host, N, cudaMemcpyHostToHost, s));
-        CHECK(cudaStreamSynchronize(s));
-        CHECK(cudaStreamDestroy(s));
+            CUDA_CHECK(cudaMemcpyAsync(host2, host, N, cudaMemcpyHostToHost, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        CUDA_CHECK(cudaStreamDestroy(s));
     } else {
         printf("unknown mode %s\n", mode);
         return 2;
     }
-    CHECK(cudaFree(dev));
-    CHECK(cudaFree(dev2));
+    CUDA_CHECK(cudaFree(dev));
+    CUDA_CHECK(cudaFree(dev2));
     printf("done %d\n", host[0]);
     free(host);
     free(host2);

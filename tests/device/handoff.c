@@ -70,16 +70,9 @@
 #include <sys/eventfd.h>
 #include <time.h>
 
-#define N 256
-#define CHECK(call)                                                   \
-    do {                                                              \
-        cudaError_t e_ = (call);                                      \
-        if (e_ != cudaSuccess) {                                      \
-            printf("%s failed: %d\n", #call, (int)e_);                \
-            exit(1);                                                  \
-        }                                                             \
-    } while (0)
+#include "cuda_check.h"
 
+#define N 256
 /* A flag one thread sets and another waits for; both are host functions
  * too (argument: the flag).  `gate`: opened by the host to let the
  * producer's late write run; `ready` (host_fn and stream_callback modes):
@@ -138,7 +131,7 @@ static void CUDART_CB count_run(void *arg)
 #define DRIVER_LOOKUP(name, fn)                                                          \
     do {                                                                                 \
         enum cudaDriverEntryPointQueryResult found_;                                     \
-        CHECK(cudaGetDriverEntryPointByVersion(name, (void **)&(fn), 13000,              \
+        CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, (void **)&(fn), 13000,              \
                                                cudaEnableDefault, &found_));             \
     } while (0)
 #define DRIVER_CHECK(call)                                                               \
@@ -201,26 +194,26 @@ static DLManagedTensor *shared;
 static void produce(cudaStream_t s, int record)
 {
     if (record == 1)
-        CHECK(cudaEventRecord(ev, s)); /* too early: before the write */
-    CHECK(cudaLaunchHostFunc(s, wait_flag, &gate));
+        CUDA_CHECK(cudaEventRecord(ev, s)); /* too early: before the write */
+    CUDA_CHECK(cudaLaunchHostFunc(s, wait_flag, &gate));
     for (int i = 0; !strcmp(mode, "host_fn_many") && i < many; i++)
-        CHECK(cudaLaunchHostFunc(s, count_run, NULL));
+        CUDA_CHECK(cudaLaunchHostFunc(s, count_run, NULL));
     if (!strcmp(mode, "settled"))
-        CHECK(cudaMemsetAsync(other, 1, N * sizeof(int), s));
-    CHECK(cudaMemsetAsync(buf, 1, N * sizeof(int), s));
+        CUDA_CHECK(cudaMemsetAsync(other, 1, N * sizeof(int), s));
+    CUDA_CHECK(cudaMemsetAsync(buf, 1, N * sizeof(int), s));
     if (record == 2)
-        CHECK(cudaEventRecord(ev, s));
+        CUDA_CHECK(cudaEventRecord(ev, s));
     if (record == 4)
-        CHECK(cudaLaunchHostFunc(s, set_flag, &ready));
+        CUDA_CHECK(cudaLaunchHostFunc(s, set_flag, &ready));
     if (record == 5)
         driver_host_func(s, set_flag, &ready);
     if (record == 6)
-        CHECK(cudaStreamAddCallback(s, set_flag_callback, &ready, 0));
+        CUDA_CHECK(cudaStreamAddCallback(s, set_flag_callback, &ready, 0));
     if (record == 7)
         driver_stream_callback(s, set_flag_driver_callback, &ready);
     if (record == 3) {
         struct cudaExternalSemaphoreSignalParams signal = {0};
-        CHECK(cudaSignalExternalSemaphoresAsync(&sem, &signal, 1, s));
+        CUDA_CHECK(cudaSignalExternalSemaphoresAsync(&sem, &signal, 1, s));
     }
     shared = tensor_of(buf);
     dlshim_export(shared, "producer");
@@ -252,19 +245,19 @@ static int errno_kept(cudaStream_t s, cudaEvent_t e)
 {
     for (int i = 0; i < 2; i++) {
         errno = 100 + i;
-        CHECK(cudaMemsetAsync(buf, 1, N * sizeof(int), s));
+        CUDA_CHECK(cudaMemsetAsync(buf, 1, N * sizeof(int), s));
         printf("fill errno=%d\n", errno);
         errno = 200 + i;
-        CHECK(cudaMemcpyAsync(other, buf, N * sizeof(int), cudaMemcpyDeviceToDevice, s));
+        CUDA_CHECK(cudaMemcpyAsync(other, buf, N * sizeof(int), cudaMemcpyDeviceToDevice, s));
         printf("copy errno=%d\n", errno);
         errno = 300 + i;
-        CHECK(cudaLaunchHostFunc(s, nothing, NULL));
+        CUDA_CHECK(cudaLaunchHostFunc(s, nothing, NULL));
         printf("host function errno=%d\n", errno);
         errno = 400 + i;
-        CHECK(cudaEventRecord(e, s));
+        CUDA_CHECK(cudaEventRecord(e, s));
         printf("record errno=%d\n", errno);
     }
-    CHECK(cudaStreamSynchronize(s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
     return 0;
 }
 
@@ -302,8 +295,8 @@ static void *ring_thread(void *arg)
     int me = (int)(intptr_t)arg, next = (me + 1) % ring_.threads;
     cudaStream_t s = ring_.streams[me];
     for (int r = 0; r < ring_.rounds; r++) {
-        CHECK(cudaMemsetAsync(ring_.bufs[me], r & 0xff, N * sizeof(int), s));
-        CHECK(cudaEventRecord(ring_.events[me], s));
+        CUDA_CHECK(cudaMemsetAsync(ring_.bufs[me], r & 0xff, N * sizeof(int), s));
+        CUDA_CHECK(cudaEventRecord(ring_.events[me], s));
         ring_.tensors[me] = tensor_of(ring_.bufs[me]);
         dlshim_export(ring_.tensors[me], "producer");
         pthread_barrier_wait(&ring_.step);
@@ -311,13 +304,13 @@ static void *ring_thread(void *arg)
         DLManagedTensor *t = ring_.tensors[next];
         dlshim_import(t, "consumer");
         if (!ring_.racy_every || r % ring_.racy_every != ring_.racy_every - 1)
-            CHECK(cudaStreamWaitEvent(s, ring_.events[next], 0));
-        CHECK(cudaMemcpyAsync(ring_.dsts[me], t->dl_tensor.data, N * sizeof(int),
+            CUDA_CHECK(cudaStreamWaitEvent(s, ring_.events[next], 0));
+        CUDA_CHECK(cudaMemcpyAsync(ring_.dsts[me], t->dl_tensor.data, N * sizeof(int),
                               cudaMemcpyDeviceToDevice, s));
         pthread_barrier_wait(&ring_.step);
 
-        CHECK(cudaLaunchHostFunc(s, count_run, NULL));
-        CHECK(cudaStreamSynchronize(s));
+        CUDA_CHECK(cudaLaunchHostFunc(s, count_run, NULL));
+        CUDA_CHECK(cudaStreamSynchronize(s));
         t->deleter(t);
         pthread_barrier_wait(&ring_.step);
     }
@@ -332,10 +325,10 @@ static int ring(int argc, char **argv)
     if (ring_.threads < 2 || ring_.threads > RING_MAX || ring_.rounds < 1 || ring_.racy_every < 0)
         return 2;
     for (int i = 0; i < ring_.threads; i++) {
-        CHECK(cudaStreamCreateWithFlags(&ring_.streams[i], cudaStreamNonBlocking));
-        CHECK(cudaEventCreateWithFlags(&ring_.events[i], cudaEventDisableTiming));
-        CHECK(cudaMalloc((void **)&ring_.bufs[i], N * sizeof(int)));
-        CHECK(cudaMalloc((void **)&ring_.dsts[i], N * sizeof(int)));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&ring_.streams[i], cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&ring_.events[i], cudaEventDisableTiming));
+        CUDA_CHECK(cudaMalloc((void **)&ring_.bufs[i], N * sizeof(int)));
+        CUDA_CHECK(cudaMalloc((void **)&ring_.dsts[i], N * sizeof(int)));
     }
     pthread_barrier_init(&ring_.step, NULL, (unsigned)ring_.threads);
     pthread_t tid[RING_MAX];
@@ -344,12 +337,12 @@ static int ring(int argc, char **argv)
             return 1;
     for (int i = 0; i < ring_.threads; i++)
         pthread_join(tid[i], NULL);
-    CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < ring_.threads; i++) {
-        CHECK(cudaFree(ring_.bufs[i]));
-        CHECK(cudaFree(ring_.dsts[i]));
-        CHECK(cudaEventDestroy(ring_.events[i]));
-        CHECK(cudaStreamDestroy(ring_.streams[i]));
+        CUDA_CHECK(cudaFree(ring_.bufs[i]));
+        CUDA_CHECK(cudaFree(ring_.dsts[i]));
+        CUDA_CHECK(cudaEventDestroy(ring_.events[i]));
+        CUDA_CHECK(cudaStreamDestroy(ring_.streams[i]));
     }
     printf("host functions ran %d\n", atomic_load(&host_fns_ran));
     return 0;
@@ -363,12 +356,12 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "ring"))
         return ring(argc, argv);
     cudaStream_t s1, s2;
-    CHECK(cudaMalloc((void **)&buf, N * sizeof(int)));
-    CHECK(cudaMalloc((void **)&other, N * sizeof(int)));
-    CHECK(cudaMemset(buf, 0, N * sizeof(int)));
-    CHECK(cudaEventCreate(&ev));
-    CHECK(cudaStreamCreate(&s1));
-    CHECK(cudaStreamCreateWithFlags(&s2, !strcmp(mode, "legacy_nonblocking")
+    CUDA_CHECK(cudaMalloc((void **)&buf, N * sizeof(int)));
+    CUDA_CHECK(cudaMalloc((void **)&other, N * sizeof(int)));
+    CUDA_CHECK(cudaMemset(buf, 0, N * sizeof(int)));
+    CUDA_CHECK(cudaEventCreate(&ev));
+    CUDA_CHECK(cudaStreamCreate(&s1));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s2, !strcmp(mode, "legacy_nonblocking")
                                              ? cudaStreamNonBlocking
                                              : cudaStreamDefault));
     if (!strcmp(mode, "errno"))
@@ -383,7 +376,7 @@ int main(int argc, char **argv)
         if (!strcmp(mode, "semaphore")) {
             struct cudaExternalSemaphoreHandleDesc desc = {
                 .type = cudaExternalSemaphoreHandleTypeOpaqueFd, .handle.fd = eventfd(0, 0)};
-            CHECK(cudaImportExternalSemaphore(&sem, &desc));
+            CUDA_CHECK(cudaImportExternalSemaphore(&sem, &desc));
         }
         produce(ps, !strcmp(mode, "event_before") ? 1
                     : !strcmp(mode, "event") || !strcmp(mode, "event_driver") ? 2
@@ -396,7 +389,7 @@ int main(int argc, char **argv)
                                                   : 0);
         if (!strcmp(mode, "host_sync")) {
             set_flag(&gate);
-            CHECK(cudaStreamSynchronize(s1));
+            CUDA_CHECK(cudaStreamSynchronize(s1));
         }
     }
     if (!racy())
@@ -410,7 +403,7 @@ int main(int argc, char **argv)
                                                                  : s2;
     dlshim_import(shared, "consumer");
     if (!strcmp(mode, "event") || !strcmp(mode, "event_before"))
-        CHECK(cudaStreamWaitEvent(cs, ev, 0));
+        CUDA_CHECK(cudaStreamWaitEvent(cs, ev, 0));
     if (!strcmp(mode, "event_driver")) {
         __typeof__(cuStreamWaitEvent) *wait_event = NULL;
         DRIVER_LOOKUP("cuStreamWaitEvent", wait_event);
@@ -418,25 +411,25 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "semaphore")) {
         struct cudaExternalSemaphoreWaitParams wait = {0};
-        CHECK(cudaWaitExternalSemaphoresAsync(&sem, &wait, 1, cs));
+        CUDA_CHECK(cudaWaitExternalSemaphoresAsync(&sem, &wait, 1, cs));
     }
     /* Pinned: a GPU copies to pageable memory synchronously, and under an
      * enforced barrier would wait for the gate that opens after it. */
     int *host;
-    CHECK(cudaMallocHost((void **)&host, N * sizeof(int)));
+    CUDA_CHECK(cudaMallocHost((void **)&host, N * sizeof(int)));
     memset(host, 0xff, N * sizeof(int));
     cudaEvent_t copied;
-    CHECK(cudaEventCreate(&copied));
+    CUDA_CHECK(cudaEventCreate(&copied));
     if (!strncmp(mode, "driver_", 7) && strstr(mode, "consumer")) {
         __typeof__(cuMemcpyDtoHAsync) *copy_async = NULL;
         DRIVER_LOOKUP("cuMemcpyDtoHAsync", copy_async);
         DRIVER_CHECK(copy_async(host, (CUdeviceptr)shared->dl_tensor.data, N * sizeof(int),
                                 (CUstream)cs));
     } else {
-        CHECK(cudaMemcpyAsync(host, shared->dl_tensor.data, N * sizeof(int),
+        CUDA_CHECK(cudaMemcpyAsync(host, shared->dl_tensor.data, N * sizeof(int),
                               cudaMemcpyDeviceToHost, cs));
     }
-    CHECK(cudaEventRecord(copied, cs));
+    CUDA_CHECK(cudaEventRecord(copied, cs));
     /* Racy modes: let the copy finish first (it cannot while an enforced
      * barrier holds it behind the gate: then give up after a second). */
     for (int i = 0; i < 100 && cudaEventQuery(copied) != cudaSuccess; i++) {
@@ -444,15 +437,15 @@ int main(int argc, char **argv)
         nanosleep(&ten_ms, NULL);
     }
     set_flag(&gate);
-    CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaDeviceSynchronize());
     printf("consumer saw %d\n", host[0]);
     if (!strcmp(mode, "host_fn_many"))
         printf("host functions ran %d\n", atomic_load(&host_fns_ran));
     shared->deleter(shared);
-    CHECK(cudaFree(buf));
-    CHECK(cudaFree(other));
-    CHECK(cudaFreeHost(host));
+    CUDA_CHECK(cudaFree(buf));
+    CUDA_CHECK(cudaFree(other));
+    CUDA_CHECK(cudaFreeHost(host));
     if (sem)
-        CHECK(cudaDestroyExternalSemaphore(sem));
+        CUDA_CHECK(cudaDestroyExternalSemaphore(sem));
     return 0;
 }

@@ -21,14 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(call)                                                         \
-    do {                                                                    \
-        cudaError_t e_ = (call);                                            \
-        if (e_ != cudaSuccess) {                                            \
-            printf("%s failed: %d\n", #call, (int)e_);                      \
-            exit(1);                                                        \
-        }                                                                   \
-    } while (0)
+#include "cuda_check.h"
 
 /* The runtime functions this program uses, reached one way or the other. */
 static struct {
@@ -85,25 +78,25 @@ static void every_function(void)
     void *d, *a, *p, *m, *pitched, *h1, *h2;
     size_t pitch;
     cudaStream_t s;
-    CHECK(cudaStreamCreate(&s));
-    CHECK(api.malloc_(&d, 1 << 20));
-    CHECK(api.malloc_async(&a, 4096, s));
+    CUDA_CHECK(cudaStreamCreate(&s));
+    CUDA_CHECK(api.malloc_(&d, 1 << 20));
+    CUDA_CHECK(api.malloc_async(&a, 4096, s));
     cudaMemPool_t pool;
-    CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
-    CHECK(api.malloc_from_pool(&p, 8192, pool, s));
-    CHECK(api.malloc_managed(&m, 512, cudaMemAttachGlobal));
-    CHECK(api.malloc_pitch(&pitched, &pitch, 100, 10));
-    CHECK(api.malloc_host(&h1, 256));
-    CHECK(api.host_alloc(&h2, 128, cudaHostAllocDefault));
-    CHECK(api.free_(d));
-    CHECK(api.free_async(a, s));
-    CHECK(api.free_async(p, s));
-    CHECK(api.free_(m));
-    CHECK(api.free_(pitched));
-    CHECK(api.free_host(h1));
-    CHECK(api.free_host(h2));
-    CHECK(cudaStreamSynchronize(s));
-    CHECK(cudaStreamDestroy(s));
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+    CUDA_CHECK(api.malloc_from_pool(&p, 8192, pool, s));
+    CUDA_CHECK(api.malloc_managed(&m, 512, cudaMemAttachGlobal));
+    CUDA_CHECK(api.malloc_pitch(&pitched, &pitch, 100, 10));
+    CUDA_CHECK(api.malloc_host(&h1, 256));
+    CUDA_CHECK(api.host_alloc(&h2, 128, cudaHostAllocDefault));
+    CUDA_CHECK(api.free_(d));
+    CUDA_CHECK(api.free_async(a, s));
+    CUDA_CHECK(api.free_async(p, s));
+    CUDA_CHECK(api.free_(m));
+    CUDA_CHECK(api.free_(pitched));
+    CUDA_CHECK(api.free_host(h1));
+    CUDA_CHECK(api.free_host(h2));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    CUDA_CHECK(cudaStreamDestroy(s));
     printf("pitch %zu\n", pitch);
 }
 
@@ -112,11 +105,11 @@ static void entry_point(void)
     CUresult (*alloc)(CUdeviceptr *, size_t) = NULL;
     CUresult (*release)(CUdeviceptr) = NULL;
     enum cudaDriverEntryPointQueryResult status;
-    CHECK(cudaGetDriverEntryPointByVersion("cuMemAlloc", (void **)&alloc, 13000,
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuMemAlloc", (void **)&alloc, 13000,
                                            cudaEnableDefault, &status));
-    CHECK(cudaGetDriverEntryPointByVersion("cuMemFree", (void **)&release, 13000,
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuMemFree", (void **)&release, 13000,
                                            cudaEnableDefault, &status));
-    CHECK(cudaFree(NULL)); /* make the runtime set up its context */
+    CUDA_CHECK(cudaFree(NULL)); /* make the runtime set up its context */
     CUdeviceptr p;
     if (alloc(&p, 2048) != CUDA_SUCCESS || release(p) != CUDA_SUCCESS) {
         printf("driver calls failed\n");
@@ -131,8 +124,8 @@ static void *churn(void *arg)
     (void)arg;
     for (int i = 0; i < per_thread; i++) {
         void *p;
-        CHECK(cudaMalloc(&p, (size_t)(64 + i)));
-        CHECK(cudaFree(p));
+        CUDA_CHECK(cudaMalloc(&p, (size_t)(64 + i)));
+        CUDA_CHECK(cudaFree(p));
     }
     return NULL;
 }
@@ -188,8 +181,8 @@ static float *filled_buffer(void)
     for (int i = 0; i < 64; i++)
         host[i] = (float)i;
     float *buf;
-    CHECK(cudaMalloc((void **)&buf, sizeof(host)));
-    CHECK(cudaMemcpy(buf, host, sizeof(host), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc((void **)&buf, sizeof(host)));
+    CUDA_CHECK(cudaMemcpy(buf, host, sizeof(host), cudaMemcpyHostToDevice));
     return buf;
 }
 
@@ -214,7 +207,7 @@ static void share_then_free(void)
 static void double_free(void)
 {
     void *p;
-    CHECK(cudaMalloc(&p, 256));
+    CUDA_CHECK(cudaMalloc(&p, 256));
     printf("first free: %d\n", (int)cudaFree(p));
     printf("second free: %d\n", (int)cudaFree(p));
 }
@@ -222,7 +215,7 @@ static void double_free(void)
 static void interior_free(void)
 {
     char *p;
-    CHECK(cudaMalloc((void **)&p, 1024));
+    CUDA_CHECK(cudaMalloc((void **)&p, 1024));
     printf("interior free: %d\n", (int)cudaFree(p + 64));
     printf("real free: %d\n", (int)cudaFree(p));
 }
@@ -238,14 +231,14 @@ static void leak_shared(void)
 static void cached_block(void)
 {
     float *block;
-    CHECK(cudaMalloc((void **)&block, 1 << 20));
+    CUDA_CHECK(cudaMalloc((void **)&block, 1 << 20));
     DLManagedTensor *a = export_inside(block);
     DLManagedTensor *b = export_inside(block + 1024);
     dlshim_import(a, "consumer");
     dlshim_import(b, "consumer");
     a->deleter(a);
     b->deleter(b);
-    CHECK(cudaFree(block));
+    CUDA_CHECK(cudaFree(block));
 }
 
 int main(int argc, char **argv)

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vk_cuda.h"
+#include "../device/cuda_check.h"
 #include "vk_setup.h"
 
 /* An exportable binary semaphore, exported and imported by CUDA (which

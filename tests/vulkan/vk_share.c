@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "vk_cuda.h"
+#include "../device/cuda_check.h"
 #include "vk_setup.h"
 
 static int64_t shape[1] = {BYTES / 4};

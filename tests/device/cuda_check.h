@@ -1,10 +1,10 @@
 /*
- * vk_cuda.h — for the Vulkan test programs that also call the CUDA runtime
- * (vk_share, vk_extsem): a failed CUDA call ends the program, naming the
- * call.  Apart from vk_setup.h, which the Vulkan-only programs include too.
+ * cuda_check.h — for the test programs that call the CUDA runtime (the
+ * device programs here, and tests/vulkan's vk_share and vk_extsem): a failed
+ * CUDA call ends the program, naming the call.
  */
-#ifndef VK_CUDA_H
-#define VK_CUDA_H
+#ifndef CUDA_CHECK_H
+#define CUDA_CHECK_H
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>
