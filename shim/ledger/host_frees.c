@@ -153,10 +153,6 @@ static void write_free_fields(ds_ev *e, void *arg)
         ds_ev_str(e, "export_py", ds_site_text(f->export_site));
 }
 
-/* Whether a tensor's data pointer is a host address, which a host free can
- * take away; another device's is a handle or a device address (a Vulkan
- * tensor's data is its VkDeviceMemory, which may be the driver's own heap
- * block: freeing it is vkFreeMemory's business, reported there). */
 int ds_host_free_check(uintptr_t p, uint64_t bytes, int how, const void *caller)
 {
     if (!p || !bytes)

@@ -266,8 +266,10 @@ void ds_sync_host_reads(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16
 uint64_t ds_sync_barriers(void);
 
 /* ---- shares.c: the live shares by the bytes they cover ------------------- */
-/* Memory the host reaches at the tensor's own address: what a host free
- * can take away. */
+/* Whether a tensor's data pointer is a host address, which a host free can
+ * take away; another device's is a handle or a device address (a Vulkan
+ * tensor's data is its VkDeviceMemory, which may be the driver's own heap
+ * block: freeing it is vkFreeMemory's business, reported there). */
 static inline bool ds_in_host_memory(int32_t device_type)
 {
     return device_type == kDLCPU || device_type == kDLCUDAHost ||

@@ -100,8 +100,9 @@ static atomic_uint maybe_live;
  * being added is one made before it. */
 static _Atomic uintptr_t host_lo = UINTPTR_MAX, host_hi;
 
-static void grow_host_hull(uintptr_t a, uintptr_t b)
+static void grow_host_hull(uintptr_t a, uint64_t bytes)
 {
+    uintptr_t b = bytes > UINTPTR_MAX - a ? UINTPTR_MAX : a + bytes;
     uintptr_t lo = atomic_load_explicit(&host_lo, memory_order_relaxed);
     while (a < lo && !atomic_compare_exchange_weak_explicit(&host_lo, &lo, a, memory_order_relaxed,
                                                             memory_order_relaxed))
@@ -308,7 +309,7 @@ static void index_record(const ds_record *r, void *arg)
     if (r->state == DS_RELEASED || !r->data || !r->bytes)
         return;
     if (ds_in_host_memory(r->device_type))
-        grow_host_hull(r->data, r->data + r->bytes);
+        grow_host_hull(r->data, r->bytes);
     add_share(&shards[shard_of(ds_reg_hash(r->key))], r->key, r->data, r->bytes);
 }
 
@@ -348,7 +349,7 @@ inline __attribute__((always_inline)) void ds_shares_added(uint64_t hash, uintpt
     if (!bytes || !data || !atomic_load(&indexing))
         return;
     if (host)
-        grow_host_hull(data, bytes > UINTPTR_MAX - data ? UINTPTR_MAX : data + bytes);
+        grow_host_hull(data, bytes);
     unsigned s = shard_of(hash);
     ds_lock_take_shard(DS_LOCK_SHARES, s);
     add_share(&shards[s], tensor, data, bytes);

@@ -389,7 +389,8 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
     if (!well_formed)
         report_malformed(m, versioned, id, name, why);
     if (r)
-        ds_shares_added(hash, (uintptr_t)m, data, v.bytes, ds_in_host_memory(v.t.device.device_type));
+        ds_shares_added(hash, (uintptr_t)m, data, v.bytes,
+                        ds_in_host_memory(v.t.device.device_type));
     else
         ds_stats_untracked();
     if (show)
