@@ -77,7 +77,9 @@ void ds_futex_wait(_Atomic uint32_t *word, uint32_t seen, uint64_t timeout_ns)
 
 void ds_futex_wake(_Atomic uint32_t *word, int n)
 {
+    int saved = errno;
     syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+    errno = saved;
 }
 
 long ds_tid(void)
