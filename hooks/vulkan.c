@@ -193,6 +193,21 @@ bool ds_vk_buffer_mapped(uint64_t buffer, uint64_t offset, uint64_t size, ds_ran
     return true;
 }
 
+/* Lock held (vulkan_family.h). */
+bool ds_vk_buffer_span(uint64_t buffer, uint64_t offset, uint64_t size, uint64_t *memory,
+                       uint64_t *at, uint64_t *len)
+{
+    const object *b = find(&buffers, buffer, false);
+    if (!b || !b->memory)
+        return false;
+    if (size == VK_WHOLE_SIZE)
+        size = b->size > offset ? b->size - offset : 0;
+    *memory = b->memory;
+    *at = b->offset + offset;
+    *len = size;
+    return size != 0;
+}
+
 /* Property bits: the memory type's own six, then two of the allocation's. */
 enum { PROP_EXPORTABLE = 1u << 6, PROP_IMPORTED = 1u << 7 };
 static const char *const property_names[8] = {

@@ -265,6 +265,12 @@ int ds_device_api_add(const ds_device_api *api);
 void ds_alloc_record(const ds_alloc_info *a, uint16_t owner);
 /* The allocation of `api` holding p (an address, or one of its handles). */
 bool ds_alloc_lookup_in(int api, uintptr_t p, ds_alloc_info *out);
+/* The live mappings other APIs made of `api`'s allocation at base (an
+ * import of its exported memory), as the ranges bytes [offset, offset +
+ * len) of it are at there (assuming each maps it from its start); how
+ * many, at most max. */
+int ds_alloc_aliases(int api, uintptr_t base, uint64_t offset, uint64_t len, ds_range *out,
+                     int max);
 /* Before forwarding a free of p: DS_FREE_FORWARD, or (protect) DS_FREE_DEFER
  * (report success, freed at the last release) / DS_FREE_REFUSE (report the
  * runtime's invalid-value error).  Reports the violations. */

@@ -628,6 +628,26 @@ static uint32_t first_alias(uint32_t n)
     return DS_NO_SLOT;
 }
 
+int ds_alloc_aliases(int api, uintptr_t base, uint64_t offset, uint64_t len, ds_range *out,
+                     int max)
+{
+    int found = 0;
+    ds_lock_take(DS_LOCK_ALLOCS);
+    uint32_t n = containing(base, ds_device_api_at(api)->handles);
+    /* Only memory another API maps pays for the walk: a rare sharing. */
+    if (n != DS_NO_SLOT && table[n].api == api && table[n].base == base && table[n].maps)
+        for (uint32_t a = 0; a < capacity && found < max; a++) {
+            const node *m = &table[a];
+            if (!m->klass || m->alias_base != base ||
+                m->alias_generation != table[n].generation || offset >= m->size)
+                continue;
+            uint64_t l = len < m->size - offset ? len : m->size - offset;
+            out[found++] = (ds_range){.start = m->base + offset, .len = l, .write = true};
+        }
+    ds_lock_give(DS_LOCK_ALLOCS);
+    return found;
+}
+
 int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)
 {
     ds_alloc_info info = {0}, alias = {0};

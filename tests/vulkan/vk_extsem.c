@@ -16,6 +16,14 @@
  *                      buffer is handed to a consumer that copies it out on
  *                      the legacy default stream
  *   cuda_to_vk_nowait  the same without the submission's wait (race)
+ *   vkmem_sem          CUDA imports the buffer's exported memory; a
+ *                      submission fills the buffer and signals the
+ *                      semaphore, the CUDA stream waits for it, then a CUDA
+ *                      tensor over CUDA's mapping is handed to a consumer
+ *                      that copies it out on that stream
+ *   vkmem_fence        the same, ordered by the host's wait for the
+ *                      submission's fence instead of the semaphore
+ *   vkmem_nowait       the same with neither (race)
  *
  * Without the extension it exits 77 (unavailable, as the other Vulkan
  * programs do where a feature is missing); it exits 0 when every call it
@@ -93,6 +101,52 @@ static void cuda_to_vk(queue_rig *rig, VkSemaphore sem, cudaExternalSemaphore_t 
     CUDA_CHECK(cudaFree(x));
 }
 
+/* Vulkan's fill read through CUDA's import of the memory, on stream s.
+ * (The bytes are not compared: lavapipe's exported file holds a header
+ * before the memory, which the simulated device maps as it is.) */
+static void vk_to_cudamem(queue_rig *rig, VkSemaphore sem, cudaExternalSemaphore_t ext,
+                          cudaStream_t s, const char *mode)
+{
+    struct cudaExternalMemoryHandleDesc desc = {.type = cudaExternalMemoryHandleTypeOpaqueFd,
+                                                .handle.fd = memory_fd(rig->memory),
+                                                .size = BYTES};
+    cudaExternalMemory_t mem;
+    CUDA_CHECK(cudaImportExternalMemory(&mem, &desc));
+    struct cudaExternalMemoryBufferDesc bd = {.offset = 0, .size = BYTES};
+    void *dev;
+    CUDA_CHECK(cudaExternalMemoryGetMappedBuffer(&dev, mem, &bd));
+    int nowait = !strcmp(mode, "vkmem_nowait"), fenced = !strcmp(mode, "vkmem_fence");
+    VkFence fence;
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VK_CHECK(vkCreateFence(device, &fci, NULL, &fence));
+    /* Unwaited, the fill is held back until the consumer has read. */
+    VkCommandBuffer cb = rig_begin(rig, nowait);
+    vkCmdFillBuffer(cb, rig->buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
+    VK_CHECK(vkEndCommandBuffer(cb));
+    rig_submit(rig, cb, VK_NULL_HANDLE, fenced ? VK_NULL_HANDLE : sem, fence);
+    if (fenced)
+        VK_CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
+    else if (!nowait) {
+        struct cudaExternalSemaphoreWaitParams params;
+        memset(&params, 0, sizeof(params));
+        CUDA_CHECK(cudaWaitExternalSemaphoresAsync(&ext, &params, 1, s));
+    }
+    DLManagedTensor t = device_tensor(dev, kDLCUDA);
+    dlshim_export(&t, "vkproducer");
+    dlshim_import(&t, "cudaconsumer");
+    uint32_t back[4];
+    CUDA_CHECK(cudaMemcpyAsync(back, (char *)dev + 16, sizeof(back), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    printf("consumer read %zu bytes\n", sizeof(back));
+    t.deleter(&t);
+    if (nowait)
+        VK_CHECK(vkSetEvent(device, rig->gate));
+    VK_CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
+    vkDestroyFence(device, fence, NULL);
+    CUDA_CHECK(cudaFree(dev));
+    CUDA_CHECK(cudaDestroyExternalMemory(mem));
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "vk_to_cuda";
@@ -105,7 +159,9 @@ int main(int argc, char **argv)
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     int wait = !strstr(mode, "_nowait");
-    if (!strncmp(mode, "vk_to_cuda", 10))
+    if (!strncmp(mode, "vkmem_", 6))
+        vk_to_cudamem(&rig, sem, ext, s, mode);
+    else if (!strncmp(mode, "vk_to_cuda", 10))
         vk_to_cuda(&rig, sem, ext, s, wait);
     else
         cuda_to_vk(&rig, sem, ext, s, wait);
