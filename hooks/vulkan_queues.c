@@ -11,10 +11,11 @@
  * bytes) into buffers, and the storage buffers a dispatch has bound
  * (vulkan_descriptors.c records them here: ds_vk_recorded_write), as bytes
  * of their memory's host mapping (where a CPU tensor over it is read:
- * ds_sync_host_reads) and of each CUDA or HIP mapping of an import of that
- * memory (ds_alloc_aliases: a CUDA tensor over it is a handoff checked on
- * its consumer's stream).  A secondary command buffer's writes are unseen,
- * which can hide a race, never make one.
+ * ds_sync_host_reads) and, for exportable memory, as offsets in the memory
+ * itself (ds_vk_buffer_exported), where a CUDA or HIP tensor over their
+ * mapping of an import of it finds them when it is imported, whenever
+ * that mapping was made (ds_alloc_alias_range).  A secondary command
+ * buffer's writes are unseen, which can hide a race, never make one.
  *
  * Semaphores are edges: a binary one an event (recorded where a submission
  * signals it, waited for where one waits), a timeline one an event per
@@ -379,32 +380,23 @@ typedef struct {
     VkCommandBuffer buffer[64];
 } submission;
 
-/* The writes of one submission's command buffers, as mapped ranges: in
- * the memory's host mapping, and in each CUDA or HIP mapping of an import
- * of it (where a tensor over that mapping is read on their streams; the
- * memory needs no host mapping for that). */
+/* The writes of one submission's command buffers, as ranges: in the
+ * memory's host mapping, and in exportable memory itself (what another
+ * API's mapping of it translates to; the memory needs no host mapping for
+ * that). */
 static int submission_writes(const submission *s, ds_range *out, int max)
 {
-    int n = 0, nspans = 0;
-    struct {
-        uint64_t memory, at, len;
-    } spans[64];
+    int n = 0;
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     for (uint32_t c = 0; c < s->buffers; c++) {
         const recording *r = recording_of(s->buffer[c], false);
-        for (uint32_t k = 0; r && k < r->n && n < max; k++) {
-            n += ds_vk_buffer_mapped(r->w[k].buffer, r->w[k].offset, r->w[k].size, &out[n]);
-            if (nspans < (int)DS_ARRAY_LEN(spans) &&
-                ds_vk_buffer_span(r->w[k].buffer, r->w[k].offset, r->w[k].size,
-                                  &spans[nspans].memory, &spans[nspans].at, &spans[nspans].len))
-                nspans++;
+        for (uint32_t k = 0; r && k < r->n && n + 1 < max; k++) {
+            const recorded *w = &r->w[k];
+            n += ds_vk_buffer_mapped(w->buffer, w->offset, w->size, &out[n]);
+            n += ds_vk_buffer_exported(w->buffer, w->offset, w->size, &out[n]);
         }
     }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
-    /* Outside the tables' lock: the ledger's allocations have their own. */
-    for (int k = 0; k < nspans && n < max; k++)
-        n += ds_alloc_aliases(ds_vk_api, (uintptr_t)spans[k].memory, spans[k].at, spans[k].len,
-                              &out[n], max - n);
     return n;
 }
 
