@@ -206,7 +206,7 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
                    ds_pitched_span(spitch, width, height), direction, caller)
 #define FILL(dst, bytes, stream)                                                              \
     ds_device_op(ds_api, P(stream), ds_ptsz,                                                  \
-                 &(ds_range){.start = P(dst), .len = bytes, .write = true}, 1, caller)
+                 &(ds_range){.start = P(dst), .len = (bytes), .write = true}, 1, caller)
 /* External memory: the descriptor's file, read before the runtime takes it
  * over (only for `fd_type`: the other handle types name no file); the
  * import object; a buffer mapped from it, an alias of the exporter's
@@ -239,7 +239,7 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
     ds_device_copy_now(ds_api, P(stream), ds_ptsz, P(dst), P(src), bytes, direction)
 #define DS_NOW_FILL(dst, bytes, stream)                                                       \
     ds_sync_op_now(ds_api, P(stream), ds_ptsz,                                                \
-                   &(ds_range){.start = P(dst), .len = bytes, .write = true}, 1)
+                   &(ds_range){.start = P(dst), .len = (bytes), .write = true}, 1)
 #define DS_NOW_LAUNCH(stream) ds_sync_op_now(ds_api, P(stream), ds_ptsz, NULL, -1)
 #define DS_NOW_EVENT_RECORDED(e, s) ds_sync_event_recorded_now(ds_api, P(e), P(s), ds_ptsz)
 #define DS_NOW_STREAM_WAITS(s, e) ds_sync_stream_waits_now(ds_api, P(s), P(e), ds_ptsz)
