@@ -69,17 +69,21 @@ void ds_device_extmem_imported(int api, const void *out, size_t handle_size, boo
 }
 
 void ds_device_extmem_mapped(int api, const void *out_ptr, size_t ptr_size, uintptr_t mem,
-                             const unsigned long long *size, int device, const void *caller)
+                             const unsigned long long *offset, const unsigned long long *size,
+                             int device, const void *caller)
 {
     uintptr_t base = 0;
-    unsigned long long bytes = 0;
+    unsigned long long bytes = 0, at = 0;
     if (ptr_size > sizeof(base) || ds_safe_read(&base, out_ptr, ptr_size) != ptr_size || !base ||
-        ds_safe_read(&bytes, size, sizeof(bytes)) != sizeof(bytes))
+        ds_safe_read(&bytes, size, sizeof(bytes)) != sizeof(bytes) ||
+        ds_safe_read(&at, offset, sizeof(at)) != sizeof(at))
         return;
     /* A buffer the program frees like any other: recorded as one, and as
-     * an alias of the exported allocation when the import is known. */
+     * an alias of the exported allocation when the import is known, its
+     * first byte that allocation's byte `at` (a buffer sub-allocated in a
+     * larger memory is mapped at its offset there). */
     ds_alloc_info a = {.base = base, .size = bytes, .device = device, .kind = DS_ALLOC_DEVICE,
-                       .api = api, .alias_holds = true};
+                       .api = api, .alias_holds = true, .alias_offset = at};
     ds_extmem_source(api, mem, &a.alias_of, &a.alias_generation);
     ds_alloc_record(&a, ds_module_id_at(caller));
 }

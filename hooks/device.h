@@ -73,7 +73,8 @@ static inline void ds_device_copy(int api, uintptr_t stream, bool ptsz, uintptr_
                                   uintptr_t src, uint64_t bytes, uint64_t dst_span,
                                   uint64_t src_span, int direction, const void *caller)
 {
-    ds_range r[2] = {{src, src_span, false}, {dst, dst_span, true}};
+    ds_range r[2] = {{.start = src, .len = src_span},
+                     {.start = dst, .len = dst_span, .write = true}};
     ds_sync_op(api, stream, ptsz, r, 2, caller);
     ds_copy_record(dst, src, bytes, direction, false, caller);
 }
@@ -89,7 +90,7 @@ __attribute__((always_inline)) static inline bool ds_device_copy_now(int api, ui
 {
     if (!ds_copy_is_repeat(dst, src, bytes, direction))
         return false;
-    ds_range w = {dst, bytes, true};
+    ds_range w = {.start = dst, .len = bytes, .write = true};
     if (!ds_sync_op_now(api, stream, ptsz, &w, 1))
         return false;
     ds_copy_repeat(bytes);
@@ -99,7 +100,8 @@ __attribute__((always_inline)) static inline bool ds_device_copy_now(int api, ui
 void ds_device_extmem_importing(const void *type, size_t type_size, const int *fd, int fd_type);
 void ds_device_extmem_imported(int api, const void *out, size_t handle_size, bool semaphore);
 void ds_device_extmem_mapped(int api, const void *out_ptr, size_t ptr_size, uintptr_t mem,
-                             const unsigned long long *size, int device, const void *caller);
+                             const unsigned long long *offset, const unsigned long long *size,
+                             int device, const void *caller);
 void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigned n,
                           uintptr_t stream, bool ptsz, bool signal);
 /* Before queuing host function *fn with argument *data on `stream`: puts
@@ -202,18 +204,19 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
     ds_device_copy(ds_api, P(stream), ds_ptsz, P(dst), P(src), (uint64_t)(width) * (height),  \
                    ds_pitched_span(dpitch, width, height),                                    \
                    ds_pitched_span(spitch, width, height), direction, caller)
-#define FILL(dst, bytes, stream) \
-    ds_device_op(ds_api, P(stream), ds_ptsz, &(ds_range){P(dst), bytes, true}, 1, caller)
+#define FILL(dst, bytes, stream)                                                              \
+    ds_device_op(ds_api, P(stream), ds_ptsz,                                                  \
+                 &(ds_range){.start = P(dst), .len = (bytes), .write = true}, 1, caller)
 /* External memory: the descriptor's file, read before the runtime takes it
  * over (only for `fd_type`: the other handle types name no file); the
  * import object; a buffer mapped from it, an alias of the exporter's
- * allocation. */
+ * allocation from the descriptor's offset on. */
 #define EXTMEM_IMPORTING(desc, fd_type) \
     ds_device_extmem_importing(&(desc)->type, sizeof((desc)->type), &(desc)->handle.fd, fd_type)
 #define EXTMEM_IMPORTED(out) ds_device_extmem_imported(ds_api, out, sizeof(*(out)), false)
 #define EXTMEM_MAPPED(out, mem, desc)                                                         \
-    ds_device_extmem_mapped(ds_api, out, sizeof(*(out)), P(mem), &(desc)->size,               \
-                            current_device((const void *)real_), caller)
+    ds_device_extmem_mapped(ds_api, out, sizeof(*(out)), P(mem), &(desc)->offset,             \
+                            &(desc)->size, current_device((const void *)real_), caller)
 /* External semaphores: the same, for a binary semaphore (`fd_type`, its
  * opaque file descriptor: another API's, Vulkan's vkGetSemaphoreFdKHR),
  * whose import object then stands for the exporter's semaphore, and an
@@ -234,8 +237,9 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
 #define DS_NOW_NOTHING true
 #define DS_NOW_COPY(dst, src, bytes, direction, stream) \
     ds_device_copy_now(ds_api, P(stream), ds_ptsz, P(dst), P(src), bytes, direction)
-#define DS_NOW_FILL(dst, bytes, stream) \
-    ds_sync_op_now(ds_api, P(stream), ds_ptsz, &(ds_range){P(dst), bytes, true}, 1)
+#define DS_NOW_FILL(dst, bytes, stream)                                                       \
+    ds_sync_op_now(ds_api, P(stream), ds_ptsz,                                                \
+                   &(ds_range){.start = P(dst), .len = (bytes), .write = true}, 1)
 #define DS_NOW_LAUNCH(stream) ds_sync_op_now(ds_api, P(stream), ds_ptsz, NULL, -1)
 #define DS_NOW_EVENT_RECORDED(e, s) ds_sync_event_recorded_now(ds_api, P(e), P(s), ds_ptsz)
 #define DS_NOW_STREAM_WAITS(s, e) ds_sync_stream_waits_now(ds_api, P(s), P(e), ds_ptsz)

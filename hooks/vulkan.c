@@ -98,6 +98,9 @@ typedef struct {
     uint64_t size;   /* a buffer's size */
     VkAllocationCallbacks cb; /* a memory's callbacks, kept for a deferred free */
     bool has_cb;
+    /* Exportable memory: its allocation's generation, the space its
+     * queues' writes are kept in for other APIs' mappings (0: not). */
+    uint32_t space;
 } object;
 
 static object *memories, *buffers;
@@ -193,6 +196,20 @@ bool ds_vk_buffer_mapped(uint64_t buffer, uint64_t offset, uint64_t size, ds_ran
     return true;
 }
 
+/* Lock held (vulkan_family.h). */
+bool ds_vk_buffer_exported(uint64_t buffer, uint64_t offset, uint64_t size, ds_range *out)
+{
+    const object *b = find(&buffers, buffer, false);
+    const object *m = b && b->memory ? find(&memories, b->memory, false) : NULL;
+    if (!m || !m->space)
+        return false;
+    if (size == VK_WHOLE_SIZE)
+        size = b->size > offset ? b->size - offset : 0;
+    *out = (ds_range){.start = (uintptr_t)(b->offset + offset), .len = size, .write = true,
+                      .space = m->space};
+    return size != 0;
+}
+
 /* Property bits: the memory type's own six, then two of the allocation's. */
 enum { PROP_EXPORTABLE = 1u << 6, PROP_IMPORTED = 1u << 7 };
 static const char *const property_names[8] = {
@@ -224,14 +241,15 @@ static void allocated(VkDevice device, const VkMemoryAllocateInfo *info, VkDevic
     if (ds_vk_find_in_chain(info->pNext, VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR) ||
         ds_vk_find_in_chain(info->pNext, VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT))
         props |= PROP_IMPORTED;
+    ds_alloc_info a = {.base = P(memory), .size = info->allocationSize, .device = d->index,
+                       .kind = DS_ALLOC_DEVICE, .api = ds_vk_api, .properties = props};
+    uint32_t generation = ds_alloc_record(&a, ds_module_id_at(caller));
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     object *o = find(&memories, P(memory), true);
     if (o)
-        *o = (object){.handle = P(memory), .memory = (uint64_t)(d - devices) + 1};
+        *o = (object){.handle = P(memory), .memory = (uint64_t)(d - devices) + 1,
+                      .space = props & PROP_EXPORTABLE ? generation : 0};
     ds_lock_give(DS_LOCK_HOOK_TABLES);
-    ds_alloc_info a = {.base = P(memory), .size = info->allocationSize, .device = d->index,
-                       .kind = DS_ALLOC_DEVICE, .api = ds_vk_api, .properties = props};
-    ds_alloc_record(&a, ds_module_id_at(caller));
 }
 
 /* The device a memory's entry names, while it lives (for the calls the
@@ -299,7 +317,7 @@ static void mapped(VkDeviceMemory memory, VkDeviceSize offset, VkDeviceSize size
     ds_lock_give(DS_LOCK_HOOK_TABLES);
     ds_alloc_info a = {.base = P(data), .size = size, .kind = DS_ALLOC_MAPPED,
                        .api = ds_mapping_api, .alias_of = P(memory),
-                       .alias_generation = m.generation};
+                       .alias_generation = m.generation, .alias_offset = offset};
     ds_alloc_record(&a, ds_module_id_at(caller));
 }
 

@@ -8,7 +8,8 @@
  *
  * vulkan.c owns the devices' dispatch (ds_vk_device_of), the family's
  * descriptor (ds_vk_api) and the tables of buffers and memories, which
- * vulkan_queues.c reads only through ds_vk_buffer_mapped; vulkan_queues.c
+ * vulkan_queues.c reads only through ds_vk_buffer_mapped and
+ * ds_vk_buffer_exported; vulkan_queues.c
  * owns everything about queues and hands vulkan.c its wrappers
  * (ds_vk_queue_wrapper) and the host's bounded wait (ds_vk_queue_host_wait);
  * vulkan_descriptors.c owns the descriptor sets, hands vulkan.c its
@@ -58,6 +59,11 @@ const void *ds_vk_find_in_chain(const void *next, VkStructureType type);
  * buffer (VK_WHOLE_SIZE: to its end) lie in its memory's host mapping, as
  * a write; false where the buffer is unbound or its memory not mapped there. */
 bool ds_vk_buffer_mapped(uint64_t buffer, uint64_t offset, uint64_t size, ds_range *out);
+/* Lock DS_LOCK_HOOK_TABLES held.  The same bytes as bytes of the buffer's
+ * memory (ds_range.space: its allocation's generation; start: the offset
+ * in it), where that memory is exportable (another API may map it); false
+ * where not, or unbound. */
+bool ds_vk_buffer_exported(uint64_t buffer, uint64_t offset, uint64_t size, ds_range *out);
 
 /* ---- vulkan_queues.c ----------------------------------------------------------- */
 /* The wrapper of a function of vulkan_queues.def (NULL: not one of its

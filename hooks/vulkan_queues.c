@@ -11,8 +11,11 @@
  * bytes) into buffers, and the storage buffers a dispatch has bound
  * (vulkan_descriptors.c records them here: ds_vk_recorded_write), as bytes
  * of their memory's host mapping (where a CPU tensor over it is read:
- * ds_sync_host_reads).  A secondary command buffer's writes are unseen,
- * which can hide a race, never make one.
+ * ds_sync_host_reads) and, for exportable memory, as offsets in the memory
+ * itself (ds_vk_buffer_exported), where a CUDA or HIP tensor over their
+ * mapping of an import of it finds them when it is imported, whenever
+ * that mapping was made (ds_alloc_alias_range).  A secondary command
+ * buffer's writes are unseen, which can hide a race, never make one.
  *
  * Semaphores are edges: a binary one an event (recorded where a submission
  * signals it, waited for where one waits), a timeline one an event per
@@ -377,15 +380,21 @@ typedef struct {
     VkCommandBuffer buffer[64];
 } submission;
 
-/* The writes of one submission's command buffers, as mapped ranges. */
+/* The writes of one submission's command buffers, as ranges: in the
+ * memory's host mapping, and in exportable memory itself (what another
+ * API's mapping of it translates to; the memory needs no host mapping for
+ * that). */
 static int submission_writes(const submission *s, ds_range *out, int max)
 {
     int n = 0;
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     for (uint32_t c = 0; c < s->buffers; c++) {
         const recording *r = recording_of(s->buffer[c], false);
-        for (uint32_t k = 0; r && k < r->n && n < max; k++)
-            n += ds_vk_buffer_mapped(r->w[k].buffer, r->w[k].offset, r->w[k].size, &out[n]);
+        for (uint32_t k = 0; r && k < r->n && n + 1 < max; k++) {
+            const recorded *w = &r->w[k];
+            n += ds_vk_buffer_mapped(w->buffer, w->offset, w->size, &out[n]);
+            n += ds_vk_buffer_exported(w->buffer, w->offset, w->size, &out[n]);
+        }
     }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
     return n;

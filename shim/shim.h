@@ -225,11 +225,17 @@ enum { DS_FREE_FORWARD, DS_FREE_DEFER, DS_FREE_REFUSE };
 /* Copy directions (copies.c); INFER: from what the two sides are. */
 enum ds_copy_dir { DS_COPY_H2D, DS_COPY_D2H, DS_COPY_D2D, DS_COPY_H2H, DS_COPY_PEER, DS_COPY_INFER };
 
-/* A byte range a device operation reads or writes (sync.c). */
+/* A byte range a device operation reads or writes (sync.c).  `space` 0:
+ * addresses.  Otherwise the generation of an allocation of a handle API
+ * (ds_alloc_info.generation: one number per allocation the process made),
+ * and `start` an offset in it: how a Vulkan queue's write to exported
+ * memory is kept, found again through any API's mapping of that memory
+ * (ds_alloc_alias_range), made before or after it. */
 typedef struct ds_range {
     uintptr_t start;
     uint64_t len;
     bool write;
+    uint32_t space;
 } ds_range;
 
 /* A file descriptor and the file it refers to (external.c). */
@@ -252,17 +258,21 @@ typedef struct ds_alloc_info {
      * shared in this one count as shared in that one too.  `alias_holds`:
      * this one keeps that one in use (external memory a second API imported
      * and mapped): freeing that one while this lives is freed_while_shared.
-     * Otherwise a view that freeing that one legally ends (a host mapping). */
+     * Otherwise a view that freeing that one legally ends (a host mapping).
+     * `alias_offset`: where in that one this one's first byte is (the
+     * mapping's offset: CUDA's and HIP's buffer descriptors', vkMapMemory's). */
     uintptr_t alias_of;
     uint32_t alias_generation;
     bool alias_holds;
+    uint64_t alias_offset;
 } ds_alloc_info;
 
 /* Registers a device runtime's descriptor (kept, not copied); its index,
  * which the calls below take as `api`, or -1 when the table is full. */
 int ds_device_api_add(const ds_device_api *api);
-/* After a successful allocation; `owner`: the calling module's name id. */
-void ds_alloc_record(const ds_alloc_info *a, uint16_t owner);
+/* After a successful allocation; `owner`: the calling module's name id.
+ * Its generation (0: not tracked, the index out of memory). */
+uint32_t ds_alloc_record(const ds_alloc_info *a, uint16_t owner);
 /* The allocation of `api` holding p (an address, or one of its handles). */
 bool ds_alloc_lookup_in(int api, uintptr_t p, ds_alloc_info *out);
 /* Before forwarding a free of p: DS_FREE_FORWARD, or (protect) DS_FREE_DEFER

@@ -41,7 +41,11 @@
 typedef struct {
     uintptr_t base;
     uint64_t size;
-    void *stream;
+    /* No allocation is both stream-ordered and a mapping of another. */
+    union {
+        void *stream;          /* async allocations: their stream */
+        uint64_t alias_offset; /* an alias: where in alias_base its bytes start */
+    };
     uintptr_t alias_base;      /* the allocation this one maps (alias_of), or 0 */
     uint32_t dist;        /* slots past its home slot (Robin Hood's order) */
     uint32_t shares;      /* live imports of tensors inside */
@@ -450,7 +454,7 @@ static void fill_info(const node *e, ds_alloc_info *out)
 {
     *out = (ds_alloc_info){.base = e->base,
                            .size = e->size,
-                           .stream = e->stream,
+                           .stream = e->alias_base ? NULL : e->stream,
                            .owner = e->owner,
                            .device = e->device,
                            .kind = e->kind,
@@ -459,7 +463,8 @@ static void fill_info(const node *e, ds_alloc_info *out)
                            .properties = e->properties,
                            .alias_of = e->alias_base,
                            .alias_generation = e->alias_generation,
-                           .alias_holds = e->alias_holds};
+                           .alias_holds = e->alias_holds,
+                           .alias_offset = e->alias_base ? e->alias_offset : 0};
 }
 
 /* ---- events ----------------------------------------------------------------- */
@@ -526,7 +531,7 @@ static bool unmap_alias(const node *gone, ds_alloc_info *mapped)
     return m->deferred && !m->shares && !m->maps;
 }
 
-void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
+uint32_t ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
 {
     ds_note_work();
     ds_alloc_info info = *a, alias = {0}, mapped = {0};
@@ -556,6 +561,7 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
         table[n].alias_base = info.alias_of;
         table[n].alias_generation = info.alias_generation;
         table[n].alias_holds = info.alias_holds;
+        table[n].alias_offset = info.alias_offset;
         fill_info(&table[of], &alias);
         aliased = true;
     }
@@ -567,9 +573,10 @@ void ds_alloc_record(const ds_alloc_info *a, uint16_t owner)
         release_deferred(mapped.base, mapped.api, mapped.kind);
     if (n == DS_NO_SLOT) { /* no memory for the index */
         ds_stats_untracked();
-        return;
+        return 0;
     }
     emit(DS_EV_ALLOC, &info, aliased ? &alias : NULL, NULL, frames, nframes);
+    return info.generation;
 }
 
 bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out)
@@ -626,6 +633,26 @@ static uint32_t first_alias(uint32_t n)
             table[a].alias_generation == table[n].generation)
             return a;
     return DS_NO_SLOT;
+}
+
+bool ds_alloc_alias_range(uintptr_t base, uint32_t generation, uintptr_t data, uint64_t bytes,
+                          ds_range *out)
+{
+    bool found = false;
+    ds_lock_take(DS_LOCK_ALLOCS);
+    uint32_t n = exact(base, generation);
+    if (n != DS_NO_SLOT) {
+        const node *e = &table[n];
+        /* Only the bytes the mapping holds are the other allocation's. */
+        if (e->alias_base && data >= e->base && data - e->base < e->size && bytes) {
+            uint64_t in = data - e->base, left = e->size - in;
+            *out = (ds_range){.start = (uintptr_t)(e->alias_offset + in),
+                              .len = bytes < left ? bytes : left, .space = e->alias_generation};
+            found = true;
+        }
+    }
+    ds_lock_give(DS_LOCK_ALLOCS);
+    return found;
 }
 
 int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)

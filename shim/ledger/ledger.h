@@ -61,6 +61,8 @@ typedef struct ds_record {
     uint8_t provisional : 1; /* imported at its release by a consumer that
                                has yet to mark its capsule taken (a copy,
                                counted once it does) */
+    uint8_t aliased : 1;    /* its allocation maps another's memory (an
+                               import of Vulkan's): writes there count */
     uint8_t released_by;    /* enum ds_releaser */
     uint16_t releaser;      /* with DS_BY_CONSUMER and DS_BY_TAKER: the name */
     uint16_t export_site, release_site; /* where in the program (sites.c); 0: unknown */
@@ -241,6 +243,11 @@ bool ds_alloc_lookup_tensor(int api, uintptr_t data, uintptr_t address, ds_alloc
 void ds_alloc_share(uintptr_t base, uint32_t generation, int delta);
 /* Whether that allocation (that generation of it) is still live. */
 bool ds_alloc_live(uintptr_t base, uint32_t generation);
+/* Where bytes [data, data + bytes) of that allocation lie in the one it
+ * maps (alias_of: its space and offset there, cut at the mapping's end);
+ * false where it maps none. */
+bool ds_alloc_alias_range(uintptr_t base, uint32_t generation, uintptr_t data, uint64_t bytes,
+                          ds_range *out);
 /* Among the last allocations freed, the newest that held p: what it was,
  * when and where it was freed (site 0: not known). */
 bool ds_alloc_freed_at(uintptr_t p, ds_alloc_info *out, uint64_t *t_free, uint16_t *site);
@@ -255,9 +262,10 @@ void ds_extmem_after_fork(void);
 
 /* ---- sync.c ------------------------------------------------------------- */
 /* A device tensor was imported: the last write to its bytes must be covered
- * by the consumer's first use. */
-void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t producer,
-                    uint16_t consumer);
+ * by the consumer's first use.  `alias` (or NULL): the same bytes as
+ * another allocation's, whose writes count too (ds_alloc_alias_range). */
+void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const ds_range *alias,
+                    uint16_t producer, uint16_t consumer);
 /* A CPU tensor over host-visible device memory (a Vulkan mapping, pinned or
  * managed memory) was imported: the consumer reads it on the host now, so
  * the last write to its bytes must be covered by the host's clock. */

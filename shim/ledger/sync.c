@@ -61,12 +61,14 @@
 enum { KIND_LEGACY, KIND_BLOCKING, KIND_NON_BLOCKING };
 
 /* A write the shim saw, and when the host queued it (see queued_at): what
- * orders writes kept in different streams' rings. */
+ * orders writes kept in different streams' rings.  `space`: ds_range's (in
+ * what was the padding). */
 typedef struct {
     uintptr_t start;
     uint64_t len, when;
-    uint32_t tick;
+    uint32_t tick, space;
 } write_rec;
+_Static_assert(sizeof(write_rec) == 32, "a ring's entry stays half a cache line");
 
 /* Each on cache lines of its own: threads on different streams write none
  * in common. */
@@ -869,10 +871,18 @@ typedef struct {
     uint32_t tick;
 } last_write;
 
-/* SYNC held: the newest write overlapping [data, data + bytes), in the
- * order the host queued them: each stream's newest in its ring (read under
- * its shard, one at a time), the last queued of those.  False: none. */
-static bool newest_write(uintptr_t data, uint64_t bytes, last_write *out)
+/* Whether a write overlaps the range [start, start + len) of `space`. */
+static inline bool overlaps(const write_rec *wr, uint32_t space, uintptr_t start, uint64_t len)
+{
+    return wr->space == space && wr->start < start + len && start < wr->start + wr->len;
+}
+
+/* SYNC held: the newest write overlapping the addresses [data, data +
+ * bytes), or `alias` (NULL: none), in the order the host queued them: each
+ * stream's newest in its ring (read under its shard, one at a time), the
+ * last queued of those.  False: none. */
+static bool newest_write(uintptr_t data, uint64_t bytes, const ds_range *alias,
+                         last_write *out)
 {
     write_rec newest = {0};
     bool found = false;
@@ -882,7 +892,8 @@ static bool newest_write(uintptr_t data, uint64_t bytes, last_write *out)
         uint64_t oldest = r->nwrites > DS_WRITES ? r->nwrites - DS_WRITES : 0;
         for (uint64_t n = r->nwrites; n > oldest; n--) {
             const write_rec *wr = &r->ring[(n - 1) % DS_WRITES];
-            if (wr->len && wr->start < data + bytes && data < wr->start + wr->len) {
+            if (wr->len && (overlaps(wr, 0, data, bytes) ||
+                            (alias && overlaps(wr, alias->space, alias->start, alias->len)))) {
                 if (!found || wr->when > newest.when) {
                     newest = *wr;
                     *out = (last_write){s, wr->tick};
@@ -896,14 +907,14 @@ static bool newest_write(uintptr_t data, uint64_t bytes, last_write *out)
     return found;
 }
 
-void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t producer,
-                    uint16_t consumer)
+void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const ds_range *alias,
+                    uint16_t producer, uint16_t consumer)
 {
     if (!ds_sync_enabled() || !bytes)
         return;
     last_write last = {0, 0};
     ds_lock_take(DS_LOCK_SYNC);
-    bool written = newest_write(data, bytes, &last);
+    bool written = newest_write(data, bytes, alias, &last);
     int n = atomic_load_explicit(&npending, memory_order_relaxed), i = 0;
     while (i < n && pend[i].tensor != tensor) /* imported again: replaced */
         i++;
@@ -989,8 +1000,8 @@ static bool touches(const pending *p, const ds_range *r, int n, uint16_t caller)
 {
     if (n < 0) /* "other" stands for many names: it matches none */
         return caller == p->consumer && caller != DS_NAME_OTHER;
-    for (int k = 0; k < n; k++)
-        if (r[k].start < p->end && p->start < r[k].start + r[k].len)
+    for (int k = 0; k < n; k++) /* a handoff's bytes are addresses */
+        if (!r[k].space && r[k].start < p->end && p->start < r[k].start + r[k].len)
             return true;
     return false;
 }
@@ -1025,7 +1036,8 @@ void ds_sync_host_reads(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16
     race x;
     last_write last = {0, 0};
     ds_lock_take(DS_LOCK_SYNC);
-    bool racy = newest_write(data, bytes, &last) && !covered_by_host(last.stream, last.tick);
+    bool racy =
+        newest_write(data, bytes, NULL, &last) && !covered_by_host(last.stream, last.tick);
     if (racy) {
         pending p = {.tensor = tensor, .start = data, .end = data + bytes, .stream = last.stream,
                      .tick = last.tick, .producer = producer, .consumer = consumer};
@@ -1122,7 +1134,7 @@ static inline void tick_at(stream *st, int s, const ds_range *r, int n)
     for (int k = 0; k < n; k++)
         if (r[k].write) /* an empty one too: it overlaps nothing (newest_write) */
             st->ring[st->nwrites++ % DS_WRITES] =
-                (write_rec){r[k].start, r[k].len, queued_at(), t};
+                (write_rec){r[k].start, r[k].len, queued_at(), t, r[k].space};
 }
 
 /* An operation the general way, checked (and fixed) as the first use of

@@ -134,7 +134,7 @@ typedef struct {
     int32_t device_type;
     uint8_t released_by;
     uint16_t releaser, export_site, release_site;
-    bool provisional;
+    bool provisional, aliased;
 } record_copy;
 
 static record_copy copy_of(const ds_record *r)
@@ -142,7 +142,8 @@ static record_copy copy_of(const ds_record *r)
     return (record_copy){r->key,         r->producer,     r->consumer,     r->bytes,
                          r->copied,      r->t_export,     r->t_release,    r->alloc_base,
                          r->alloc_generation, r->data,    r->device_type,  r->released_by,
-                         r->releaser,    r->export_site,  r->release_site, r->provisional};
+                         r->releaser,    r->export_site,  r->release_site, r->provisional,
+                         r->aliased};
 }
 
 /* What a consumer must find as the producer left it: the tensor the
@@ -372,6 +373,7 @@ static bool export_tensor(void *m, bool versioned, uint16_t id, const char *name
         r->fingerprint = fingerprint_of(&v);
         r->alloc_base = linked ? alloc.base : 0;
         r->alloc_generation = linked ? alloc.generation : 0;
+        r->aliased = linked && alloc.alias_of;
         if (orig && v.deleter != tramp &&
             !ds_safe_write(deleter_field(m, versioned), &tramp, sizeof(tramp))) {
             /* Read-only memory: the release will pass unseen. */
@@ -523,8 +525,15 @@ import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t a
                 report_changed(m, &c, &v, well_formed, why, id, name);
             if (has_alloc && !ds_alloc_live(c.alloc_base, c.alloc_generation))
                 report_import_of_freed(m, &c, id, name);
-            if (device)
-                ds_sync_import(c.tensor, c.data, c.bytes, c.producer, c.consumer);
+            if (device) {
+                /* Over another API's mapping of exported memory: that
+                 * memory's own writes (a Vulkan queue's) are the same bytes. */
+                ds_range alias;
+                bool mapped = c.aliased && ds_alloc_alias_range(c.alloc_base, c.alloc_generation,
+                                                                c.data, c.bytes, &alias);
+                ds_sync_import(c.tensor, c.data, c.bytes, mapped ? &alias : NULL, c.producer,
+                               c.consumer);
+            }
             else if (has_alloc) /* a CPU tensor in a device API's memory: read on the host */
                 ds_sync_host_reads(c.tensor, c.data, c.bytes, c.producer, c.consumer);
             if (show)

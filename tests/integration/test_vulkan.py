@@ -419,6 +419,47 @@ def test_enforce_orders_the_cuda_write_the_submission_did_not_wait_for(dlshim):
     assert (s["producer"], s["consumer"]) == ("cudaproducer", "cudaconsumer")
 
 
+# ---- Vulkan memory imported by CUDA (cudaImportExternalMemory and
+# cudaExternalMemoryGetMappedBuffer), the queue's fill read through a CUDA
+# tensor over CUDA's mapping on a CUDA stream: the whole memory mapped, the
+# fill submitted after the mapping (vkmem_*) or before it (vkmem_early_*);
+# or 32 KiB mapped at offset 16 KiB of the memory, the tensor 8 KiB of it,
+# the fill inside the tensor's bytes (vkmem_window_inside_*) or over the
+# mapping's start but none of them (vkmem_window_outside_*).  What the
+# consumer reads is not compared: the simulated device maps lavapipe's
+# exported file, whose header comes before the memory, so its bytes do not
+# alias Vulkan's; the events are what is asserted.
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+@pytest.mark.parametrize("mode", ["vkmem_sem", "vkmem_fence", "vkmem_early_sem",
+                                  "vkmem_early_fence", "vkmem_window_inside_sem",
+                                  "vkmem_window_inside_fence", "vkmem_window_outside_nowait"])
+def test_a_vulkan_write_ordered_before_a_cuda_import_of_its_memory_is_silent(dlshim, mode,
+                                                                              sync):
+    assert extsem(dlshim, mode, shim=False).rc == 0
+    r = extsem(dlshim, mode, sync)
+    assert r.rc == 0
+    assert handoff(r) == (["export", "import", "release"], [])
+    assert r.summary["barriers_inserted"] == 0
+
+
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+@pytest.mark.parametrize("mode", ["vkmem_nowait", "vkmem_early_nowait",
+                                  "vkmem_window_inside_nowait"])
+def test_a_vulkan_write_unordered_before_a_cuda_import_of_its_memory_is_reported(dlshim, mode,
+                                                                                  sync):
+    # Enforce has no barrier to put between a queue and a CUDA stream (and
+    # the program holds the fill back itself): it reports, and never waits.
+    r = extsem(dlshim, mode, sync)
+    assert r.rc == 0
+    assert handoff(r) == (["export", "import", "violation", "release"],
+                          ["unsynchronized_handoff"])
+    [v], [exp] = r.violations(), r.of("export")
+    assert v["tensor"] == exp["tensor"]
+    assert (v["producer"], v["consumer"]) == ("vkproducer", "cudaconsumer")
+    assert v["producer_stream"].startswith("queue 0x")
+    assert v["consumer_stream"].startswith("stream 0x")
+
+
 @pytest.mark.parametrize("sync", ["check", "enforce"])
 def test_a_semaphore_shared_with_hip_orders_the_queue_before_its_stream(dlshim, sync):
     assert extsem(dlshim, "vk_to_hip", shim=False, program=VK_HIP).rc == 0

@@ -55,7 +55,8 @@ static void start_with_a_and_b(const char *sync)
     ds_sync_stream_created(api, B, false);
 }
 
-static const ds_range data_write = {DATA, BYTES, true}, data_read = {DATA, BYTES, false};
+static const ds_range data_write = {.start = DATA, .len = BYTES, .write = true},
+                      data_read = {.start = DATA, .len = BYTES};
 
 /* The producer writes the data on `producer`, exports; the consumer
  * imports (the core's import calls ds_sync_import) and reads on `consumer`
@@ -65,7 +66,8 @@ static void handoff(uintptr_t producer, uintptr_t consumer, void (*between)(void
     static uintptr_t tensor = 0x9000;
     tensor += 0x100; /* a new tensor each time */
     ds_sync_op(api, producer, false, &data_write, 1, NULL);
-    ds_sync_import(tensor, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("consumer"));
+    ds_sync_import(tensor, DATA, BYTES, NULL,
+                   ds_name_intern("producer"), ds_name_intern("consumer"));
     if (between)
         between();
     ds_sync_op(api, consumer, false, &data_read, 1, NULL);
@@ -165,7 +167,8 @@ static void test_enforce_never_names_another_threads_default_stream(void **state
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, produce_on_per_thread_stream, NULL), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
-    ds_sync_import(0x7000, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("consumer"));
+    ds_sync_import(0x7000, DATA, BYTES, NULL,
+                   ds_name_intern("producer"), ds_name_intern("consumer"));
     ds_sync_op(api, B, false, &data_read, 1, NULL);
     assert_int_equal(barriers, 0);
     assert_int_equal(races(), 1);
@@ -207,9 +210,10 @@ static void test_an_empty_write_is_no_last_write(void **state)
     start_with_a_and_b("check");
     ds_sync_stream_created(api, NB, true);
     ds_sync_op(api, A, false, &data_write, 1, NULL);
-    ds_range empty = {DATA + 64, 0, true};
+    ds_range empty = {.start = DATA + 64, .len = 0, .write = true};
     ds_sync_op(api, NB, false, &empty, 1, NULL);
-    ds_sync_import(0x7800, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("consumer"));
+    ds_sync_import(0x7800, DATA, BYTES, NULL,
+                   ds_name_intern("producer"), ds_name_intern("consumer"));
     record_on_a_and_wait_on_b();
     ds_sync_op(api, B, false, &data_read, 1, NULL);
     assert_int_equal(races(), 0);
@@ -256,11 +260,11 @@ static void test_handoffs_the_host_waited_for_do_not_wait(void **state)
     (void)state;
     start_with_a_and_b("check");
     for (uintptr_t i = 0; i < 300; i++) {
-        ds_range w = {0x20000000u + i * BYTES, BYTES, true};
+        ds_range w = {.start = 0x20000000u + i * BYTES, .len = BYTES, .write = true};
         ds_sync_op(api, A, false, &w, 1, NULL);
         if (i % 2) /* imported before or after the host waits: never used */
             ds_sync_host_waits_stream(api, A, false);
-        ds_sync_import(0x30000000u + i, w.start, BYTES, ds_name_intern("producer"),
+        ds_sync_import(0x30000000u + i, w.start, BYTES, NULL, ds_name_intern("producer"),
                        ds_name_intern("consumer"));
         ds_sync_host_waits_stream(api, A, false);
     }
@@ -275,15 +279,15 @@ static void test_a_tensor_imported_again_waits_for_its_last_write_only(void **st
 {
     (void)state;
     enum { C = 0x5c00 };
-    static const ds_range other_write = {DATA + 2 * BYTES, BYTES, true};
+    static const ds_range other_write = {.start = DATA + 2 * BYTES, .len = BYTES, .write = true};
     start_with_a_and_b("check");
     ds_sync_stream_created(api, C, false);
     uint16_t producer = ds_name_intern("producer"), consumer = ds_name_intern("consumer");
     ds_sync_op(api, A, false, &data_write, 1, NULL);
-    ds_sync_import(0x7300, DATA, BYTES, producer, consumer);
+    ds_sync_import(0x7300, DATA, BYTES, NULL, producer, consumer);
     ds_sync_op(api, B, false, &other_write, 1, NULL);
     ds_sync_host_waits_stream(api, B, false);
-    ds_sync_import(0x7300, other_write.start, BYTES, producer, consumer);
+    ds_sync_import(0x7300, other_write.start, BYTES, NULL, producer, consumer);
     ds_sync_op(api, C, false, &data_read, 1, NULL);
     assert_int_equal(races(), 0);
 }
@@ -298,11 +302,12 @@ static void test_a_launch_is_its_modules_first_use(void **state)
     ds_module_name_at(here, self, sizeof(self));
     start_with_a_and_b("check");
     ds_sync_op(api, A, false, &data_write, 1, NULL);
-    ds_sync_import(0x7100, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("elsewhere"));
+    ds_sync_import(0x7100, DATA, BYTES, NULL,
+                   ds_name_intern("producer"), ds_name_intern("elsewhere"));
     ds_sync_op(api, B, false, NULL, -1, here);
     assert_int_equal(races(), 0);
     ds_sync_op(api, A, false, &data_write, 1, NULL); /* used (and written) on its own stream */
-    ds_sync_import(0x7200, DATA, BYTES, ds_name_intern("producer"), ds_name_intern(self));
+    ds_sync_import(0x7200, DATA, BYTES, NULL, ds_name_intern("producer"), ds_name_intern(self));
     ds_sync_op(api, B, false, NULL, -1, here);
     assert_int_equal(races(), 1);
     ds_sync_op(api, B, false, NULL, -1, here); /* only the first use is checked */
@@ -363,7 +368,8 @@ static void test_settled_streams_need_no_sync_lock(void **state)
     assert_int_equal(pthread_join(t, NULL), 0);
     pthread_barrier_destroy(&sync_held);
     pthread_barrier_destroy(&sync_done);
-    ds_sync_import(0x7400, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("consumer"));
+    ds_sync_import(0x7400, DATA, BYTES, NULL,
+                   ds_name_intern("producer"), ds_name_intern("consumer"));
     ds_sync_op(api, Q, false, &data_read, 1, NULL);
     assert_int_equal(races(), 0); /* Q waited for the write */
     handoff(P, Q, NULL);
@@ -401,13 +407,15 @@ static void test_a_threads_default_stream_needs_no_sync_lock(void **state)
     /* One stream under both forms: its own reads are ordered; B, which
      * waited for nothing, races; after a wait for an event recorded under
      * the other form, it does not. */
-    ds_sync_import(0x7600, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("consumer"));
+    ds_sync_import(0x7600, DATA, BYTES, NULL,
+                   ds_name_intern("producer"), ds_name_intern("consumer"));
     ds_sync_op(api, 0, true, &data_read, 1, NULL);
     assert_int_equal(races(), 0);
     handoff(PER_THREAD, B, NULL);
     assert_int_equal(races(), 1);
     ds_sync_op(api, 0, true, &data_write, 1, NULL);
-    ds_sync_import(0x7700, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("consumer"));
+    ds_sync_import(0x7700, DATA, BYTES, NULL,
+                   ds_name_intern("producer"), ds_name_intern("consumer"));
     ds_sync_event_recorded(api, EV, PER_THREAD, false);
     ds_sync_stream_waits(api, B, EV, false);
     ds_sync_op(api, B, false, &data_read, 1, NULL);
@@ -465,7 +473,7 @@ static void test_a_shared_semaphore_orders_the_two_apis(void **state)
     assert_int_equal(linked_to(IMPORT), SEM);
     /* The exporter's write, ordered before stream A by the semaphore. */
     exporter_writes_then_stream_a_waits();
-    ds_sync_import(0x9f00, DATA, BYTES, ds_name_intern("vkproducer"),
+    ds_sync_import(0x9f00, DATA, BYTES, NULL, ds_name_intern("vkproducer"),
                    ds_name_intern("consumer"));
     ds_sync_op(api, A, false, &data_read, 1, NULL);
     assert_int_equal(races(), 0);
@@ -473,7 +481,8 @@ static void test_a_shared_semaphore_orders_the_two_apis(void **state)
     ds_sync_op(api, A, false, &data_write, 1, NULL);
     ds_sync_shared_recorded(exporter_api, SEM, api, A, false);
     ds_sync_stream_waits(exporter_api, QUEUE, SEM, false);
-    ds_sync_import(0x9f10, DATA, BYTES, ds_name_intern("producer"), ds_name_intern("vkconsumer"));
+    ds_sync_import(0x9f10, DATA, BYTES, NULL,
+                   ds_name_intern("producer"), ds_name_intern("vkconsumer"));
     ds_sync_op(exporter_api, QUEUE, false, &data_read, 1, NULL);
     assert_int_equal(races(), 0);
     ds_extsem_destroyed(api, IMPORT);
@@ -487,7 +496,7 @@ static void test_an_unlinked_import_orders_nothing(void **state)
     start_with_a_and_b("check");
     exporter_api = exporter_api < 0 ? ds_device_api_add(&exporter) : exporter_api;
     exporter_writes_then_stream_a_waits(); /* IMPORT never imported: its own event */
-    ds_sync_import(0x9f20, DATA, BYTES, ds_name_intern("vkproducer"),
+    ds_sync_import(0x9f20, DATA, BYTES, NULL, ds_name_intern("vkproducer"),
                    ds_name_intern("consumer"));
     ds_sync_op(api, A, false, &data_read, 1, NULL);
     assert_int_equal(races(), 1);

@@ -16,6 +16,26 @@
  *                      buffer is handed to a consumer that copies it out on
  *                      the legacy default stream
  *   cuda_to_vk_nowait  the same without the submission's wait (race)
+ *   vkmem_sem          CUDA imports the buffer's exported memory; a
+ *                      submission fills the buffer and signals the
+ *                      semaphore, the CUDA stream waits for it, then a CUDA
+ *                      tensor over CUDA's mapping is handed to a consumer
+ *                      that copies it out on that stream
+ *   vkmem_fence        the same, ordered by the host's wait for the
+ *                      submission's fence instead of the semaphore
+ *   vkmem_nowait       the same with neither (race)
+ *   vkmem_early_sem, vkmem_early_fence, vkmem_early_nowait
+ *                      the same, the fill submitted before CUDA imports
+ *                      and maps the memory
+ *   vkmem_window_inside_sem, _fence, _nowait
+ *                      CUDA maps only 32 KiB at offset 16 KiB of the
+ *                      memory (a buffer sub-allocated in a larger one); the
+ *                      tensor is 8 KiB at 8 KiB into that mapping (memory
+ *                      bytes 24-32 KiB), and the fill writes memory bytes
+ *                      28-32 KiB, inside it
+ *   vkmem_window_outside_nowait
+ *                      the same, the fill writing memory bytes 0-24 KiB:
+ *                      the start of the mapping, none of the tensor's bytes
  *
  * Without the extension it exits 77 (unavailable, as the other Vulkan
  * programs do where a feature is missing); it exits 0 when every call it
@@ -85,6 +105,77 @@ static void cuda_to_vk(queue_rig *rig, VkSemaphore sem, cudaExternalSemaphore_t 
     CUDA_CHECK(cudaFree(x));
 }
 
+/* Bytes of the memory: where CUDA maps it, where the consumer's tensor
+ * lies, what the queue's fill writes. */
+typedef struct {
+    size_t map_at, map_len, tensor_at, tensor_len, fill_at, fill_len;
+} layout;
+
+static layout layout_of(const char *mode)
+{
+    if (!strstr(mode, "_window_"))
+        return (layout){0, BYTES, 0, BYTES, 0, BYTES};
+    size_t map_at = 16384, tensor_at = map_at + 8192;
+    return strstr(mode, "_outside")
+               ? (layout){map_at, 32768, tensor_at, 8192, 0, tensor_at}
+               : (layout){map_at, 32768, tensor_at, 8192, tensor_at + 4096, 4096};
+}
+
+/* Vulkan's fill read through CUDA's import of the memory, on stream s.
+ * (The bytes are not compared: lavapipe's exported file holds a header
+ * before the memory, which the simulated device maps as it is.) */
+static void vk_to_cudamem(queue_rig *rig, VkSemaphore sem, cudaExternalSemaphore_t ext,
+                          cudaStream_t s, const char *mode)
+{
+    int nowait = strstr(mode, "_nowait") != NULL, fenced = strstr(mode, "_fence") != NULL;
+    int early = strstr(mode, "_early") != NULL;
+    layout l = layout_of(mode);
+    VkFence fence;
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VK_CHECK(vkCreateFence(device, &fci, NULL, &fence));
+    /* Unwaited, the fill is held back until the consumer has read. */
+    VkCommandBuffer cb = rig_begin(rig, nowait);
+    vkCmdFillBuffer(cb, rig->buffer, l.fill_at, l.fill_len, 0x01010101u);
+    VK_CHECK(vkEndCommandBuffer(cb));
+    if (early)
+        rig_submit(rig, cb, VK_NULL_HANDLE, fenced ? VK_NULL_HANDLE : sem, fence);
+    struct cudaExternalMemoryHandleDesc desc = {.type = cudaExternalMemoryHandleTypeOpaqueFd,
+                                                .handle.fd = memory_fd(rig->memory),
+                                                .size = BYTES};
+    cudaExternalMemory_t mem;
+    CUDA_CHECK(cudaImportExternalMemory(&mem, &desc));
+    struct cudaExternalMemoryBufferDesc bd = {.offset = l.map_at, .size = l.map_len};
+    void *dev;
+    CUDA_CHECK(cudaExternalMemoryGetMappedBuffer(&dev, mem, &bd));
+    if (!early)
+        rig_submit(rig, cb, VK_NULL_HANDLE, fenced ? VK_NULL_HANDLE : sem, fence);
+    if (fenced)
+        VK_CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
+    else if (!nowait) {
+        struct cudaExternalSemaphoreWaitParams params;
+        memset(&params, 0, sizeof(params));
+        CUDA_CHECK(cudaWaitExternalSemaphoresAsync(&ext, &params, 1, s));
+    }
+    static int64_t shape[1];
+    shape[0] = (int64_t)(l.tensor_len / 4);
+    char *data = (char *)dev + (l.tensor_at - l.map_at);
+    DLManagedTensor t = device_tensor(data, kDLCUDA);
+    t.dl_tensor.shape = shape;
+    dlshim_export(&t, "vkproducer");
+    dlshim_import(&t, "cudaconsumer");
+    uint32_t back[4];
+    CUDA_CHECK(cudaMemcpyAsync(back, data + 16, sizeof(back), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    printf("consumer read %zu bytes\n", sizeof(back));
+    t.deleter(&t);
+    if (nowait)
+        VK_CHECK(vkSetEvent(device, rig->gate));
+    VK_CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
+    vkDestroyFence(device, fence, NULL);
+    CUDA_CHECK(cudaFree(dev));
+    CUDA_CHECK(cudaDestroyExternalMemory(mem));
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "vk_to_cuda";
@@ -97,7 +188,9 @@ int main(int argc, char **argv)
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     int wait = !strstr(mode, "_nowait");
-    if (!strncmp(mode, "vk_to_cuda", 10))
+    if (!strncmp(mode, "vkmem_", 6))
+        vk_to_cudamem(&rig, sem, ext, s, mode);
+    else if (!strncmp(mode, "vk_to_cuda", 10))
         vk_to_cuda(&rig, sem, ext, s, wait);
     else
         cuda_to_vk(&rig, sem, ext, s, wait);
