@@ -100,9 +100,17 @@ static atomic_uint maybe_live;
  * being added is one made before it. */
 static _Atomic uintptr_t host_lo = UINTPTR_MAX, host_hi;
 
+/* The end of [a, a + bytes), saturated: a producer's garbage size makes a
+ * range that reaches the top of the address space, never one that wraps
+ * below its start. */
+static uintptr_t end_of(uintptr_t a, uint64_t bytes)
+{
+    return bytes > UINTPTR_MAX - a ? UINTPTR_MAX : a + (uintptr_t)bytes;
+}
+
 static void grow_host_hull(uintptr_t a, uint64_t bytes)
 {
-    uintptr_t b = bytes > UINTPTR_MAX - a ? UINTPTR_MAX : a + bytes;
+    uintptr_t b = end_of(a, bytes);
     uintptr_t lo = atomic_load_explicit(&host_lo, memory_order_relaxed);
     while (a < lo && !atomic_compare_exchange_weak_explicit(&host_lo, &lo, a, memory_order_relaxed,
                                                             memory_order_relaxed))
@@ -268,7 +276,7 @@ static void add_share(shard *d, uintptr_t tensor, uintptr_t data, uint64_t bytes
         d->count++;
     }
     d->shares[n].start = data;
-    d->shares[n].end = data + bytes;
+    d->shares[n].end = end_of(data, bytes);
     d->shares[n].level = (uint8_t)level_of(bytes);
     place(d, n);
     __atomic_store_n(&d->changes, d->changes + 1, __ATOMIC_RELAXED);
@@ -442,7 +450,7 @@ static uintptr_t shares_at(uintptr_t a, uint64_t bytes, bool host)
     uint32_t live = atomic_load_explicit(&maybe_live, memory_order_relaxed);
     if (!live)
         return 0;
-    uintptr_t b = bytes > UINTPTR_MAX - a ? UINTPTR_MAX : a + bytes, t = 0;
+    uintptr_t b = end_of(a, bytes), t = 0;
     /* Outside the host hull no candidate, but the sweeps below still go. */
     bool near = !host || (a < atomic_load_explicit(&host_hi, memory_order_relaxed) &&
                           b > atomic_load_explicit(&host_lo, memory_order_relaxed));

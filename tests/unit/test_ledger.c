@@ -679,11 +679,29 @@ static void test_handoffs_on_other_shards_do_not_wait(void **state)
     assert_int_equal(deleted, 1);
 }
 
+/* A tensor whose extent runs past the top of the address space (a
+ * producer's garbage pointer) is indexed up to the top, not wrapped into
+ * an empty range: a free inside it is still found to be freeing a share. */
+static void test_share_at_the_top_of_memory_is_found(void **state)
+{
+    (void)state;
+    ds_shares_index();
+    DLManagedTensor t;
+    make(&t);
+    t.dl_tensor.data = (void *)(UINTPTR_MAX - 15); /* 24 bytes: 8 past the top */
+    ds_tensor_export(&t, false, "p", 0);
+    assert_int_equal(ds_shares_host_at(UINTPTR_MAX - 7, 1), (uintptr_t)&t);
+    assert_int_equal(ds_shares_host_at(UINTPTR_MAX - 40, 8), 0);
+    t.deleter(&t);
+    assert_int_equal(ds_shares_host_at(UINTPTR_MAX - 7, 1), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_eviction_order_without_output, setup), /* first */
         cmocka_unit_test_setup(test_full_cycle, setup),
+        cmocka_unit_test_setup(test_share_at_the_top_of_memory_is_found, setup),
         cmocka_unit_test_setup(test_versioned_cycle, setup),
         cmocka_unit_test_setup(test_release_without_import, setup),
         cmocka_unit_test_setup(test_double_release_warn_forwards, setup),
