@@ -101,8 +101,8 @@ int ds_flag_names(uint64_t flags, const char **out, int max);
 void ds_reg_init(size_t max_records);
 /* The registry's shards.  A tensor's address is hashed once per lookup (the
  * value ds_reg_lock returns, which the calls below take): its top bits pick
- * the shard, the bits below them the slot in the shard's table, and the top
- * bits of all the share index's shard (shares.c). */
+ * the shard, the bits below them the slot in the shard's table, and the
+ * shard's low bits the share index's shard (ds_shares_shard). */
 #define DS_REG_SHARDS 64u
 _Static_assert(DS_SHARDS_SPIN64 == DS_REG_SHARDS, "a REGISTRY lock shard per table");
 static inline uint64_t ds_reg_hash(uintptr_t key)
@@ -112,6 +112,16 @@ static inline uint64_t ds_reg_hash(uintptr_t key)
 static inline unsigned ds_reg_shard(uint64_t hash)
 {
     return (unsigned)(hash >> 58);
+}
+/* The shares index's shard (shares.c): the registry shard's low bits, not
+ * its top ones.  Fibonacci hashing gives tensors a common stride apart
+ * (thread stacks are 8 MiB + a guard page apart, same-size blocks of one
+ * arena a block apart) far-apart top bits, so they fall in different
+ * registry shards; only the top bits of those shards' indexes stay close
+ * (two threads' stack tensors shared a SHARES shard in a third of runs). */
+static inline unsigned ds_shares_shard(uint64_t hash)
+{
+    return ds_reg_shard(hash) % DS_SHARDS_SPIN16;
 }
 /* Takes the shard of `key`; returns the key's hash, for the calls below. */
 static inline uint64_t ds_reg_lock(uintptr_t key)

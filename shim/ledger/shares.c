@@ -77,11 +77,11 @@ static _Alignas(64) atomic_uint levels_seen[DS_SHARE_SHARDS];
  * level no shard holds any more costs it a probe of an empty entry). */
 static atomic_uint levels_any;
 
-/* The top bits of the registry's hash of the tensor (ledger.h), which the
- * ledger has at hand. */
+/* From the registry's hash of the tensor (ledger.h), which the ledger has
+ * at hand. */
 static unsigned shard_of(uint64_t hash)
 {
-    return (unsigned)(hash >> 60);
+    return ds_shares_shard(hash);
 }
 
 /* The shards that may hold shares, a bit each: set (under the shard's lock)

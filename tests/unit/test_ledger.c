@@ -627,11 +627,11 @@ static void *hold_shards(void *arg)
 {
     (void)arg;
     uint64_t hash = ds_reg_lock(held_key);
-    ds_lock_take_shard(DS_LOCK_SHARES, (unsigned)(hash >> 60));
+    ds_lock_take_shard(DS_LOCK_SHARES, ds_shares_shard(hash));
     atomic_store(&holding, true);
     while (!atomic_load(&let_go))
         sched_yield();
-    ds_lock_give_shard(DS_LOCK_SHARES, (unsigned)(hash >> 60));
+    ds_lock_give_shard(DS_LOCK_SHARES, ds_shares_shard(hash));
     ds_reg_unlock(hash);
     return NULL;
 }
@@ -655,7 +655,7 @@ static void test_handoffs_on_other_shards_do_not_wait(void **state)
     uint64_t hx = ds_reg_hash((uintptr_t)x);
     for (int i = 1; i < 64 && !y; i++) {
         uint64_t h = ds_reg_hash((uintptr_t)&pool_of_two[i]);
-        if (ds_reg_shard(h) != ds_reg_shard(hx) && h >> 60 != hx >> 60)
+        if (ds_reg_shard(h) != ds_reg_shard(hx) && ds_shares_shard(h) != ds_shares_shard(hx))
             y = &pool_of_two[i];
     }
     assert_non_null(y);
@@ -696,11 +696,33 @@ static void test_share_at_the_top_of_memory_is_found(void **state)
     assert_int_equal(ds_shares_host_at(UINTPTR_MAX - 7, 1), 0);
 }
 
+/* Tensors a common stride apart (on two threads' stacks, 8 MiB and a guard
+ * page apart; same-size blocks of one arena) are in different shards of
+ * the shares index as of the registry: threads handing them over share no
+ * lock.  Deterministic: 4,096 addresses and their neighbours at each
+ * stride (a shard chosen by the hash's top bits put a third of the stack
+ * pairs in one shard). */
+static void test_tensors_a_stride_apart_share_no_shard(void **state)
+{
+    (void)state;
+    static const uintptr_t strides[] = {0x40, 0x80, 0x1000, 0x801000, 0x4000000};
+    for (size_t i = 0; i < sizeof(strides) / sizeof(strides[0]); i++) {
+        int same = 0;
+        for (uintptr_t k = 0x7f0000000000u; k < 0x7f0000000000u + 4096 * 4104; k += 4104) {
+            uint64_t a = ds_reg_hash(k), b = ds_reg_hash(k + strides[i]);
+            same += ds_shares_shard(a) == ds_shares_shard(b) || ds_reg_shard(a) == ds_reg_shard(b);
+        }
+        if (same)
+            fail_msg("stride %#lx: %d of 4096 pairs in one shard", (unsigned long)strides[i], same);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_eviction_order_without_output, setup), /* first */
         cmocka_unit_test_setup(test_full_cycle, setup),
+        cmocka_unit_test_setup(test_tensors_a_stride_apart_share_no_shard, setup),
         cmocka_unit_test_setup(test_share_at_the_top_of_memory_is_found, setup),
         cmocka_unit_test_setup(test_versioned_cycle, setup),
         cmocka_unit_test_setup(test_release_without_import, setup),
