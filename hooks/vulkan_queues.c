@@ -154,14 +154,12 @@ static void semaphore_destroyed(VkSemaphore semaphore)
     ds_timeline_destroyed(ds_vk_api, P(semaphore));
 }
 
-/* A binary semaphore exported as an opaque descriptor, for the API that
- * imports it (a sync file is a copy of one pending signal, and a timeline
- * semaphore's importer signals values, which are not followed: neither is
- * linked). */
+/* A semaphore exported as an opaque descriptor, binary or timeline, for
+ * the API that imports it (a sync file is a copy of one pending signal:
+ * not linked). */
 static void semaphore_exported(const VkSemaphoreGetFdInfoKHR *info, int fd)
 {
-    if (info->handleType == VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT &&
-        !is_timeline(info->semaphore))
+    if (info->handleType == VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT)
         ds_extsem_exported(ds_vk_api, P(info->semaphore), fd);
 }
 
