@@ -20,11 +20,13 @@
  * Semaphores are edges: a binary one an event (recorded where a submission
  * signals it, waited for where one waits), a timeline one an event per
  * value signalled, which a submission's or the host's wait for a value
- * merges up to that value (see "timeline semaphores" below).  A binary
- * semaphore exported as an opaque file descriptor (vkGetSemaphoreFdKHR)
- * and imported by CUDA or HIP is the same event on their side
- * (shim/ledger/external.c): a CUDA stream's wait for it merges what a
- * submission signalled, a submission's wait what a CUDA stream signalled.
+ * merges up to that value (the stream model's table of timelines,
+ * shim/ledger/timelines.c).  A semaphore exported as an opaque file
+ * descriptor (vkGetSemaphoreFdKHR) and imported by CUDA or HIP is the same
+ * event, or the same timeline, on their side (shim/ledger/external.c): a
+ * CUDA stream's wait for it (for a value) merges what a submission
+ * signalled (up to that value), a submission's wait what a CUDA stream
+ * signalled.
  *
  * Wraps (vulkan_queues.def): vkBeginCommandBuffer, vkResetCommandBuffer,
  * vkCmdFillBuffer, vkCmdUpdateBuffer, vkCmdCopyBuffer, vkCmdCopyImageToBuffer,
@@ -32,7 +34,9 @@
  * vkWaitForFences, vkGetFenceStatus, vkDestroyFence, vkCreateSemaphore,
  * vkDestroySemaphore, vkGetSemaphoreFdKHR, vkWaitSemaphores(KHR),
  * vkGetSemaphoreCounterValue(KHR).
- * Left out: what that table says.
+ * Left out: what that table says; a wait for a timeline value signalled
+ * only later, by a submission or a CUDA or HIP stream (wait-before-signal:
+ * its edge is not seen); sync-file exports of semaphores (not linked).
  */
 #include <string.h>
 

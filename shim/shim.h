@@ -293,7 +293,7 @@ void ds_extmem_imported(int api, uintptr_t handle, const ds_file_id *id);
 /* The exported allocation an import object stands for; false: unknown. */
 bool ds_extmem_source(int api, uintptr_t handle, uintptr_t *base, uint32_t *generation);
 void ds_extmem_destroyed(int api, uintptr_t handle);
-/* `api` exported its binary semaphore as `fd`. */
+/* `api` exported its semaphore (binary, or timeline: ds_timeline_is) as `fd`. */
 void ds_extsem_exported(int api, uintptr_t semaphore, int fd);
 /* `api` imported the descriptor `id` as its semaphore object `handle` (the
  * export is consumed: the importer owns the descriptor). */

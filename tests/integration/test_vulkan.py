@@ -348,7 +348,7 @@ def test_bytes_no_dispatch_writes_are_not_counted(dlshim, mode):
     bare, r = dispatch(dlshim, mode, shim=False), dispatch(dlshim, mode, "check")
     assert OLD in bare.stdout and r.stdout == bare.stdout
     assert handoff(r) == (["export", "import", "release"], [])
-# ---- a binary semaphore exported to CUDA: tests/vulkan/vk_extsem (Vulkan's
+# ---- a semaphore exported to CUDA: tests/vulkan/vk_extsem (Vulkan's
 # vkGetSemaphoreFdKHR, the descriptor imported by cudaImportExternalSemaphore
 # on the simulated device).  Lavapipe on Debian 12 has no
 # VK_KHR_external_semaphore_fd: the simulated device's layer

@@ -1,6 +1,7 @@
 /*
- * A Vulkan binary semaphore exported as a file descriptor and imported by
- * CUDA, ordering a queue's work and a CUDA stream's: `vk_extsem MODE`.
+ * A Vulkan semaphore (binary, or timeline: tl_* modes) exported as a file
+ * descriptor and imported by CUDA, ordering a queue's work and a CUDA
+ * stream's: `vk_extsem MODE`.
  * Real Vulkan and CUDA runtime calls only (in CI: lavapipe, given
  * VK_KHR_external_semaphore_fd by the simulated device's layer, and the
  * simulated CUDA device; any driver with the extension and a GPU elsewhere).
