@@ -426,7 +426,9 @@ def test_enforce_orders_the_cuda_write_the_submission_did_not_wait_for(dlshim):
 # signals and waits are of values, which the simulated device's layer and
 # device do not carry between the two APIs (a wait for the other API's
 # value is no wait there): the events are what is asserted.
-TIMELINE_ORDERED = ["tl_vk_to_cuda", "tl_cuda_to_vk", "tl_cuda_to_host", "tl_vkmem_sem"]
+# (_drv: CUDA's side through the driver's functions.)
+TIMELINE_ORDERED = ["tl_vk_to_cuda", "tl_cuda_to_vk", "tl_cuda_to_host", "tl_vkmem_sem",
+                    "tl_vk_to_cuda_drv", "tl_cuda_to_vk_drv"]
 
 
 @pytest.mark.parametrize("sync", ["check", "enforce"])
@@ -457,6 +459,10 @@ TIMELINE_RACES = [
     ("tl_cuda_to_vk_nowait", ["export", "import", "violation", "release"],
      ("cudaproducer", "cudaconsumer", "stream 0x", "legacy default stream")),
     ("tl_cuda_to_host_wait1", ["export", "import", "violation", "release"],
+     ("cudaproducer", "cudaconsumer", "stream 0x", "legacy default stream")),
+    ("tl_vk_to_cuda_drv_wait1", ["export", "violation", "import", "release"],
+     ("vkproducer", "cpuconsumer", "queue 0x", "host")),
+    ("tl_cuda_to_vk_drv_wait1", ["export", "import", "violation", "release"],
      ("cudaproducer", "cudaconsumer", "stream 0x", "legacy default stream"))]
 
 

@@ -51,11 +51,15 @@
  *                      CUDA fills a buffer of its own and signals; the
  *                      host waits for the value (vkWaitSemaphores), then
  *                      the buffer is handed to a consumer as in cuda_to_vk
+ * A mode with _drv in it (tl_vk_to_cuda_drv, tl_cuda_to_vk_drv_wait1, ...)
+ * imports, signals, waits for and destroys the semaphore through the
+ * driver's functions, looked up with cudaGetDriverEntryPointByVersion.
  *
  * Without the extension it exits 77 (unavailable, as the other Vulkan
  * programs do where a feature is missing); it exits 0 when every call it
  * made succeeded.
  */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlpack/dlpack.h>
 #include <dlshim.h>
@@ -74,6 +78,26 @@ typedef struct {
     int timeline;
 } shared;
 
+/* The CUDA side through the driver's functions (a _drv mode), looked up
+ * as CuPy and XLA look them up, or the runtime's. */
+static int driver;
+
+static void *driver_fn(const char *name)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult found;
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &fn, 13000, cudaEnableDefault, &found));
+    return fn;
+}
+
+static void driver_check(CUresult r, const char *what)
+{
+    if (r != CUDA_SUCCESS) {
+        printf("%s failed: %d\n", what, (int)r);
+        exit(1);
+    }
+}
+
 /* An exportable semaphore, exported and imported by CUDA (which owns the
  * descriptor from then on). */
 static shared shared_semaphore(int timeline)
@@ -83,6 +107,15 @@ static shared shared_semaphore(int timeline)
                                              : VK_SEMAPHORE_TYPE_BINARY,
                                     &fd),
                  NULL, timeline};
+    if (driver) {
+        CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC desc = {
+            .type = timeline ? CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD
+                             : CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD,
+            .handle.fd = fd};
+        __typeof__(cuImportExternalSemaphore) *import = driver_fn("cuImportExternalSemaphore");
+        driver_check(import((CUexternalSemaphore *)&sh.cuda, &desc), "cuImportExternalSemaphore");
+        return sh;
+    }
     struct cudaExternalSemaphoreHandleDesc desc = {
         .type = timeline ? cudaExternalSemaphoreHandleTypeTimelineSemaphoreFd
                          : cudaExternalSemaphoreHandleTypeOpaqueFd,
@@ -117,6 +150,14 @@ static void submit(const queue_rig *rig, VkCommandBuffer cb, const shared *wait,
 /* CUDA's stream s waits for (or signals) the value. */
 static void cuda_waits(const shared *sh, uint64_t value, cudaStream_t s)
 {
+    if (driver) {
+        CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS params = {.params.fence.value = value};
+        __typeof__(cuWaitExternalSemaphoresAsync) *wait =
+            driver_fn("cuWaitExternalSemaphoresAsync");
+        driver_check(wait((const CUexternalSemaphore *)&sh->cuda, &params, 1, (CUstream)s),
+                     "cuWaitExternalSemaphoresAsync");
+        return;
+    }
     struct cudaExternalSemaphoreWaitParams params;
     memset(&params, 0, sizeof(params));
     params.params.fence.value = value;
@@ -125,6 +166,14 @@ static void cuda_waits(const shared *sh, uint64_t value, cudaStream_t s)
 
 static void cuda_signals(const shared *sh, uint64_t value, cudaStream_t s)
 {
+    if (driver) {
+        CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS params = {.params.fence.value = value};
+        __typeof__(cuSignalExternalSemaphoresAsync) *signal =
+            driver_fn("cuSignalExternalSemaphoresAsync");
+        driver_check(signal((const CUexternalSemaphore *)&sh->cuda, &params, 1, (CUstream)s),
+                     "cuSignalExternalSemaphoresAsync");
+        return;
+    }
     struct cudaExternalSemaphoreSignalParams params;
     memset(&params, 0, sizeof(params));
     params.params.fence.value = value;
@@ -279,6 +328,7 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "vk_to_cuda";
     setvbuf(stdout, NULL, _IOLBF, 0);
     int timeline = !strncmp(mode, "tl_", 3);
+    driver = strstr(mode, "_drv") != NULL;
     if (timeline)
         mode += 3;
     VkPhysicalDeviceVulkan12Features f12 = {
@@ -298,7 +348,12 @@ int main(int argc, char **argv)
         cuda_to_vk(&rig, &sh, s, waiting_of(mode), !strncmp(mode, "cuda_to_host", 12));
     VK_CHECK(vkQueueWaitIdle(rig.queue));
     CUDA_CHECK(cudaStreamSynchronize(s));
-    CUDA_CHECK(cudaDestroyExternalSemaphore(sh.cuda));
+    if (driver) {
+        __typeof__(cuDestroyExternalSemaphore) *destroy = driver_fn("cuDestroyExternalSemaphore");
+        driver_check(destroy((CUexternalSemaphore)sh.cuda), "cuDestroyExternalSemaphore");
+    } else {
+        CUDA_CHECK(cudaDestroyExternalSemaphore(sh.cuda));
+    }
     CUDA_CHECK(cudaStreamDestroy(s));
     vkDestroySemaphore(device, sh.vk, NULL);
     rig_close(&rig);
