@@ -43,29 +43,44 @@ void ds_device_freed(int api, uintptr_t ptr, const void *caller)
 
 /* The descriptor of the external memory (or semaphore) being imported on
  * this thread, between EXTMEM_IMPORTING and EXTMEM_IMPORTED (or
- * EXTSEM_IMPORTED): the runtime closes it. */
+ * EXTSEM_IMPORTED): the runtime closes it.  A semaphore's may be of a
+ * timeline. */
 static DS_TLS ds_file_id importing;
-static DS_TLS bool importing_known;
+static DS_TLS bool importing_known, importing_timeline;
 
-void ds_device_extmem_importing(const void *type, size_t type_size, const int *fd, int fd_type)
+void ds_device_extmem_importing(const void *type, size_t type_size, const int *fd, int fd_type,
+                                int timeline_type)
 {
     int t = 0, f = -1;
     importing_known = type_size == sizeof(t) && ds_safe_read(&t, type, sizeof(t)) == sizeof(t) &&
-                      t == fd_type && ds_safe_read(&f, fd, sizeof(f)) == sizeof(f) &&
+                      (t == fd_type || (t == timeline_type && t != DS_NO_HANDLE_TYPE)) &&
+                      ds_safe_read(&f, fd, sizeof(f)) == sizeof(f) &&
                       ds_extmem_identify(f, &importing);
+    importing_timeline = importing_known && t == timeline_type;
 }
 
+/* A semaphore imported as a timeline is one of the importer's too: what it
+ * stands for when its export was not seen (ds_device_semaphores). */
 void ds_device_extmem_imported(int api, const void *out, size_t handle_size, bool semaphore)
 {
     uintptr_t handle = 0;
     if (importing_known && handle_size <= sizeof(handle) &&
         ds_safe_read(&handle, out, handle_size) == handle_size) {
-        if (semaphore)
-            ds_extsem_imported(api, handle, &importing);
-        else
+        if (!semaphore) {
             ds_extmem_imported(api, handle, &importing);
+        } else {
+            ds_extsem_imported(api, handle, &importing);
+            if (importing_timeline)
+                ds_timeline_created(api, handle);
+        }
     }
     importing_known = false;
+}
+
+void ds_device_extsem_destroyed(int api, uintptr_t handle)
+{
+    ds_extsem_destroyed(api, handle);
+    ds_timeline_destroyed(api, handle);
 }
 
 void ds_device_extmem_mapped(int api, const void *out_ptr, size_t ptr_size, uintptr_t mem,
@@ -90,9 +105,13 @@ void ds_device_extmem_mapped(int api, const void *out_ptr, size_t ptr_size, uint
 
 /* Each semaphore is an event: the exporter's, when the import is linked
  * to its export (a Vulkan semaphore: the event its queue's submissions
- * signal and wait for), else the import object's own. */
-void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigned n,
-                          uintptr_t stream, bool ptsz, bool signal)
+ * signal and wait for), else the import object's own.  A timeline
+ * semaphore (the exporter's, or the import's when it is not linked) is an
+ * event per value signalled (ds_timeline_signalled), the value its params
+ * give. */
+void ds_device_semaphores(int api, const void *sems, size_t handle_size, const void *params,
+                          size_t params_size, size_t value_at, unsigned n, uintptr_t stream,
+                          bool ptsz, bool signal)
 {
     for (unsigned i = 0; i < n && i < 64; i++) {
         uintptr_t sem = 0;
@@ -102,10 +121,21 @@ void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigne
         int from = api;
         uintptr_t event = sem;
         ds_extsem_source(api, sem, &from, &event);
+        if (!ds_timeline_is(from, event)) {
+            if (signal)
+                ds_sync_shared_recorded(from, event, api, stream, ptsz);
+            else
+                ds_sync_shared_waits(api, stream, ptsz, from, event);
+            continue;
+        }
+        uint64_t value = 0;
+        if (ds_safe_read(&value, (const char *)params + i * params_size + value_at,
+                         sizeof(value)) != sizeof(value))
+            return;
         if (signal)
-            ds_sync_shared_recorded(from, event, api, stream, ptsz);
+            ds_timeline_signalled(from, event, value, api, stream, ptsz);
         else
-            ds_sync_shared_waits(api, stream, ptsz, from, event);
+            ds_timeline_waited(from, event, value, api, stream, ptsz);
     }
 }
 

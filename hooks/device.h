@@ -46,6 +46,7 @@
 #define DS_DEVICE_H
 
 #include <errno.h>
+#include <stddef.h>
 
 #include "hooks.h"
 
@@ -97,13 +98,16 @@ __attribute__((always_inline)) static inline bool ds_device_copy_now(int api, ui
     return true;
 }
 /* External memory (see EXTMEM_* below). */
-void ds_device_extmem_importing(const void *type, size_t type_size, const int *fd, int fd_type);
+void ds_device_extmem_importing(const void *type, size_t type_size, const int *fd, int fd_type,
+                                int timeline_type);
 void ds_device_extmem_imported(int api, const void *out, size_t handle_size, bool semaphore);
 void ds_device_extmem_mapped(int api, const void *out_ptr, size_t ptr_size, uintptr_t mem,
                              const unsigned long long *offset, const unsigned long long *size,
                              int device, const void *caller);
-void ds_device_semaphores(int api, const void *sems, size_t handle_size, unsigned n,
-                          uintptr_t stream, bool ptsz, bool signal);
+void ds_device_extsem_destroyed(int api, uintptr_t handle);
+void ds_device_semaphores(int api, const void *sems, size_t handle_size, const void *params,
+                          size_t params_size, size_t value_at, unsigned n, uintptr_t stream,
+                          bool ptsz, bool signal);
 /* Before queuing host function *fn with argument *data on `stream`: puts
  * the shim's trampoline and its slot in their place and returns the slot,
  * or NULL (left as they are).  `kind`: what *fn is, and how it is called
@@ -211,23 +215,33 @@ void *ds_device_fn(void **const *known, size_t n, const char *name);
  * over (only for `fd_type`: the other handle types name no file); the
  * import object; a buffer mapped from it, an alias of the exporter's
  * allocation from the descriptor's offset on. */
-#define EXTMEM_IMPORTING(desc, fd_type) \
-    ds_device_extmem_importing(&(desc)->type, sizeof((desc)->type), &(desc)->handle.fd, fd_type)
+#define EXTMEM_IMPORTING(desc, fd_type)                                                       \
+    ds_device_extmem_importing(&(desc)->type, sizeof((desc)->type), &(desc)->handle.fd,       \
+                               fd_type, DS_NO_HANDLE_TYPE)
+#define DS_NO_HANDLE_TYPE 0 /* no API numbers a handle type 0 */
 #define EXTMEM_IMPORTED(out) ds_device_extmem_imported(ds_api, out, sizeof(*(out)), false)
 #define EXTMEM_MAPPED(out, mem, desc)                                                         \
     ds_device_extmem_mapped(ds_api, out, sizeof(*(out)), P(mem), &(desc)->offset,             \
                             &(desc)->size, current_device((const void *)real_), caller)
 /* External semaphores: the same, for a binary semaphore (`fd_type`, its
- * opaque file descriptor: another API's, Vulkan's vkGetSemaphoreFdKHR),
- * whose import object then stands for the exporter's semaphore, and an
- * import destroyed.  Timeline semaphores' values are not followed. */
-#define EXTSEM_IMPORTING(desc, fd_type) EXTMEM_IMPORTING(desc, fd_type)
+ * opaque file descriptor: another API's, Vulkan's vkGetSemaphoreFdKHR) or a
+ * timeline one (`timeline_type`; DS_NO_HANDLE_TYPE: the API has none),
+ * whose import object then stands for the exporter's semaphore (a
+ * timeline one not linked is a timeline of the importer's), and an import
+ * destroyed. */
+#define EXTSEM_IMPORTING(desc, fd_type, timeline_type)                                        \
+    ds_device_extmem_importing(&(desc)->type, sizeof((desc)->type), &(desc)->handle.fd,       \
+                               fd_type, timeline_type)
 #define EXTSEM_IMPORTED(out) ds_device_extmem_imported(ds_api, out, sizeof(*(out)), true)
-#define EXTSEM_DESTROYED(sem) ds_extsem_destroyed(ds_api, P(sem))
+#define EXTSEM_DESTROYED(sem) ds_device_extsem_destroyed(ds_api, P(sem))
 /* Imported semaphores signalled (or waited for) on a stream: as events
- * (the exporter's where the import is linked to its export). */
-#define SEMAPHORES(sems, n, stream, signal) \
-    ds_device_semaphores(ds_api, sems, sizeof(*(sems)), n, P(stream), ds_ptsz, signal)
+ * (the exporter's where the import is linked to its export), a timeline
+ * one's at the value of its params (`values`, an array as long as `sems`:
+ * params.fence.value of each). */
+#define SEMAPHORES(sems, values, n, stream, signal)                                           \
+    ds_device_semaphores(ds_api, sems, sizeof(*(sems)), values, sizeof(*(values)),           \
+                         offsetof(__typeof__(*(values)), params.fence.value), n, P(stream),  \
+                         ds_ptsz, signal)
 /* A kernel: its buffers are unknown, so it counts as the calling module's
  * use of everything it imported. */
 #define LAUNCH(stream) ds_device_op(ds_api, P(stream), ds_ptsz, NULL, -1, caller)

@@ -20,11 +20,13 @@
  * Semaphores are edges: a binary one an event (recorded where a submission
  * signals it, waited for where one waits), a timeline one an event per
  * value signalled, which a submission's or the host's wait for a value
- * merges up to that value (see "timeline semaphores" below).  A binary
- * semaphore exported as an opaque file descriptor (vkGetSemaphoreFdKHR)
- * and imported by CUDA or HIP is the same event on their side
- * (shim/ledger/external.c): a CUDA stream's wait for it merges what a
- * submission signalled, a submission's wait what a CUDA stream signalled.
+ * merges up to that value (the stream model's table of timelines,
+ * shim/ledger/timelines.c).  A semaphore exported as an opaque file
+ * descriptor (vkGetSemaphoreFdKHR) and imported by CUDA or HIP is the same
+ * event, or the same timeline, on their side (shim/ledger/external.c): a
+ * CUDA stream's wait for it (for a value) merges what a submission
+ * signalled (up to that value), a submission's wait what a CUDA stream
+ * signalled.
  *
  * Wraps (vulkan_queues.def): vkBeginCommandBuffer, vkResetCommandBuffer,
  * vkCmdFillBuffer, vkCmdUpdateBuffer, vkCmdCopyBuffer, vkCmdCopyImageToBuffer,
@@ -32,7 +34,9 @@
  * vkWaitForFences, vkGetFenceStatus, vkDestroyFence, vkCreateSemaphore,
  * vkDestroySemaphore, vkGetSemaphoreFdKHR, vkWaitSemaphores(KHR),
  * vkGetSemaphoreCounterValue(KHR).
- * Left out: what that table says.
+ * Left out: what that table says; a wait for a timeline value signalled
+ * only later, by a submission or a CUDA or HIP stream (wait-before-signal:
+ * its edge is not seen); sync-file exports of semaphores (not linked).
  */
 #include <string.h>
 
@@ -129,62 +133,13 @@ static void recorded_image_copies(VkCommandBuffer cb, VkBuffer dst, uint32_t cou
 }
 
 /* ---- timeline semaphores: a clock per value signalled --------------------------
- * A binary semaphore is an event of the model: its signal in a submission a
- * record on the queue, its wait a stream wait.  A timeline semaphore counts:
- * each signal of a value in a submission is an event of its own (its key
- * the address of its slot here, which no driver's handle can be), and a wait
- * for value V (a submission's, or the host's: vkWaitSemaphores, or
- * vkGetSemaphoreCounterValue answering V) waits for every signal of a value
- * <= V: a signal's value must exceed the counter when it runs, so those have
- * all run once the counter reached V.  Signals the host has waited for are
- * forgotten (every later operation merges the host's clock), and so are
- * those of a queue the host waited idle.  Left out: a
- * submission's wait for a value signalled only later (wait-before-signal
- * across queues; its ordering is not seen), and the host's vkSignalSemaphore
- * (it orders the host before the queue, which every submission already
- * merges). */
-#define DS_VK_TIMELINES 1024u /* timeline semaphores known (a power of two) */
-#define DS_VK_SIGNALS 1024u   /* signals not yet waited for by the host */
-
-static uint64_t timelines[DS_VK_TIMELINES]; /* handles; 0: free, ~0: deleted */
-
-typedef struct {
-    uint64_t semaphore; /* 0: free */
-    uint64_t value;
-    uint64_t queue;
-} timeline_signal;
-static timeline_signal signals[DS_VK_SIGNALS];
-static unsigned next_signal; /* where a full table overwrites (the oldest, roughly) */
-
-static uintptr_t signal_key(const timeline_signal *t)
-{
-    return (uintptr_t)t;
-}
-
-/* Lock held.  The slot of a timeline semaphore, or (insert) a free one. */
-static uint64_t *timeline_slot(uint64_t handle, bool insert)
-{
-    if (!handle || handle == ~(uint64_t)0)
-        return NULL;
-    uint64_t h = (handle * 0x9e3779b97f4a7c15ull) >> 54, *hole = NULL;
-    for (unsigned i = 0; i < DS_VK_TIMELINES; i++) {
-        uint64_t *t = &timelines[(h + i) & (DS_VK_TIMELINES - 1)];
-        if (*t == handle)
-            return t;
-        if (*t == ~(uint64_t)0 && !hole)
-            hole = t;
-        if (!*t)
-            return insert ? (hole ? hole : t) : NULL;
-    }
-    return insert ? hole : NULL;
-}
-
+ * The table of timeline semaphores and their signals is the stream model's
+ * (shim/ledger/timelines.c), shared with CUDA and HIP: a queue's signal of
+ * a value there is what a CUDA stream's wait for it on an import of the
+ * semaphore merges, and the reverse. */
 static bool is_timeline(VkSemaphore semaphore)
 {
-    ds_lock_take(DS_LOCK_HOOK_TABLES);
-    bool yes = timeline_slot(P(semaphore), false) != NULL;
-    ds_lock_give(DS_LOCK_HOOK_TABLES);
-    return yes;
+    return ds_timeline_is(ds_vk_api, P(semaphore));
 }
 
 static void semaphore_created(VkSemaphore semaphore, const VkSemaphoreCreateInfo *info)
@@ -192,83 +147,32 @@ static void semaphore_created(VkSemaphore semaphore, const VkSemaphoreCreateInfo
     const VkSemaphoreTypeCreateInfo *type =
         info ? ds_vk_find_in_chain(info->pNext, VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO)
              : NULL;
-    if (!type || type->semaphoreType != VK_SEMAPHORE_TYPE_TIMELINE)
-        return;
-    ds_lock_take(DS_LOCK_HOOK_TABLES);
-    uint64_t *t = timeline_slot(P(semaphore), true);
-    if (t)
-        *t = P(semaphore);
-    ds_lock_give(DS_LOCK_HOOK_TABLES);
-}
-
-/* Lock held.  A signal's slot given back, and its event. */
-static void signal_forget(timeline_signal *t)
-{
-    ds_sync_event_destroyed(ds_vk_api, signal_key(t));
-    t->semaphore = 0;
+    if (type && type->semaphoreType == VK_SEMAPHORE_TYPE_TIMELINE)
+        ds_timeline_created(ds_vk_api, P(semaphore));
 }
 
 static void semaphore_destroyed(VkSemaphore semaphore)
 {
     ds_sync_event_destroyed(ds_vk_api, P(semaphore));
     ds_extsem_semaphore_gone(ds_vk_api, P(semaphore));
-    ds_lock_take(DS_LOCK_HOOK_TABLES);
-    uint64_t *slot = timeline_slot(P(semaphore), false);
-    if (slot) {
-        *slot = ~(uint64_t)0;
-        for (unsigned i = 0; i < DS_VK_SIGNALS; i++)
-            if (signals[i].semaphore == P(semaphore))
-                signal_forget(&signals[i]);
-    }
-    ds_lock_give(DS_LOCK_HOOK_TABLES);
+    ds_timeline_destroyed(ds_vk_api, P(semaphore));
 }
 
-/* A binary semaphore exported as an opaque descriptor, for the API that
- * imports it (a sync file is a copy of one pending signal, and a timeline
- * semaphore's importer signals values, which are not followed: neither is
- * linked). */
+/* A semaphore exported as an opaque descriptor, binary or timeline, for
+ * the API that imports it (a sync file is a copy of one pending signal:
+ * not linked). */
 static void semaphore_exported(const VkSemaphoreGetFdInfoKHR *info, int fd)
 {
-    if (info->handleType == VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT &&
-        !is_timeline(info->semaphore))
+    if (info->handleType == VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT)
         ds_extsem_exported(ds_vk_api, P(info->semaphore), fd);
 }
 
-/* A submission on `queue` signals `value`: its event recorded there.  A
- * full table overwrites an old signal (a host wait for that one alone then
- * orders nothing: 1,024 signals that the host never waited for). */
-static void timeline_signalled(VkQueue queue, VkSemaphore semaphore, uint64_t value)
-{
-    ds_lock_take(DS_LOCK_HOOK_TABLES);
-    timeline_signal *t = NULL;
-    for (unsigned i = 0; i < DS_VK_SIGNALS && !t; i++)
-        if (!signals[(next_signal + i) % DS_VK_SIGNALS].semaphore)
-            t = &signals[(next_signal + i) % DS_VK_SIGNALS];
-    if (!t)
-        t = &signals[next_signal % DS_VK_SIGNALS];
-    next_signal = (unsigned)(t - signals + 1) % DS_VK_SIGNALS;
-    *t = (timeline_signal){P(semaphore), value, P(queue)};
-    ds_sync_event_recorded(ds_vk_api, signal_key(t), P(queue), false);
-    ds_lock_give(DS_LOCK_HOOK_TABLES);
-}
-
-/* `queue` (0: the host) waits for `value` of the semaphore: for each signal
- * of a value up to it.  The host's, once waited for, are forgotten. */
 static void timeline_waited(uintptr_t queue, VkSemaphore semaphore, uint64_t value)
 {
-    ds_lock_take(DS_LOCK_HOOK_TABLES);
-    for (unsigned i = 0; i < DS_VK_SIGNALS; i++) {
-        timeline_signal *t = &signals[i];
-        if (t->semaphore != P(semaphore) || !t->semaphore || t->value > value)
-            continue;
-        if (queue) {
-            ds_sync_stream_waits(ds_vk_api, queue, signal_key(t), false);
-        } else {
-            ds_sync_host_waits_event(ds_vk_api, signal_key(t));
-            signal_forget(t);
-        }
-    }
-    ds_lock_give(DS_LOCK_HOOK_TABLES);
+    if (queue)
+        ds_timeline_waited(ds_vk_api, P(semaphore), value, ds_vk_api, queue, false);
+    else
+        ds_timeline_host_waited(ds_vk_api, P(semaphore), value);
 }
 
 /* The host waited for a queue (0: every queue) to be idle: its clock
@@ -280,11 +184,7 @@ static void queue_idle(uintptr_t queue)
         ds_sync_host_waits_stream(ds_vk_api, queue, false);
     else
         ds_sync_host_waits_all(ds_vk_api);
-    ds_lock_take(DS_LOCK_HOOK_TABLES);
-    for (unsigned i = 0; i < DS_VK_SIGNALS; i++)
-        if (signals[i].semaphore && (!queue || signals[i].queue == queue))
-            signal_forget(&signals[i]);
-    ds_lock_give(DS_LOCK_HOOK_TABLES);
+    ds_timeline_stream_idle(ds_vk_api, queue);
 }
 
 /* vkWaitSemaphores returned VK_SUCCESS: every value reached, or (the
@@ -416,7 +316,8 @@ static void submission_modelled(VkQueue queue, const submission *s, const void *
     ds_sync_op(ds_vk_api, P(queue), false, writes, n, caller);
     for (uint32_t k = 0; k < s->signals; k++)
         if (is_timeline(s->signal[k])) {
-            timeline_signalled(queue, s->signal[k], s->signal_value[k]);
+            ds_timeline_signalled(ds_vk_api, P(s->signal[k]), s->signal_value[k], ds_vk_api,
+                                  P(queue), false);
             *timeline = s->signal[k];
             *value = s->signal_value[k];
         } else {

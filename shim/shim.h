@@ -293,7 +293,7 @@ void ds_extmem_imported(int api, uintptr_t handle, const ds_file_id *id);
 /* The exported allocation an import object stands for; false: unknown. */
 bool ds_extmem_source(int api, uintptr_t handle, uintptr_t *base, uint32_t *generation);
 void ds_extmem_destroyed(int api, uintptr_t handle);
-/* `api` exported its binary semaphore as `fd`. */
+/* `api` exported its semaphore (binary, or timeline: ds_timeline_is) as `fd`. */
 void ds_extsem_exported(int api, uintptr_t semaphore, int fd);
 /* `api` imported the descriptor `id` as its semaphore object `handle` (the
  * export is consumed: the importer owns the descriptor). */
@@ -304,6 +304,28 @@ bool ds_extsem_source(int api, uintptr_t handle, int *from_api, uintptr_t *semap
 void ds_extsem_destroyed(int api, uintptr_t handle);
 /* The exporter destroyed its semaphore: its exports and imports unlinked. */
 void ds_extsem_semaphore_gone(int api, uintptr_t semaphore);
+
+/* ---- timelines.c: timeline semaphores, a clock per value signalled ------- */
+/* `api` made (or imported) the timeline semaphore `semaphore`; it is known
+ * by both from then on, until ds_timeline_destroyed. */
+void ds_timeline_created(int api, uintptr_t semaphore);
+bool ds_timeline_is(int api, uintptr_t semaphore);
+/* Its signals forgotten, with their events. */
+void ds_timeline_destroyed(int api, uintptr_t semaphore);
+/* `api`'s stream signals `value` of `owner`'s semaphore: an event recorded
+ * there. */
+void ds_timeline_signalled(int owner, uintptr_t semaphore, uint64_t value, int api,
+                           uintptr_t stream, bool ptsz);
+/* `api`'s stream waits for `value`: for each signal of a value up to it. */
+void ds_timeline_waited(int owner, uintptr_t semaphore, uint64_t value, int api,
+                        uintptr_t stream, bool ptsz);
+/* The host waited for `value` (or read a counter at least that): each
+ * signal up to it merged into the host's clock, then forgotten. */
+void ds_timeline_host_waited(int owner, uintptr_t semaphore, uint64_t value);
+/* The host waited for `api`'s stream (0: every one of its streams, for an
+ * API whose streams are never 0, as Vulkan's queues) to be idle: the
+ * signals made there forgotten (the host's clock covers them). */
+void ds_timeline_stream_idle(int api, uintptr_t stream);
 
 /* ---- sync.c: the happens-before model over streams ---------------------- */
 bool ds_sync_enabled(void);

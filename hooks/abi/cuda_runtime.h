@@ -33,9 +33,12 @@ enum cudaDriverEntryPointQueryResult {
     cudaDriverEntryPointSymbolNotFound = 1,
     cudaDriverEntryPointVersionNotSufficent = 2
 };
-/* Only the file descriptor's type matters to the shim. */
+/* Only the file descriptor's types matter to the shim. */
 enum cudaExternalMemoryHandleType { cudaExternalMemoryHandleTypeOpaqueFd = 1 };
-enum cudaExternalSemaphoreHandleType { cudaExternalSemaphoreHandleTypeOpaqueFd = 1 };
+enum cudaExternalSemaphoreHandleType {
+    cudaExternalSemaphoreHandleTypeOpaqueFd = 1,
+    cudaExternalSemaphoreHandleTypeTimelineSemaphoreFd = 9
+};
 
 struct dim3 {
     unsigned int x, y, z;
@@ -70,6 +73,44 @@ struct cudaExternalSemaphoreHandleDesc {
     unsigned int reserved[16];
 };
 
+/* A timeline semaphore's value to signal or wait for: params.fence.value. */
+struct cudaExternalSemaphoreSignalParams {
+    struct {
+        struct {
+            unsigned long long value;
+        } fence;
+        union {
+            void *fence;
+            unsigned long long reserved;
+        } nvSciSync;
+        struct {
+            unsigned long long key;
+        } keyedMutex;
+        unsigned int reserved[12];
+    } params;
+    unsigned int flags;
+    unsigned int reserved[16];
+};
+
+struct cudaExternalSemaphoreWaitParams {
+    struct {
+        struct {
+            unsigned long long value;
+        } fence;
+        union {
+            void *fence;
+            unsigned long long reserved;
+        } nvSciSync;
+        struct {
+            unsigned long long key;
+            unsigned int timeoutMs;
+        } keyedMutex;
+        unsigned int reserved[10];
+    } params;
+    unsigned int flags;
+    unsigned int reserved[16];
+};
+
 struct cudaExternalMemoryBufferDesc {
     unsigned long long offset;
     unsigned long long size;
@@ -85,8 +126,6 @@ typedef struct CUevent_st *cudaEvent_t;
 typedef struct CUexternalMemory_st *cudaExternalMemory_t;
 typedef struct CUexternalSemaphore_st *cudaExternalSemaphore_t;
 typedef struct CUmemPoolHandle_st *cudaMemPool_t;
-struct cudaExternalSemaphoreSignalParams;
-struct cudaExternalSemaphoreWaitParams;
 
 #define cudaStreamNonBlocking 0x01
 #define cudaStreamLegacy ((cudaStream_t)0x1)

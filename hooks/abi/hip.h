@@ -60,6 +60,38 @@ typedef struct hipExternalSemaphoreHandleDesc_st {
     unsigned int flags;
 } hipExternalSemaphoreHandleDesc;
 
+/* A timeline semaphore's value to signal or wait for: params.fence.value
+ * (HIP 5 imports no timeline semaphore, but one exported by Vulkan as an
+ * opaque descriptor is one). */
+typedef struct hipExternalSemaphoreSignalParams_st {
+    struct {
+        struct {
+            unsigned long long value;
+        } fence;
+        struct {
+            unsigned long long key;
+        } keyedMutex;
+        unsigned int reserved[12];
+    } params;
+    unsigned int flags;
+    unsigned int reserved[16];
+} hipExternalSemaphoreSignalParams;
+
+typedef struct hipExternalSemaphoreWaitParams_st {
+    struct {
+        struct {
+            unsigned long long value;
+        } fence;
+        struct {
+            unsigned long long key;
+            unsigned int timeoutMs;
+        } keyedMutex;
+        unsigned int reserved[10];
+    } params;
+    unsigned int flags;
+    unsigned int reserved[16];
+} hipExternalSemaphoreWaitParams;
+
 typedef struct hipExternalMemoryBufferDesc_st {
     unsigned long long offset;
     unsigned long long size;
@@ -70,8 +102,6 @@ typedef struct hipExternalMemoryBufferDesc_st {
 typedef void *hipDeviceptr_t;
 typedef void *hipExternalMemory_t;
 typedef void *hipExternalSemaphore_t;
-typedef struct hipExternalSemaphoreSignalParams_st hipExternalSemaphoreSignalParams;
-typedef struct hipExternalSemaphoreWaitParams_st hipExternalSemaphoreWaitParams;
 typedef struct ihipStream_t *hipStream_t;
 typedef struct ihipEvent_t *hipEvent_t;
 typedef struct ihipModuleSymbol_t *hipFunction_t;

@@ -14,7 +14,9 @@
  * stands for the exporter's semaphore, and the importer's signals and waits
  * are made on the exporter's event of the stream model (ds_extsem_source),
  * so that a Vulkan submission's signal orders a CUDA stream's wait, and the
- * reverse.  A semaphore's export is consumed by its import: the importer
+ * reverse; a timeline semaphore's signals and waits are of values of the
+ * exporter's timeline (timelines.c), which the importer reads from its
+ * calls' params.  A semaphore's export is consumed by its import: the importer
  * owns the descriptor from then on and closes it, and its number, free
  * again, must not link a later import to this semaphore.
  *

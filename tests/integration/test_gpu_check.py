@@ -33,14 +33,14 @@ def test_gpu_check_on_the_simulated_device(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     rows = result["rows"]
     device = [r for r in rows if r["group"] == "device"]
-    assert len(device) == 28 and all(r["status"] == "pass" for r in device), device
+    assert len(device) == 32 and all(r["status"] == "pass" for r in device), device
     # The cost of a stream operation: measured, never a failure on timing.
     hot = [r for r in rows if r["group"] == "hot-path"]
     assert len(hot) == 3 * 2 and all(r["status"] == "pass" and r["ns_without"] > 0 for r in hot)
     others = [r for r in rows if r["group"] not in ("device", "hot-path")]
     assert len(others) == 6 * 2 * 2 + 2 + 1
     assert all(r["status"] == "unavailable" and r["detail"] for r in others), others
-    assert result["counts"] == {"pass": 28 + 6, "FAIL": 0, "unavailable": len(others)}
+    assert result["counts"] == {"pass": 32 + 6, "FAIL": 0, "unavailable": len(others)}
     assert result["machine"]["device"].startswith("simulated")
 
 
@@ -48,7 +48,11 @@ VULKAN_ROWS = {"Vulkan memory imported by CUDA", "Vulkan memory freed while CUDA
 SEMAPHORE_ROWS = {"Vulkan semaphore waited for by a CUDA stream, check",
                   "CUDA semaphore signal waited for by a submission, check",
                   "Vulkan write the CUDA stream did not wait for, check",
-                  "CUDA write the submission did not wait for, check"}
+                  "CUDA write the submission did not wait for, check",
+                  "Vulkan timeline value waited for by a CUDA stream, check",
+                  "CUDA timeline value waited for by a submission, check",
+                  "Vulkan write after the timeline value CUDA waited for, check",
+                  "CUDA write after the timeline value the submission waited for, check"}
 
 
 def test_a_program_the_loader_cannot_start_is_unavailable_not_failed(tmp_path):
@@ -73,7 +77,7 @@ def test_a_program_the_loader_cannot_start_is_unavailable_not_failed(tmp_path):
     for name in SEMAPHORE_ROWS:  # not copied into this build
         assert (rows[name]["status"], rows[name]["detail"]) == \
             ("unavailable", "vulkan/vk_extsem not built")
-    assert result["counts"] == {"pass": 22, "FAIL": 0, "unavailable": 6}
+    assert result["counts"] == {"pass": 22, "FAIL": 0, "unavailable": 10}
 
 
 def test_a_machine_without_a_vulkan_driver_is_unavailable_not_failed(tmp_path):
@@ -84,4 +88,4 @@ def test_a_machine_without_a_vulkan_driver_is_unavailable_not_failed(tmp_path):
     rows = {r["name"]: r for r in result["rows"]}
     for name in VULKAN_ROWS | SEMAPHORE_ROWS:
         assert (rows[name]["status"], rows[name]["detail"]) == ("unavailable", "no Vulkan driver")
-    assert result["counts"] == {"pass": 22, "FAIL": 0, "unavailable": 6}
+    assert result["counts"] == {"pass": 22, "FAIL": 0, "unavailable": 10}

@@ -348,7 +348,7 @@ def test_bytes_no_dispatch_writes_are_not_counted(dlshim, mode):
     bare, r = dispatch(dlshim, mode, shim=False), dispatch(dlshim, mode, "check")
     assert OLD in bare.stdout and r.stdout == bare.stdout
     assert handoff(r) == (["export", "import", "release"], [])
-# ---- a binary semaphore exported to CUDA: tests/vulkan/vk_extsem (Vulkan's
+# ---- a semaphore exported to CUDA: tests/vulkan/vk_extsem (Vulkan's
 # vkGetSemaphoreFdKHR, the descriptor imported by cudaImportExternalSemaphore
 # on the simulated device).  Lavapipe on Debian 12 has no
 # VK_KHR_external_semaphore_fd: the simulated device's layer
@@ -417,6 +417,72 @@ def test_enforce_orders_the_cuda_write_the_submission_did_not_wait_for(dlshim):
     assert r.violations() == [] and r.summary["barriers_inserted"] == 1
     [s] = r.of("sync")
     assert (s["producer"], s["consumer"]) == ("cudaproducer", "cudaconsumer")
+
+
+# ---- a timeline semaphore exported to CUDA (tl_* modes of vk_extsem: Vulkan
+# 1.2's, imported as cudaExternalSemaphoreHandleTypeTimelineSemaphoreFd):
+# the producer signals 1, writes, signals 2; the consumer's side waits for
+# 2 (silent) or only for 1 (_wait1: the write held back, the race).  Its
+# signals and waits are of values, which the simulated device's layer and
+# device do not carry between the two APIs (a wait for the other API's
+# value is no wait there): the events are what is asserted.
+# (_drv: CUDA's side through the driver's functions.)
+TIMELINE_ORDERED = ["tl_vk_to_cuda", "tl_cuda_to_vk", "tl_cuda_to_host", "tl_vkmem_sem",
+                    "tl_vk_to_cuda_drv", "tl_cuda_to_vk_drv"]
+
+
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+@pytest.mark.parametrize("mode", TIMELINE_ORDERED)
+def test_a_timeline_semaphore_shared_with_cuda_orders_the_two_apis(dlshim, mode, sync):
+    # tl_vk_to_cuda: the queue's fill signals 2, the CUDA stream waits for
+    # 2, the host synchronizes that stream; tl_vkmem_sem: the same, read
+    # through CUDA's import of the memory on that stream; tl_cuda_to_vk:
+    # the CUDA stream's fill signals 2, a submission waits for 2 and the
+    # host for its fence; tl_cuda_to_host: the host waits for 2 itself.
+    assert extsem(dlshim, mode, shim=False).rc == 0
+    r = extsem(dlshim, mode, sync)
+    assert handoff(r) == (["export", "import", "release"], [])
+    assert r.summary["barriers_inserted"] == 0
+
+
+# mode: the race, its events in order, who produced and consumed on which
+# stream (each stream by its prefix).
+TIMELINE_RACES = [
+    ("tl_vk_to_cuda_wait1", ["export", "violation", "import", "release"],
+     ("vkproducer", "cpuconsumer", "queue 0x", "host")),
+    ("tl_vk_to_cuda_nowait", ["export", "violation", "import", "release"],
+     ("vkproducer", "cpuconsumer", "queue 0x", "host")),
+    ("tl_vkmem_sem_wait1", ["export", "import", "violation", "release"],
+     ("vkproducer", "cudaconsumer", "queue 0x", "stream 0x")),
+    ("tl_cuda_to_vk_wait1", ["export", "import", "violation", "release"],
+     ("cudaproducer", "cudaconsumer", "stream 0x", "legacy default stream")),
+    ("tl_cuda_to_vk_nowait", ["export", "import", "violation", "release"],
+     ("cudaproducer", "cudaconsumer", "stream 0x", "legacy default stream")),
+    ("tl_cuda_to_host_wait1", ["export", "import", "violation", "release"],
+     ("cudaproducer", "cudaconsumer", "stream 0x", "legacy default stream")),
+    ("tl_vk_to_cuda_drv_wait1", ["export", "violation", "import", "release"],
+     ("vkproducer", "cpuconsumer", "queue 0x", "host")),
+    ("tl_cuda_to_vk_drv_wait1", ["export", "import", "violation", "release"],
+     ("cudaproducer", "cudaconsumer", "stream 0x", "legacy default stream"))]
+
+
+@pytest.mark.parametrize("mode,events,who", TIMELINE_RACES)
+def test_a_wait_for_an_earlier_timeline_value_is_reported(dlshim, mode, events, who):
+    # A wait for 1 merges the producer's signal of 1 only: its write,
+    # before the signal of 2, is unordered before the consumer.
+    r = extsem(dlshim, mode, "check")
+    assert handoff(r) == (events, ["unsynchronized_handoff"])
+    [v], [exp] = r.violations(), r.of("export")
+    assert v["tensor"] == exp["tensor"]
+    assert (v["producer"], v["consumer"]) == who[:2]
+    assert v["producer_stream"].startswith(who[2])
+    assert v["consumer_stream"].startswith(who[3])
+
+
+def test_the_write_after_the_timeline_value_waited_for_is_a_real_race(dlshim):
+    # The fill, signalling 2, is held back until after the read: a consumer
+    # that waited for 1 reads stale data.
+    assert OLD in extsem(dlshim, "tl_vk_to_cuda_wait1", shim=False).stdout
 
 
 # ---- Vulkan memory imported by CUDA (cudaImportExternalMemory and

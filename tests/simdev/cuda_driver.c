@@ -578,17 +578,20 @@ EXPORT CUresult cuDestroyExternalMemory(CUexternalMemory extMem)
     return sim_extmem_destroy((sim_extmem *)extMem) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-/* A semaphore is an engine event (sim_semaphore_import says how it orders). */
+/* A semaphore is an engine event (sim_semaphore_import says how it orders),
+ * of a binary semaphore or a timeline one (Vulkan's, either as an opaque
+ * descriptor). */
 EXPORT CUresult cuImportExternalSemaphore(CUexternalSemaphore *extSem_out,
                                           const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC *semHandleDesc)
 {
     CHECK_DEVICE;
     if (!extSem_out || !semHandleDesc)
         return CUDA_ERROR_INVALID_VALUE;
-    if (semHandleDesc->type != CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD)
+    bool timeline = semHandleDesc->type == CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD;
+    if (semHandleDesc->type != CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD && !timeline)
         return CUDA_ERROR_NOT_SUPPORTED;
-    sim_event *e;
-    if (sim_semaphore_import(semHandleDesc->handle.fd, &e) != 0)
+    sim_semaphore *e;
+    if (sim_semaphore_import(semHandleDesc->handle.fd, timeline, &e) != 0)
         return CUDA_ERROR_INVALID_HANDLE;
     *extSem_out = (CUexternalSemaphore)e;
     return CUDA_SUCCESS;
@@ -596,13 +599,11 @@ EXPORT CUresult cuImportExternalSemaphore(CUexternalSemaphore *extSem_out,
 
 /* Signals (or waits for, on `stream`) each semaphore.  Refused: no arrays,
  * or a null semaphore. */
-static CUresult semaphores(const CUexternalSemaphore *sems, const void *params, unsigned n,
-                           CUstream stream, bool signal, bool pt)
+static CUresult semaphores(const CUexternalSemaphore *sems, const void *params, size_t stride,
+                           unsigned n, CUstream stream, bool signal, bool pt)
 {
     CHECK_DEVICE;
-    if (n && !params)
-        return CUDA_ERROR_INVALID_VALUE;
-    int e = sim_semaphores((void *const *)sems, n, stream_of(stream, pt), signal);
+    int e = sim_semaphores((void *const *)sems, params, stride, n, stream_of(stream, pt), signal);
     return e == 0 ? CUDA_SUCCESS : e == EBADF ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -610,7 +611,7 @@ static CUresult signal_sems(const CUexternalSemaphore *sems,
                             const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *params, unsigned n,
                             CUstream stream, bool pt)
 {
-    return semaphores(sems, params, n, stream, true, pt);
+    return semaphores(sems, params, sizeof(*params), n, stream, true, pt);
 }
 TWINS(cuSignalExternalSemaphoresAsync, cuSignalExternalSemaphoresAsync_ptsz,
       (const CUexternalSemaphore *extSemArray,
@@ -622,7 +623,7 @@ static CUresult wait_sems(const CUexternalSemaphore *sems,
                           const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *params, unsigned n,
                           CUstream stream, bool pt)
 {
-    return semaphores(sems, params, n, stream, false, pt);
+    return semaphores(sems, params, sizeof(*params), n, stream, false, pt);
 }
 TWINS(cuWaitExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync_ptsz,
       (const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray,
@@ -634,7 +635,7 @@ EXPORT CUresult cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
     CHECK_DEVICE;
     if (!extSem)
         return CUDA_ERROR_INVALID_HANDLE;
-    sim_event_destroy((sim_event *)extSem);
+    sim_semaphore_destroy((sim_semaphore *)extSem);
     return CUDA_SUCCESS;
 }
 

@@ -593,7 +593,9 @@ SAME_LAYOUT(cudaExternalSemaphoreWaitParams, CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS
 #undef SAME_LAYOUT
 _Static_assert((int)cudaExternalMemoryHandleTypeOpaqueFd == (int)CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD &&
                    (int)cudaExternalSemaphoreHandleTypeOpaqueFd ==
-                       (int)CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD,
+                       (int)CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD &&
+                   (int)cudaExternalSemaphoreHandleTypeTimelineSemaphoreFd ==
+                       (int)CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD,
                "handle types");
 
 EXPORT cudaError_t cudaImportExternalMemory(cudaExternalMemory_t *extMem_out,

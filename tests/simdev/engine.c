@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -647,27 +648,49 @@ void sim_memset(void *dst, int value, size_t n, sim_stream *s, bool sync)
     submit(s, do_fill, t, sync);
 }
 
-int sim_semaphore_import(int fd, sim_event **out)
+struct sim_semaphore {
+    sim_event *e;
+    bool timeline;
+    _Atomic uint64_t count; /* a timeline's highest value signalled here */
+};
+
+int sim_semaphore_import(int fd, bool timeline, sim_semaphore **out)
 {
     if (fcntl(fd, F_GETFD) < 0)
         return EBADF;
-    *out = sim_event_create();
+    sim_semaphore *sem = calloc(1, sizeof(*sem));
+    *sem = (sim_semaphore){sim_event_create(), timeline, 0};
+    *out = sem;
     close(fd); /* ownership passes to the runtime on success */
     return 0;
 }
 
-int sim_semaphores(void *const *sems, unsigned n, sim_stream *s, bool signal)
+int sim_semaphores(void *const *sems, const void *params, size_t stride, unsigned n,
+                   sim_stream *s, bool signal)
 {
-    if (n && !sems)
+    if (n && (!sems || !params))
         return EINVAL;
     for (unsigned i = 0; i < n; i++)
         if (!sems[i])
             return EBADF;
     for (unsigned i = 0; i < n; i++) {
-        if (signal)
-            sim_event_record((sim_event *)sems[i], s);
-        else
-            sim_stream_wait_event(s, (sim_event *)sems[i]);
+        sim_semaphore *sem = sems[i];
+        uint64_t value;
+        memcpy(&value, (const char *)params + i * stride, sizeof(value));
+        if (signal) {
+            sim_event_record(sem->e, s);
+            uint64_t c = atomic_load(&sem->count);
+            while (sem->timeline && value > c && !atomic_compare_exchange_weak(&sem->count, &c, value))
+                ;
+        } else if (!sem->timeline || atomic_load(&sem->count) >= value) {
+            sim_stream_wait_event(s, sem->e);
+        }
     }
     return 0;
+}
+
+void sim_semaphore_destroy(sim_semaphore *sem)
+{
+    sim_event_destroy(sem->e);
+    free(sem);
 }

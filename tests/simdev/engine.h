@@ -71,12 +71,21 @@ SIM_HIDDEN int sim_extmem_destroy(sim_extmem *m);
  * an event each.  A signal records it on the stream, a wait makes the
  * stream wait for the last signal enqueued before it (none: no wait, as if
  * the other API had signalled).  Looser than a binary semaphore, whose wait
- * also resets it, but a wait after a signal orders as on a GPU.  Import: 0
- * and the descriptor closed (the runtime owns it), or EBADF. */
-SIM_HIDDEN int sim_semaphore_import(int fd, sim_event **out);
-/* Each of sems[0..n) signalled (or waited for) on s: 0, or EINVAL (no
- * array) or EBADF (a null semaphore), nothing done then. */
-SIM_HIDDEN int sim_semaphores(void *const *sems, unsigned n, sim_stream *s, bool signal);
+ * also resets it, but a wait after a signal orders as on a GPU.  A timeline
+ * one counts too: a signal of a value records the event and raises the
+ * count to it; a wait for a value the streams here have not signalled is
+ * no wait (the other API's signal, which nothing here sees, or a wait
+ * before its signal: a GPU would wait).  Import: 0 and the descriptor
+ * closed (the runtime owns it), or EBADF. */
+typedef struct sim_semaphore sim_semaphore;
+SIM_HIDDEN int sim_semaphore_import(int fd, bool timeline, sim_semaphore **out);
+/* Each of sems[0..n) signalled (or waited for) on s, a timeline one at the
+ * value (a uint64_t) at the start of the i-th of `params`, `stride` bytes
+ * apart (params.fence.value, CUDA's and HIP's): 0, or EINVAL (no array) or
+ * EBADF (a null semaphore), nothing done then. */
+SIM_HIDDEN int sim_semaphores(void *const *sems, const void *params, size_t stride, unsigned n,
+                              sim_stream *s, bool signal);
+SIM_HIDDEN void sim_semaphore_destroy(sim_semaphore *sem);
 
 SIM_HIDDEN void sim_memcpy(void *dst, const void *src, size_t n, sim_stream *s, bool sync);
 SIM_HIDDEN void sim_memset(void *dst, int value, size_t n, sim_stream *s, bool sync);

@@ -452,20 +452,19 @@ EXPORT hipError_t hipImportExternalSemaphore(hipExternalSemaphore_t *out,
         return hipErrorInvalidValue;
     if (desc->type != hipExternalSemaphoreHandleTypeOpaqueFd)
         return hipErrorNotSupported;
-    sim_event *e;
-    if (sim_semaphore_import(desc->handle.fd, &e) != 0)
+    sim_semaphore *e;
+    if (sim_semaphore_import(desc->handle.fd, false, &e) != 0)
         return hipErrorInvalidHandle;
     *out = e;
     return hipSuccess;
 }
 
-static hipError_t semaphores(const hipExternalSemaphore_t *sems, const void *params, unsigned n,
-                             hipStream_t stream, bool signal)
+static hipError_t semaphores(const hipExternalSemaphore_t *sems, const void *params,
+                             size_t stride, unsigned n, hipStream_t stream, bool signal)
 {
     CHECK_DEVICE;
-    if (n && !params)
-        return hipErrorInvalidValue;
-    int e = sim_semaphores((void *const *)sems, n, stream_of(stream, false), signal);
+    int e = sim_semaphores((void *const *)sems, params, stride, n, stream_of(stream, false),
+                           signal);
     return e == 0 ? hipSuccess : e == EBADF ? hipErrorInvalidHandle : hipErrorInvalidValue;
 }
 
@@ -473,14 +472,14 @@ EXPORT hipError_t hipSignalExternalSemaphoresAsync(const hipExternalSemaphore_t 
                                                    const hipExternalSemaphoreSignalParams *paramsArray,
                                                    unsigned int numExtSems, hipStream_t stream)
 {
-    return semaphores(extSemArray, paramsArray, numExtSems, stream, true);
+    return semaphores(extSemArray, paramsArray, sizeof(*paramsArray), numExtSems, stream, true);
 }
 
 EXPORT hipError_t hipWaitExternalSemaphoresAsync(const hipExternalSemaphore_t *extSemArray,
                                                  const hipExternalSemaphoreWaitParams *paramsArray,
                                                  unsigned int numExtSems, hipStream_t stream)
 {
-    return semaphores(extSemArray, paramsArray, numExtSems, stream, false);
+    return semaphores(extSemArray, paramsArray, sizeof(*paramsArray), numExtSems, stream, false);
 }
 
 EXPORT hipError_t hipDestroyExternalSemaphore(hipExternalSemaphore_t extSem)
@@ -488,7 +487,7 @@ EXPORT hipError_t hipDestroyExternalSemaphore(hipExternalSemaphore_t extSem)
     CHECK_DEVICE;
     if (!extSem)
         return hipErrorInvalidHandle;
-    sim_event_destroy(extSem);
+    sim_semaphore_destroy(extSem);
     return hipSuccess;
 }
 

@@ -13,10 +13,14 @@
  *                        descriptor the importer owns and closes, whose
  *                        payload nothing here shares with the semaphore
  *   vkQueueSubmit        a wait for an exported semaphore is left out of
- *                        what the driver is given: the other API signals
- *                        it, which the driver cannot see (the simulated
+ *                        what the driver is given (with its timeline value,
+ *                        where a VkTimelineSemaphoreSubmitInfo heads the
+ *                        submission's chain): the other API signals it,
+ *                        which the driver cannot see (the simulated
  *                        device's own semaphores do the same, as if the
  *                        other API had signalled)
+ *   vkWaitSemaphores(KHR)  the same for the host's wait: an exported
+ *                        timeline semaphore's value is taken as reached
  *
  * One instance and one device at a time: the test programs make no more.
  * Its manifest (vk_semaphore_fd.json) names the extension, which the loader
@@ -36,6 +40,7 @@ static VkInstance instance;
 static PFN_vkGetInstanceProcAddr next_gipa;
 static PFN_vkGetDeviceProcAddr next_gdpa;
 static PFN_vkQueueSubmit next_submit;
+static PFN_vkWaitSemaphores next_wait;
 static PFN_vkCreateSemaphore next_create_semaphore;
 static VkSemaphore exported[MAX_EXPORTED];
 static unsigned n_exported;
@@ -120,21 +125,54 @@ static VKAPI_ATTR VkResult VKAPI_CALL queue_submit(VkQueue queue, uint32_t count
     VkSubmitInfo copy[MAX_LIST];
     VkSemaphore waits[MAX_LIST][MAX_LIST];
     VkPipelineStageFlags stages[MAX_LIST][MAX_LIST];
+    VkTimelineSemaphoreSubmitInfo timelines[MAX_LIST];
+    uint64_t values[MAX_LIST][MAX_LIST];
     if (count > MAX_LIST)
         return next_submit(queue, count, submits, fence);
     for (uint32_t i = 0; i < count; i++) {
         copy[i] = submits[i];
+        const VkTimelineSemaphoreSubmitInfo *tv = submits[i].pNext;
+        if (tv && tv->sType != VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO)
+            tv = NULL;
         uint32_t kept = 0;
         for (uint32_t k = 0; k < submits[i].waitSemaphoreCount && k < MAX_LIST; k++)
             if (!is_exported(submits[i].pWaitSemaphores[k])) {
                 waits[i][kept] = submits[i].pWaitSemaphores[k];
+                if (tv && k < tv->waitSemaphoreValueCount)
+                    values[i][kept] = tv->pWaitSemaphoreValues[k];
                 stages[i][kept++] = submits[i].pWaitDstStageMask[k];
             }
         copy[i].waitSemaphoreCount = kept;
         copy[i].pWaitSemaphores = waits[i];
         copy[i].pWaitDstStageMask = stages[i];
+        if (tv) {
+            timelines[i] = *tv;
+            timelines[i].waitSemaphoreValueCount = kept;
+            timelines[i].pWaitSemaphoreValues = values[i];
+            copy[i].pNext = &timelines[i];
+        }
     }
     return next_submit(queue, count, copy, fence);
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL wait_semaphores(VkDevice device,
+                                                      const VkSemaphoreWaitInfo *info,
+                                                      uint64_t timeout)
+{
+    VkSemaphore sems[MAX_LIST];
+    uint64_t values[MAX_LIST];
+    if (!info || info->semaphoreCount > MAX_LIST)
+        return next_wait(device, info, timeout);
+    VkSemaphoreWaitInfo kept = *info;
+    kept.semaphoreCount = 0;
+    kept.pSemaphores = sems;
+    kept.pValues = values;
+    for (uint32_t i = 0; i < info->semaphoreCount; i++)
+        if (!is_exported(info->pSemaphores[i])) {
+            sems[kept.semaphoreCount] = info->pSemaphores[i];
+            values[kept.semaphoreCount++] = info->pValues[i];
+        }
+    return kept.semaphoreCount ? next_wait(device, &kept, timeout) : VK_SUCCESS;
 }
 
 static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical,
@@ -161,6 +199,9 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical,
     if (r == VK_SUCCESS) {
         next_submit = (PFN_vkQueueSubmit)next_gdpa(*out, "vkQueueSubmit");
         next_create_semaphore = (PFN_vkCreateSemaphore)next_gdpa(*out, "vkCreateSemaphore");
+        next_wait = (PFN_vkWaitSemaphores)next_gdpa(*out, "vkWaitSemaphores");
+        if (!next_wait)
+            next_wait = (PFN_vkWaitSemaphores)next_gdpa(*out, "vkWaitSemaphoresKHR");
     }
     n_exported = 0;
     return r;
@@ -178,7 +219,9 @@ static PFN_vkVoidFunction ours(const char *name)
                {"vkGetDeviceProcAddr", (PFN_vkVoidFunction)get_device_proc},
                {"vkGetSemaphoreFdKHR", (PFN_vkVoidFunction)get_semaphore_fd},
                {"vkCreateSemaphore", (PFN_vkVoidFunction)create_semaphore},
-               {"vkQueueSubmit", (PFN_vkVoidFunction)queue_submit}};
+               {"vkQueueSubmit", (PFN_vkVoidFunction)queue_submit},
+               {"vkWaitSemaphores", (PFN_vkVoidFunction)wait_semaphores},
+               {"vkWaitSemaphoresKHR", (PFN_vkVoidFunction)wait_semaphores}};
     for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
         if (!strcmp(name, fns[i].name))
             return fns[i].fn;

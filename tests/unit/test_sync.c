@@ -529,6 +529,59 @@ static void test_a_descriptor_links_one_import_only(void **state)
     close(fd2);
 }
 
+/* A timeline semaphore of the exporter's (as Vulkan's), signalled and
+ * waited for by values from both APIs' streams. */
+enum { TIMELINE = 0x6100 };
+
+static void consumer_reads_on(int consumer_api, uintptr_t stream, uintptr_t tensor)
+{
+    ds_sync_import(tensor, DATA, BYTES, NULL, ds_name_intern("producer"),
+                   ds_name_intern("consumer"));
+    ds_sync_op(consumer_api, stream, false, &data_read, 1, NULL);
+}
+
+static void test_a_timeline_orders_the_two_apis_by_value(void **state)
+{
+    (void)state;
+    start_with_a_and_b("check");
+    exporter_api = exporter_api < 0 ? ds_device_api_add(&exporter) : exporter_api;
+    ds_timeline_created(exporter_api, TIMELINE);
+    assert_true(ds_timeline_is(exporter_api, TIMELINE));
+    assert_false(ds_timeline_is(api, TIMELINE)); /* known by its owner's API */
+    /* The queue signals 1, writes, signals 2. */
+    ds_timeline_signalled(exporter_api, TIMELINE, 1, exporter_api, QUEUE, false);
+    ds_sync_op(exporter_api, QUEUE, false, &data_write, 1, NULL);
+    ds_timeline_signalled(exporter_api, TIMELINE, 2, exporter_api, QUEUE, false);
+    /* A waits for 1 only: the write is unordered before it. */
+    ds_timeline_waited(exporter_api, TIMELINE, 1, api, A, false);
+    consumer_reads_on(api, A, 0x9f30);
+    assert_int_equal(races(), 1);
+    /* B waits for 3, which nothing signalled yet: every signal up to it. */
+    ds_timeline_waited(exporter_api, TIMELINE, 3, api, B, false);
+    consumer_reads_on(api, B, 0x9f40);
+    assert_int_equal(races(), 1);
+    /* The reverse: A writes and signals 5, the queue waits for 4 (nothing
+     * of A's), then for 5. */
+    ds_sync_op(api, A, false, &data_write, 1, NULL);
+    ds_timeline_signalled(exporter_api, TIMELINE, 5, api, A, false);
+    ds_timeline_waited(exporter_api, TIMELINE, 4, exporter_api, QUEUE, false);
+    consumer_reads_on(exporter_api, QUEUE, 0x9f50);
+    assert_int_equal(races(), 2);
+    ds_sync_op(api, A, false, &data_write, 1, NULL);
+    ds_timeline_signalled(exporter_api, TIMELINE, 6, api, A, false);
+    ds_timeline_waited(exporter_api, TIMELINE, 6, exporter_api, QUEUE, false);
+    consumer_reads_on(exporter_api, QUEUE, 0x9f60);
+    assert_int_equal(races(), 2);
+    /* The host's wait for 6 covers A's writes; destroyed, it is no more. */
+    ds_sync_op(api, A, false, &data_write, 1, NULL);
+    ds_timeline_signalled(exporter_api, TIMELINE, 7, api, A, false);
+    ds_timeline_host_waited(exporter_api, TIMELINE, 7);
+    consumer_reads_on(api, B, 0x9f70);
+    assert_int_equal(races(), 2);
+    ds_timeline_destroyed(exporter_api, TIMELINE);
+    assert_false(ds_timeline_is(exporter_api, TIMELINE));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -552,6 +605,7 @@ int main(void)
         cmocka_unit_test(test_a_shared_semaphore_orders_the_two_apis),
         cmocka_unit_test(test_an_unlinked_import_orders_nothing),
         cmocka_unit_test(test_a_descriptor_links_one_import_only),
+        cmocka_unit_test(test_a_timeline_orders_the_two_apis_by_value),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
 }

@@ -52,7 +52,7 @@ static void vk_to_hip(int wait)
     queue_rig rig;
     rig_open(&rig);
     int fd;
-    VkSemaphore sem = exported_semaphore(&fd);
+    VkSemaphore sem = exported_semaphore(VK_SEMAPHORE_TYPE_BINARY, &fd);
     hipExternalSemaphoreHandleDesc desc = {.type = hipExternalSemaphoreHandleTypeOpaqueFd,
                                            .handle.fd = fd};
     hipExternalSemaphore_t ext;

@@ -288,9 +288,12 @@ void rig_submit(const queue_rig *r, VkCommandBuffer cb, VkSemaphore wait, VkSema
     VK_CHECK(vkQueueSubmit(r->queue, 1, &si, fence));
 }
 
-VkSemaphore exported_semaphore(int *fd)
+VkSemaphore exported_semaphore(VkSemaphoreType type, int *fd)
 {
+    VkSemaphoreTypeCreateInfo tci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                     .semaphoreType = type};
     VkExportSemaphoreCreateInfo export = {.sType = VK_STRUCTURE_TYPE_EXPORT_SEMAPHORE_CREATE_INFO,
+                                          .pNext = &tci,
                                           .handleTypes =
                                               VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
     VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,

@@ -70,9 +70,10 @@ void rig_fill_and_signal(const queue_rig *r, VkSemaphore signal, int gated);
  * which prints what it read (1: the old value, 16843009: the fill's); then
  * the gate set. */
 void rig_hand_over(const queue_rig *r);
-/* An exportable binary semaphore, exported as an opaque file descriptor
- * (*fd; VK_KHR_external_semaphore_fd: open the device with it). */
-VkSemaphore exported_semaphore(int *fd);
+/* An exportable semaphore of `type` (binary, or timeline: open the device
+ * with the feature), exported as an opaque file descriptor (*fd;
+ * VK_KHR_external_semaphore_fd: open the device with it). */
+VkSemaphore exported_semaphore(VkSemaphoreType type, int *fd);
 
 /* A compute pipeline whose shader writes 0x01010101 to the first words of
  * the storage buffer at set 0, binding 0 (one word a workgroup: 16 for a
