@@ -71,7 +71,7 @@ void ds_device_extmem_imported(int api, const void *out, size_t handle_size, boo
         } else {
             ds_extsem_imported(api, handle, &importing);
             if (importing_timeline)
-                ds_timeline_created(api, handle);
+                ds_timeline_created(api, handle, 0);
         }
     }
     importing_known = false;

@@ -34,9 +34,8 @@
  * vkWaitForFences, vkGetFenceStatus, vkDestroyFence, vkCreateSemaphore,
  * vkDestroySemaphore, vkGetSemaphoreFdKHR, vkWaitSemaphores(KHR),
  * vkGetSemaphoreCounterValue(KHR).
- * Left out: what that table says; a wait for a timeline value signalled
- * only later, by a submission or a CUDA or HIP stream (wait-before-signal:
- * its edge is not seen); sync-file exports of semaphores (not linked).
+ * Left out: what that table says; sync-file exports of semaphores (not
+ * linked).
  */
 #include <string.h>
 
@@ -148,7 +147,7 @@ static void semaphore_created(VkSemaphore semaphore, const VkSemaphoreCreateInfo
         info ? ds_vk_find_in_chain(info->pNext, VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO)
              : NULL;
     if (type && type->semaphoreType == VK_SEMAPHORE_TYPE_TIMELINE)
-        ds_timeline_created(ds_vk_api, P(semaphore));
+        ds_timeline_created(ds_vk_api, P(semaphore), type->initialValue);
 }
 
 static void semaphore_destroyed(VkSemaphore semaphore)

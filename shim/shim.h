@@ -306,9 +306,10 @@ void ds_extsem_destroyed(int api, uintptr_t handle);
 void ds_extsem_semaphore_gone(int api, uintptr_t semaphore);
 
 /* ---- timelines.c: timeline semaphores, a clock per value signalled ------- */
-/* `api` made (or imported) the timeline semaphore `semaphore`; it is known
- * by both from then on, until ds_timeline_destroyed. */
-void ds_timeline_created(int api, uintptr_t semaphore);
+/* `api` made (or imported) the timeline semaphore `semaphore`, its counter
+ * at `initial` (0 where unknown); it is known by both from then on, until
+ * ds_timeline_destroyed. */
+void ds_timeline_created(int api, uintptr_t semaphore, uint64_t initial);
 bool ds_timeline_is(int api, uintptr_t semaphore);
 /* Its signals forgotten, with their events. */
 void ds_timeline_destroyed(int api, uintptr_t semaphore);
@@ -316,7 +317,8 @@ void ds_timeline_destroyed(int api, uintptr_t semaphore);
  * there. */
 void ds_timeline_signalled(int owner, uintptr_t semaphore, uint64_t value, int api,
                            uintptr_t stream, bool ptsz);
-/* `api`'s stream waits for `value`: for each signal of a value up to it. */
+/* `api`'s stream waits for `value`: for each signal of a value up to it,
+ * and, where none submitted yet reaches it, for the first that will. */
 void ds_timeline_waited(int owner, uintptr_t semaphore, uint64_t value, int api,
                         uintptr_t stream, bool ptsz);
 /* The host waited for `value` (or read a counter at least that): each

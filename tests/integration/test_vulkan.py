@@ -428,7 +428,7 @@ def test_enforce_orders_the_cuda_write_the_submission_did_not_wait_for(dlshim):
 # value is no wait there): the events are what is asserted.
 # (_drv: CUDA's side through the driver's functions.)
 TIMELINE_ORDERED = ["tl_vk_to_cuda", "tl_cuda_to_vk", "tl_cuda_to_host", "tl_vkmem_sem",
-                    "tl_vk_to_cuda_drv", "tl_cuda_to_vk_drv"]
+                    "tl_vk_to_cuda_drv", "tl_cuda_to_vk_drv", "tl_vk_to_cuda_early"]
 
 
 @pytest.mark.parametrize("sync", ["check", "enforce"])
@@ -438,7 +438,9 @@ def test_a_timeline_semaphore_shared_with_cuda_orders_the_two_apis(dlshim, mode,
     # 2, the host synchronizes that stream; tl_vkmem_sem: the same, read
     # through CUDA's import of the memory on that stream; tl_cuda_to_vk:
     # the CUDA stream's fill signals 2, a submission waits for 2 and the
-    # host for its fence; tl_cuda_to_host: the host waits for 2 itself.
+    # host for its fence; tl_cuda_to_host: the host waits for 2 itself;
+    # tl_vk_to_cuda_early: the CUDA stream's wait for 2 queued before the
+    # queue's submissions (wait-before-signal: ordered from the signal on).
     assert extsem(dlshim, mode, shim=False).rc == 0
     r = extsem(dlshim, mode, sync)
     assert handoff(r) == (["export", "import", "release"], [])
@@ -451,6 +453,8 @@ TIMELINE_RACES = [
     ("tl_vk_to_cuda_wait1", ["export", "violation", "import", "release"],
      ("vkproducer", "cpuconsumer", "queue 0x", "host")),
     ("tl_vk_to_cuda_nowait", ["export", "violation", "import", "release"],
+     ("vkproducer", "cpuconsumer", "queue 0x", "host")),
+    ("tl_vk_to_cuda_early_wait1", ["export", "violation", "import", "release"],
      ("vkproducer", "cpuconsumer", "queue 0x", "host")),
     ("tl_vkmem_sem_wait1", ["export", "import", "violation", "release"],
      ("vkproducer", "cudaconsumer", "queue 0x", "stream 0x")),

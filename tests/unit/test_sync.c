@@ -545,7 +545,7 @@ static void test_a_timeline_orders_the_two_apis_by_value(void **state)
     (void)state;
     start_with_a_and_b("check");
     exporter_api = exporter_api < 0 ? ds_device_api_add(&exporter) : exporter_api;
-    ds_timeline_created(exporter_api, TIMELINE);
+    ds_timeline_created(exporter_api, TIMELINE, 0);
     assert_true(ds_timeline_is(exporter_api, TIMELINE));
     assert_false(ds_timeline_is(api, TIMELINE)); /* known by its owner's API */
     /* The queue signals 1, writes, signals 2. */
@@ -560,11 +560,11 @@ static void test_a_timeline_orders_the_two_apis_by_value(void **state)
     ds_timeline_waited(exporter_api, TIMELINE, 3, api, B, false);
     consumer_reads_on(api, B, 0x9f40);
     assert_int_equal(races(), 1);
-    /* The reverse: A writes and signals 5, the queue waits for 4 (nothing
-     * of A's), then for 5. */
+    /* The reverse: A writes and signals 5, the queue waits for 2 (its own
+     * signal, nothing of A's), then for 5. */
     ds_sync_op(api, A, false, &data_write, 1, NULL);
     ds_timeline_signalled(exporter_api, TIMELINE, 5, api, A, false);
-    ds_timeline_waited(exporter_api, TIMELINE, 4, exporter_api, QUEUE, false);
+    ds_timeline_waited(exporter_api, TIMELINE, 2, exporter_api, QUEUE, false);
     consumer_reads_on(exporter_api, QUEUE, 0x9f50);
     assert_int_equal(races(), 2);
     ds_sync_op(api, A, false, &data_write, 1, NULL);
@@ -572,14 +572,51 @@ static void test_a_timeline_orders_the_two_apis_by_value(void **state)
     ds_timeline_waited(exporter_api, TIMELINE, 6, exporter_api, QUEUE, false);
     consumer_reads_on(exporter_api, QUEUE, 0x9f60);
     assert_int_equal(races(), 2);
-    /* The host's wait for 6 covers A's writes; destroyed, it is no more. */
+    /* A value no signal names (A signals 8 after its write): the counter
+     * got past 7 by that signal, so a wait for 7 is ordered after it. */
     ds_sync_op(api, A, false, &data_write, 1, NULL);
-    ds_timeline_signalled(exporter_api, TIMELINE, 7, api, A, false);
-    ds_timeline_host_waited(exporter_api, TIMELINE, 7);
+    ds_timeline_signalled(exporter_api, TIMELINE, 8, api, A, false);
+    ds_timeline_waited(exporter_api, TIMELINE, 7, exporter_api, QUEUE, false);
+    consumer_reads_on(exporter_api, QUEUE, 0x9f68);
+    assert_int_equal(races(), 2);
+    /* The host's wait for 9 covers A's writes; destroyed, it is no more. */
+    ds_sync_op(api, A, false, &data_write, 1, NULL);
+    ds_timeline_signalled(exporter_api, TIMELINE, 9, api, A, false);
+    ds_timeline_host_waited(exporter_api, TIMELINE, 9);
     consumer_reads_on(api, B, 0x9f70);
     assert_int_equal(races(), 2);
     ds_timeline_destroyed(exporter_api, TIMELINE);
     assert_false(ds_timeline_is(exporter_api, TIMELINE));
+}
+
+/* Wait-before-signal: a stream waits for a value that a submission made
+ * later signals (another queue's, another API's).  The wait is pending until
+ * then; from the signal on, the stream is ordered after the writes before it.
+ * A wait for a value the semaphore started at, or that a signal reached
+ * before, is met and never pending. */
+static void test_a_wait_submitted_before_its_signal_orders_from_the_signal_on(void **state)
+{
+    (void)state;
+    start_with_a_and_b("check");
+    exporter_api = exporter_api < 0 ? ds_device_api_add(&exporter) : exporter_api;
+    ds_timeline_created(exporter_api, TIMELINE, 10);
+    /* A waits for 12, which nothing has signalled; B for 10, the initial value. */
+    ds_timeline_waited(exporter_api, TIMELINE, 12, api, A, false);
+    ds_timeline_waited(exporter_api, TIMELINE, 10, api, B, false);
+    /* The queue writes and signals 11: not A's value yet. */
+    ds_sync_op(exporter_api, QUEUE, false, &data_write, 1, NULL);
+    ds_timeline_signalled(exporter_api, TIMELINE, 11, exporter_api, QUEUE, false);
+    consumer_reads_on(api, A, 0x9f80);
+    assert_int_equal(races(), 1);
+    /* It writes again and signals 13: A's wait is met, with 11's writes too. */
+    ds_sync_op(exporter_api, QUEUE, false, &data_write, 1, NULL);
+    ds_timeline_signalled(exporter_api, TIMELINE, 13, exporter_api, QUEUE, false);
+    consumer_reads_on(api, A, 0x9f90);
+    assert_int_equal(races(), 1);
+    /* B's wait was met at once (no later signal orders B): B is not ordered. */
+    consumer_reads_on(api, B, 0x9fa0);
+    assert_int_equal(races(), 2);
+    ds_timeline_destroyed(exporter_api, TIMELINE);
 }
 
 int main(void)
@@ -606,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_an_unlinked_import_orders_nothing),
         cmocka_unit_test(test_a_descriptor_links_one_import_only),
         cmocka_unit_test(test_a_timeline_orders_the_two_apis_by_value),
+        cmocka_unit_test(test_a_wait_submitted_before_its_signal_orders_from_the_signal_on),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
 }

@@ -47,6 +47,9 @@
  * without a wait.  Of the modes above: tl_vk_to_cuda(_wait1, _nowait),
  * tl_cuda_to_vk(_wait1, _nowait), tl_vkmem_sem(_wait1), tl_vkmem_nowait;
  * and
+ *   tl_vk_to_cuda_early(_wait1)
+ *                      as tl_vk_to_cuda, the CUDA stream's wait queued
+ *                      before the queue's submissions (wait-before-signal)
  *   tl_cuda_to_host(_wait1)
  *                      CUDA fills a buffer of its own and signals; the
  *                      host waits for the value (vkWaitSemaphores), then
@@ -184,14 +187,14 @@ static void cuda_signals(const shared *sh, uint64_t value, cudaStream_t s)
  * the race), or not at all (_nowait: the race); a race's write is held
  * back until the consumer has read (the race then shows on any driver). */
 typedef struct {
-    int wait, racy;
+    int wait, racy, early;
     uint64_t value;
 } waiting;
 
 static waiting waiting_of(const char *mode)
 {
     int wait1 = strstr(mode, "_wait1") != NULL, nowait = strstr(mode, "_nowait") != NULL;
-    return (waiting){!nowait, wait1 || nowait, wait1 ? 1 : 2};
+    return (waiting){!nowait, wait1 || nowait, strstr(mode, "_early") != NULL, wait1 ? 1 : 2};
 }
 
 /* A timeline's producer on the queue signals 1 first (an empty
@@ -206,12 +209,14 @@ static void vk_to_cuda(queue_rig *rig, const shared *sh, cudaStream_t s, waiting
 {
     /* Waited for, a GPU's stream waits for the fill, and the simulated
      * device's does not (its read is then timing's). */
+    if (w.early)
+        cuda_waits(sh, w.value, s);
     vk_signals_one(rig, sh);
     VkCommandBuffer cb = rig_begin(rig, w.racy);
     vkCmdFillBuffer(cb, rig->buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
     VK_CHECK(vkEndCommandBuffer(cb));
     submit(rig, cb, NULL, 0, sh, 2, VK_NULL_HANDLE);
-    if (w.wait)
+    if (w.wait && !w.early)
         cuda_waits(sh, w.value, s);
     CUDA_CHECK(cudaStreamSynchronize(s));
     rig_hand_over(rig);
