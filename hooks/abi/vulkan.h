@@ -110,6 +110,10 @@ typedef enum VkPipelineBindPoint {
     VK_PIPELINE_BIND_POINT_COMPUTE = 1,
     VK_PIPELINE_BIND_POINT_MAX_ENUM = 0x7FFFFFFF
 } VkPipelineBindPoint;
+typedef enum VkShaderStageFlagBits {
+    VK_SHADER_STAGE_COMPUTE_BIT = 0x20,
+    VK_SHADER_STAGE_FLAG_BITS_MAX_ENUM = 0x7FFFFFFF
+} VkShaderStageFlagBits;
 typedef enum VkDescriptorSetLayoutCreateFlagBits {
     VK_DESCRIPTOR_SET_LAYOUT_CREATE_UPDATE_AFTER_BIND_POOL_BIT = 2,
     VK_DESCRIPTOR_SET_LAYOUT_CREATE_FLAG_BITS_MAX_ENUM = 0x7FFFFFFF
@@ -404,6 +408,33 @@ typedef struct VkCopyDescriptorSet {
 #endif
 typedef struct VkCommandBufferBeginInfo VkCommandBufferBeginInfo;
 
+/* VK_KHR_maintenance6 (Vulkan 1.4's core), newer than the headers tests/abi
+ * checks against (1.3.239): unchecked there, and taken from the SDK where it
+ * has them. */
+#if !defined(DS_ABI_SDK_TYPES) || !defined(VK_KHR_maintenance6)
+typedef struct VkBindDescriptorSetsInfoKHR {
+    VkStructureType sType;
+    const void *pNext;
+    VkShaderStageFlags stageFlags;
+    VkPipelineLayout layout;
+    uint32_t firstSet;
+    uint32_t descriptorSetCount;
+    const VkDescriptorSet *pDescriptorSets;
+    uint32_t dynamicOffsetCount;
+    const uint32_t *pDynamicOffsets;
+} VkBindDescriptorSetsInfoKHR;
+
+typedef struct VkPushDescriptorSetInfoKHR {
+    VkStructureType sType;
+    const void *pNext;
+    VkShaderStageFlags stageFlags;
+    VkPipelineLayout layout;
+    uint32_t set;
+    uint32_t descriptorWriteCount;
+    const VkWriteDescriptorSet *pDescriptorWrites;
+} VkPushDescriptorSetInfoKHR;
+#endif
+
 /* The functions the layer forwards to or answers for. */
 typedef PFN_vkVoidFunction (*PFN_vkGetInstanceProcAddr)(VkInstance instance,
     const char *pName);
@@ -530,6 +561,12 @@ typedef void (*PFN_vkCmdDispatchBaseKHR)(VkCommandBuffer commandBuffer, uint32_t
     uint32_t groupCountZ);
 typedef VkResult (*PFN_vkGetSemaphoreFdKHR)(VkDevice device,
     const VkSemaphoreGetFdInfoKHR *pGetFdInfo, int *pFd);
+typedef void (*PFN_vkCmdExecuteCommands)(VkCommandBuffer commandBuffer,
+    uint32_t commandBufferCount, const VkCommandBuffer *pCommandBuffers);
+typedef void (*PFN_vkCmdBindDescriptorSets2KHR)(VkCommandBuffer commandBuffer,
+    const VkBindDescriptorSetsInfoKHR *pBindDescriptorSetsInfo);
+typedef void (*PFN_vkCmdPushDescriptorSet2KHR)(VkCommandBuffer commandBuffer,
+    const VkPushDescriptorSetInfoKHR *pPushDescriptorSetInfo);
 
 /* ---- the loader's layer interface (vk_layer.h) ---- */
 typedef PFN_vkVoidFunction (*PFN_GetPhysicalDeviceProcAddr)(VkInstance instance,

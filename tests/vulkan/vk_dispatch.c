@@ -31,6 +31,12 @@
  *   template   the buffer's set updated through a descriptor update
  *              template to hold another buffer before it is bound (no race)
  *
+ * Prefixed pushed_ (pushed alone: unsynced), set 0 is a push descriptor set
+ * (VK_KHR_push_descriptor; exit 77 without it): the buffer is pushed with
+ * vkCmdPushDescriptorSetKHR instead of bound, and in replaced mode another
+ * buffer pushed to the same binding after it.  Of the modes above, unsynced,
+ * fence, unwaited and replaced.
+ *
  * It prints what the consumer read (1 is the old value, 16843009 the
  * shader's) and exits 0 when every call it made succeeded.
  */
@@ -44,8 +50,20 @@ static compute_rig c; /* its pipeline, set layout and pool of sets */
 
 static int far; /* dynamic_far */
 
-static void bind(VkCommandBuffer cb, VkDescriptorSet set, int dynamic)
+static PFN_vkCmdPushDescriptorSetKHR push; /* pushed_ modes */
+
+/* The buffer, through its set (or pushed). */
+static void bind(VkCommandBuffer cb, VkDescriptorSet set, VkBuffer buffer, int dynamic)
 {
+    if (push) {
+        VkDescriptorBufferInfo bi = {.buffer = buffer, .offset = 0, .range = 4096};
+        VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                  .dstBinding = 0, .descriptorCount = 1,
+                                  .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                  .pBufferInfo = &bi};
+        push(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &w);
+        return;
+    }
     uint32_t offset = far ? 32768 : 0;
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &set,
                             dynamic ? 1 : 0, dynamic ? &offset : NULL);
@@ -59,7 +77,15 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "unsynced";
     setvbuf(stdout, NULL, _IOLBF, 0);
-    open_device();
+    int pushed = !strncmp(mode, "pushed", 6);
+    if (pushed) {
+        mode = mode[6] == '_' ? mode + 7 : "unsynced";
+        open_device_with(VK_API_VERSION_1_1, NULL, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+        push = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(device,
+                                                                   "vkCmdPushDescriptorSetKHR");
+    } else {
+        open_device();
+    }
     queue_rig rig;
     rig_open(&rig);
     make_buffer(&other, &other_memory);
@@ -67,7 +93,8 @@ int main(int argc, char **argv)
     int dynamic = far || !strcmp(mode, "dynamic");
     VkDescriptorType type =
         dynamic ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    compute_open(&c, type);
+    compute_open(&c, type,
+                 pushed ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0);
 
     /* The indirect dispatch's arguments: 16 x 1 x 1. */
     VkBuffer args;
@@ -81,8 +108,10 @@ int main(int argc, char **argv)
     VkDeviceMemory args_memory = memory_for(&req);
     VK_CHECK(vkBindBufferMemory(device, args, args_memory, 0));
 
-    VkDescriptorSet set = compute_set(&c), bound = set;
-    compute_write(&c, set, rig.buffer);
+    /* a push descriptor set layout has no sets */
+    VkDescriptorSet set = pushed ? VK_NULL_HANDLE : compute_set(&c), bound = set;
+    if (!pushed)
+        compute_write(&c, set, rig.buffer);
     if (!strcmp(mode, "copied")) {
         bound = compute_set(&c);
         VkCopyDescriptorSet copy = {.sType = VK_STRUCTURE_TYPE_COPY_DESCRIPTOR_SET,
@@ -129,11 +158,12 @@ int main(int argc, char **argv)
     vkCmdWaitEvents(cb, 1, &rig.gate, VK_PIPELINE_STAGE_HOST_BIT,
                     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, NULL, 0, NULL, 0, NULL);
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipeline);
-    bind(cb, bound, dynamic);
+    bind(cb, bound, rig.buffer, dynamic);
     if (!strcmp(mode, "replaced")) {
-        VkDescriptorSet another = compute_set(&c);
-        compute_write(&c, another, other);
-        bind(cb, another, dynamic);
+        VkDescriptorSet another = pushed ? VK_NULL_HANDLE : compute_set(&c);
+        if (!pushed)
+            compute_write(&c, another, other);
+        bind(cb, another, other, dynamic);
     }
     if (!strcmp(mode, "indirect"))
         vkCmdDispatchIndirect(cb, args, 0);

@@ -152,16 +152,25 @@ void rig_open(queue_rig *r)
     VK_CHECK(vkCreateEvent(device, &eci, NULL, &r->gate));
 }
 
-VkCommandBuffer rig_begin(const queue_rig *r, int gated)
+VkCommandBuffer rig_begin_level(const queue_rig *r, VkCommandBufferLevel level)
 {
     VkCommandBuffer cb;
     VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                       .commandPool = r->pool,
-                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandPool = r->pool, .level = level,
                                        .commandBufferCount = 1};
     VK_CHECK(vkAllocateCommandBuffers(device, &cai, &cb));
-    VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    /* a primary ignores it */
+    VkCommandBufferInheritanceInfo inherit = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO};
+    VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                      .pInheritanceInfo = &inherit};
     VK_CHECK(vkBeginCommandBuffer(cb, &begin));
+    return cb;
+}
+
+VkCommandBuffer rig_begin(const queue_rig *r, int gated)
+{
+    VkCommandBuffer cb = rig_begin_level(r, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
     if (gated)
         vkCmdWaitEvents(cb, 1, &r->gate, VK_PIPELINE_STAGE_HOST_BIT,
                         VK_PIPELINE_STAGE_TRANSFER_BIT, 0, NULL, 0, NULL, 0, NULL);
@@ -218,15 +227,15 @@ static const uint32_t shader[] = {
     0x0003003e, 0x00000013, 0x0000000f, 0x000100fd, 0x00010038
 };
 
-void compute_open(compute_rig *c, VkDescriptorType type)
+void compute_open(compute_rig *c, VkDescriptorType type, VkDescriptorSetLayoutCreateFlags flags)
 {
     c->type = type;
     VkDescriptorSetLayoutBinding b = {.binding = 0, .descriptorType = type,
                                       .descriptorCount = 1,
                                       .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     VkDescriptorSetLayoutCreateInfo lci = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 1,
-        .pBindings = &b};
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .flags = flags,
+        .bindingCount = 1, .pBindings = &b};
     VK_CHECK(vkCreateDescriptorSetLayout(device, &lci, NULL, &c->set_layout));
     VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                       .setLayoutCount = 1, .pSetLayouts = &c->set_layout};
