@@ -34,8 +34,10 @@
  * Prefixed pushed_ (pushed alone: unsynced), set 0 is a push descriptor set
  * (VK_KHR_push_descriptor; exit 77 without it): the buffer is pushed with
  * vkCmdPushDescriptorSetKHR instead of bound, and in replaced mode another
- * buffer pushed to the same binding after it.  Of the modes above, unsynced,
- * fence, unwaited and replaced.
+ * buffer pushed to the same binding after it.  Prefixed pushed2_, the same
+ * through vkCmdPushDescriptorSet2KHR; prefixed bind2_, the set bound with
+ * vkCmdBindDescriptorSets2KHR (both VK_KHR_maintenance6: exit 77 without
+ * it).  Of the modes above, unsynced, fence, unwaited and replaced.
  *
  * It prints what the consumer read (1 is the old value, 16843009 the
  * shader's) and exits 0 when every call it made succeeded.
@@ -44,26 +46,57 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vk_maintenance6.h"
 #include "vk_setup.h"
 
 static compute_rig c; /* its pipeline, set layout and pool of sets */
 
 static int far; /* dynamic_far */
 
-static PFN_vkCmdPushDescriptorSetKHR push; /* pushed_ modes */
+/* How the buffer reaches the shader: by the mode's prefix. */
+enum { BOUND, PUSHED, PUSHED2, BOUND2 } way;
+static const char *const prefixes[] = {"", "pushed", "pushed2", "bind2"};
+static PFN_vkCmdPushDescriptorSetKHR push;
+static PFN_vkCmdPushDescriptorSet2KHR push2;
+static PFN_vkCmdBindDescriptorSets2KHR bind2;
+
+/* The mode past its prefix, which sets `way` (a prefix alone: unsynced). */
+static const char *way_of(const char *mode)
+{
+    for (unsigned i = 1; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+        size_t n = strlen(prefixes[i]);
+        if (!strncmp(mode, prefixes[i], n) && (mode[n] == '_' || !mode[n])) {
+            way = i;
+            return mode[n] ? mode + n + 1 : "unsynced";
+        }
+    }
+    return mode;
+}
 
 /* The buffer, through its set (or pushed). */
 static void bind(VkCommandBuffer cb, VkDescriptorSet set, VkBuffer buffer, int dynamic)
 {
-    if (push) {
-        VkDescriptorBufferInfo bi = {.buffer = buffer, .offset = 0, .range = 4096};
-        VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                  .dstBinding = 0, .descriptorCount = 1,
-                                  .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                  .pBufferInfo = &bi};
+    VkDescriptorBufferInfo bi = {.buffer = buffer, .offset = 0, .range = 4096};
+    VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0,
+                              .descriptorCount = 1,
+                              .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                              .pBufferInfo = &bi};
+    VkPushDescriptorSetInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PUSH_DESCRIPTOR_SET_INFO_KHR,
+                                     .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+                                     .layout = c.layout, .descriptorWriteCount = 1,
+                                     .pDescriptorWrites = &w};
+    VkBindDescriptorSetsInfoKHR si = {.sType = VK_STRUCTURE_TYPE_BIND_DESCRIPTOR_SETS_INFO_KHR,
+                                      .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+                                      .layout = c.layout, .descriptorSetCount = 1,
+                                      .pDescriptorSets = &set};
+    if (way == PUSHED)
         push(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &w);
+    if (way == PUSHED2)
+        push2(cb, &pi);
+    if (way == BOUND2)
+        bind2(cb, &si);
+    if (way != BOUND)
         return;
-    }
     uint32_t offset = far ? 32768 : 0;
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &set,
                             dynamic ? 1 : 0, dynamic ? &offset : NULL);
@@ -77,15 +110,19 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "unsynced";
     setvbuf(stdout, NULL, _IOLBF, 0);
-    int pushed = !strncmp(mode, "pushed", 6);
-    if (pushed) {
-        mode = mode[6] == '_' ? mode + 7 : "unsynced";
-        open_device_with(VK_API_VERSION_1_1, NULL, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
-        push = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(device,
-                                                                   "vkCmdPushDescriptorSetKHR");
-    } else {
+    mode = way_of(mode);
+    int pushed = way == PUSHED || way == PUSHED2;
+    if (way == BOUND)
         open_device();
-    }
+    else
+        open_device_with(VK_API_VERSION_1_1, NULL,
+                         way == PUSHED ? VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME
+                                       : VK_KHR_MAINTENANCE_6_EXTENSION_NAME);
+    push = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(device, "vkCmdPushDescriptorSetKHR");
+    push2 = (PFN_vkCmdPushDescriptorSet2KHR)vkGetDeviceProcAddr(device,
+                                                                "vkCmdPushDescriptorSet2KHR");
+    bind2 = (PFN_vkCmdBindDescriptorSets2KHR)vkGetDeviceProcAddr(device,
+                                                                 "vkCmdBindDescriptorSets2KHR");
     queue_rig rig;
     rig_open(&rig);
     make_buffer(&other, &other_memory);
