@@ -14,8 +14,9 @@
  * storage buffers pushed into a slot (vkCmdPushDescriptorSetKHR and its
  * maintenance6 form: the writes are given at recording, and a later push
  * into the same slot updates it in place).  A dispatch then counts as a
- * write of every storage buffer (plain or dynamic) bound or pushed:
- * recorded into the command buffer as its fills are
+ * write of every storage buffer (plain, dynamic, or a storage texel buffer:
+ * the bytes of its buffer view, followed from vkCreateBufferView) bound or
+ * pushed: recorded into the command buffer as its fills are
  * (ds_vk_recorded_write), submitted with it.
  *
  * Conservative: whether a shader only reads a storage buffer is in its
@@ -34,11 +35,12 @@
  * updated through a template (forgotten), sets of update-after-bind layouts
  * (their contents are read at submission, not at recording), push
  * descriptors given through a template and descriptor buffers (the slot
- * they take is emptied),
- * storage texel buffers (a view, not followed), mutable descriptors.
+ * they take is emptied), a buffer view that finds no slot (a storage
+ * texel buffer through it), mutable descriptors.
  *
- * Wraps (vulkan_descriptors.def): vkCreateDescriptorSetLayout,
- * vkDestroyDescriptorSetLayout, vkAllocateDescriptorSets,
+ * Wraps (vulkan_descriptors.def): vkCreateBufferView, vkDestroyBufferView,
+ * vkCreateDescriptorSetLayout, vkDestroyDescriptorSetLayout,
+ * vkAllocateDescriptorSets,
  * vkFreeDescriptorSets, vkResetDescriptorPool, vkDestroyDescriptorPool,
  * vkUpdateDescriptorSets, vkUpdateDescriptorSetWithTemplate(KHR),
  * vkCmdBindDescriptorSets, vkCmdPushDescriptorSetKHR,
@@ -58,6 +60,7 @@
 #define DS_VK_BOUND_SETS 8u        /* compute sets followed per command buffer */
 #define DS_VK_SET_DYNAMIC 8u       /* dynamic offsets kept per bound set */
 #define DS_VK_PUSHED 8u            /* push descriptors followed per command buffer */
+#define DS_VK_VIEWS 1024u          /* buffer views (a power of two) */
 
 #define DELETED (~(uint64_t)0)
 
@@ -105,8 +108,16 @@ typedef struct {
     pushed p[DS_VK_PUSHED];
 } binder;
 
+/* A buffer view: the bytes of its buffer that a storage texel buffer
+ * through it writes. */
+typedef struct {
+    uint64_t handle; /* 0: free; DELETED */
+    descriptor d;
+} known_view;
+
 static known_layout *known_layouts;
 static known_set *known_sets;
+static known_view *known_views;
 static binder *binders;
 /* Each set's pool, beside the sets (by slot): a pool reset walks these
  * 32 KiB, not the sets' 4 MiB. */
@@ -155,10 +166,18 @@ static binder *binder_of(uint64_t handle, bool insert)
     return slot_of(binders, sizeof(binder), DS_VK_BINDERS, handle, insert);
 }
 
+static known_view *view_of(uint64_t handle, bool insert)
+{
+    if (!known_views && insert)
+        known_views = ds_map(sizeof(known_view) * DS_VK_VIEWS, false);
+    return slot_of(known_views, sizeof(known_view), DS_VK_VIEWS, handle, insert);
+}
+
 static bool is_storage(VkDescriptorType type)
 {
     return type == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER ||
-           type == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC;
+           type == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC ||
+           type == VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER;
 }
 
 /* Whether a binding's descriptors take dynamic offsets (uniform ones
@@ -304,6 +323,42 @@ static bool descriptor_at(const shape *s, uint32_t number, uint64_t element, uin
     return false;
 }
 
+/* A buffer view made: the bytes of its buffer it covers (a handle made
+ * again replaces what was kept under it). */
+static void view_created(VkBufferView view, const VkBufferViewCreateInfo *info)
+{
+    if (!ds_sync_enabled() || !info)
+        return;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    known_view *v = view_of(P(view), true);
+    if (v)
+        *v = (known_view){P(view), {P(info->buffer), info->offset, info->range}};
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+static void view_destroyed(VkBufferView view)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    known_view *v = view_of(P(view), false);
+    if (v)
+        v->handle = DELETED;
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* Lock held.  What the k-th descriptor of a write holds, where it is a
+ * storage buffer (a storage texel buffer: its view's bytes); nothing
+ * ({0}) for any other, or a view not followed. */
+static descriptor written(const VkWriteDescriptorSet *w, uint32_t k)
+{
+    if (w->descriptorType == VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER) {
+        const known_view *v = w->pTexelBufferView ? view_of(P(w->pTexelBufferView[k]), false)
+                                                  : NULL;
+        return v ? v->d : (descriptor){0};
+    }
+    const VkDescriptorBufferInfo *b = is_storage(w->descriptorType) ? w->pBufferInfo : NULL;
+    return b ? (descriptor){P(b[k].buffer), b[k].offset, b[k].range} : (descriptor){0};
+}
+
 /* Lock held. */
 static void write_followed(const VkWriteDescriptorSet *w)
 {
@@ -317,8 +372,7 @@ static void write_followed(const VkWriteDescriptorSet *w)
         if (!descriptor_at(&s->s, w->dstBinding, (uint64_t)w->dstArrayElement + k, &at, &type) ||
             type != w->descriptorType || at >= DS_VK_SET_DESCRIPTORS)
             return;
-        const VkDescriptorBufferInfo *b = is_storage(type) ? w->pBufferInfo : NULL;
-        s->d[at] = b ? (descriptor){P(b[k].buffer), b[k].offset, b[k].range} : (descriptor){0};
+        s->d[at] = written(w, k);
     }
 }
 
@@ -458,7 +512,7 @@ static void slots_taken(VkCommandBuffer cb, VkPipelineBindPoint point, uint32_t 
  * binding then adds to it rather than replacing it, which counts a buffer
  * no longer there. */
 static void descriptor_pushed(binder *b, uint32_t at, uint32_t number, uint32_t element,
-                              VkDescriptorType type, const VkDescriptorBufferInfo *info)
+                              descriptor d)
 {
     pushed *slot = NULL, *empty = NULL;
     for (unsigned i = 0; i < DS_VK_PUSHED && !slot; i++) {
@@ -468,14 +522,14 @@ static void descriptor_pushed(binder *b, uint32_t at, uint32_t number, uint32_t 
         else if (!p->buffer && !empty)
             empty = p;
     }
-    if (!is_storage(type) || !info) {
+    if (!d.buffer) {
         if (slot)
             slot->buffer = 0;
         return;
     }
     slot = slot ? slot : empty; /* none: unseen */
     if (slot)
-        *slot = (pushed){at, number, element, P(info->buffer), info->offset, info->range};
+        *slot = (pushed){at, number, element, d.buffer, d.offset, d.range};
 }
 
 /* Push descriptors written into the compute bind point's slot `set`: the
@@ -501,8 +555,7 @@ static void descriptors_pushed(VkCommandBuffer cb, VkPipelineBindPoint point, ui
         if (w->descriptorType == VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK)
             continue; /* its count is bytes */
         for (uint32_t k = 0; k < w->descriptorCount; k++)
-            descriptor_pushed(b, set, w->dstBinding, w->dstArrayElement + k, w->descriptorType,
-                              w->pBufferInfo ? &w->pBufferInfo[k] : NULL);
+            descriptor_pushed(b, set, w->dstBinding, w->dstArrayElement + k, written(w, k));
     }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }

@@ -43,6 +43,7 @@ typedef VkFlags VkImageAspectFlags;
 typedef VkFlags VkShaderStageFlags;
 typedef VkFlags VkDescriptorSetLayoutCreateFlags;
 typedef VkFlags VkDescriptorPoolResetFlags;
+typedef VkFlags VkBufferViewCreateFlags;
 typedef uint32_t VkBool32;
 
 typedef struct VkInstance_T *VkInstance;
@@ -100,12 +101,14 @@ typedef enum VkSemaphoreWaitFlagBits {
 } VkSemaphoreWaitFlagBits;
 typedef enum VkImageLayout { VK_IMAGE_LAYOUT_MAX_ENUM = 0x7FFFFFFF } VkImageLayout;
 typedef enum VkDescriptorType {
+    VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER = 5,
     VK_DESCRIPTOR_TYPE_STORAGE_BUFFER = 7,
     VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC = 8,
     VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC = 9,
     VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK = 1000138000,
     VK_DESCRIPTOR_TYPE_MAX_ENUM = 0x7FFFFFFF
 } VkDescriptorType;
+typedef enum VkFormat { VK_FORMAT_MAX_ENUM = 0x7FFFFFFF } VkFormat;
 typedef enum VkPipelineBindPoint {
     VK_PIPELINE_BIND_POINT_COMPUTE = 1,
     VK_PIPELINE_BIND_POINT_MAX_ENUM = 0x7FFFFFFF
@@ -375,6 +378,16 @@ typedef struct VkDescriptorSetAllocateInfo {
     const VkDescriptorSetLayout *pSetLayouts;
 } VkDescriptorSetAllocateInfo;
 
+typedef struct VkBufferViewCreateInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkBufferViewCreateFlags flags;
+    VkBuffer buffer;
+    VkFormat format;
+    VkDeviceSize offset;
+    VkDeviceSize range;
+} VkBufferViewCreateInfo;
+
 typedef struct VkDescriptorBufferInfo {
     VkBuffer buffer;
     VkDeviceSize offset;
@@ -561,6 +574,11 @@ typedef void (*PFN_vkCmdDispatchBaseKHR)(VkCommandBuffer commandBuffer, uint32_t
     uint32_t groupCountZ);
 typedef VkResult (*PFN_vkGetSemaphoreFdKHR)(VkDevice device,
     const VkSemaphoreGetFdInfoKHR *pGetFdInfo, int *pFd);
+typedef VkResult (*PFN_vkCreateBufferView)(VkDevice device,
+    const VkBufferViewCreateInfo *pCreateInfo, const VkAllocationCallbacks *pAllocator,
+    VkBufferView *pView);
+typedef void (*PFN_vkDestroyBufferView)(VkDevice device, VkBufferView bufferView,
+    const VkAllocationCallbacks *pAllocator);
 typedef void (*PFN_vkCmdExecuteCommands)(VkCommandBuffer commandBuffer,
     uint32_t commandBufferCount, const VkCommandBuffer *pCommandBuffers);
 typedef void (*PFN_vkCmdBindDescriptorSets2KHR)(VkCommandBuffer commandBuffer,

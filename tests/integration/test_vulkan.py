@@ -310,7 +310,8 @@ def test_enforce_never_waits_forever_for_a_timeline_the_program_holds_back(dlshi
 # shader writing the storage buffer at set 0, binding 0, held back by an
 # event the host sets, then a CPU tensor over the buffer's host mapping
 # handed to a consumer that reads it; pushed…: the buffer pushed with
-# vkCmdPushDescriptorSetKHR instead of bound through a set; pushed2… and
+# vkCmdPushDescriptorSetKHR instead of bound through a set;
+# texel…: bound as a storage texel buffer, through a buffer view; pushed2… and
 # bind2…: VK_KHR_maintenance6's vkCmdPushDescriptorSet2KHR and
 # vkCmdBindDescriptorSets2KHR, which lavapipe 22.3 lacks: the simulated
 # device's layer gives them, below dlshim's, as it gives vk_extsem its
@@ -329,7 +330,7 @@ def dispatch(dlshim, mode, sync=None, shim=True):
 
 
 @pytest.mark.parametrize("mode", ["unsynced", "dynamic", "copied", "indirect", "pushed",
-                                  "pushed2", "bind2"])
+                                  "pushed2", "bind2", "texel"])
 def test_a_dispatch_writes_the_storage_buffers_bound(dlshim, mode):
     assert OLD in dispatch(dlshim, mode, shim=False).stdout  # the race is real
     r = dispatch(dlshim, mode, "check")
@@ -338,7 +339,8 @@ def test_a_dispatch_writes_the_storage_buffers_bound(dlshim, mode):
 
 
 @pytest.mark.parametrize("sync", ["check", "enforce"])
-@pytest.mark.parametrize("mode", ["fence", "pushed_fence", "pushed2_fence", "bind2_fence"])
+@pytest.mark.parametrize("mode", ["fence", "pushed_fence", "pushed2_fence", "bind2_fence",
+                                  "texel_fence"])
 def test_a_dispatch_waited_for_is_silent(dlshim, mode, sync):
     bare, r = dispatch(dlshim, mode, shim=False), dispatch(dlshim, mode, sync)
     assert FILLED in r.stdout and r.stdout == bare.stdout
@@ -346,7 +348,7 @@ def test_a_dispatch_waited_for_is_silent(dlshim, mode, sync):
 
 
 @pytest.mark.parametrize("mode", ["unwaited", "pushed_unwaited", "pushed2_unwaited",
-                                  "bind2_unwaited"])
+                                  "bind2_unwaited", "texel_unwaited"])
 def test_enforce_waits_for_the_dispatch_on_the_consumers_behalf(dlshim, mode):
     r = dispatch(dlshim, mode, "enforce")
     assert FILLED in r.stdout
@@ -355,7 +357,8 @@ def test_enforce_waits_for_the_dispatch_on_the_consumers_behalf(dlshim, mode):
 
 
 @pytest.mark.parametrize("mode", ["unbound", "replaced", "reset", "template", "dynamic_far",
-                                  "pushed_replaced", "pushed2_replaced", "bind2_replaced"])
+                                  "pushed_replaced", "pushed2_replaced", "bind2_replaced",
+                                  "texel_replaced"])
 def test_bytes_no_dispatch_writes_are_not_counted(dlshim, mode):
     # The buffer is in a set, but not one bound when the dispatch is
     # recorded: the dispatch writes another buffer, and this one is not

@@ -37,7 +37,9 @@
  * buffer pushed to the same binding after it.  Prefixed pushed2_, the same
  * through vkCmdPushDescriptorSet2KHR; prefixed bind2_, the set bound with
  * vkCmdBindDescriptorSets2KHR (both VK_KHR_maintenance6: exit 77 without
- * it).  Of the modes above, unsynced, fence, unwaited and replaced.
+ * it); prefixed texel_, the set holds the buffer as a storage texel buffer
+ * (a VK_FORMAT_R32_UINT view).  Of the modes above, unsynced, fence,
+ * unwaited and replaced.
  *
  * It prints what the consumer read (1 is the old value, 16843009 the
  * shader's) and exits 0 when every call it made succeeded.
@@ -53,9 +55,10 @@ static compute_rig c; /* its pipeline, set layout and pool of sets */
 
 static int far; /* dynamic_far */
 
-/* How the buffer reaches the shader: by the mode's prefix. */
-enum { BOUND, PUSHED, PUSHED2, BOUND2 } way;
-static const char *const prefixes[] = {"", "pushed", "pushed2", "bind2"};
+/* How the buffer reaches the shader: by the mode's prefix (TEXEL: bound as
+ * a storage texel buffer). */
+enum { BOUND, PUSHED, PUSHED2, BOUND2, TEXEL } way;
+static const char *const prefixes[] = {"", "pushed", "pushed2", "bind2", "texel"};
 static PFN_vkCmdPushDescriptorSetKHR push;
 static PFN_vkCmdPushDescriptorSet2KHR push2;
 static PFN_vkCmdBindDescriptorSets2KHR bind2;
@@ -111,7 +114,9 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "unsynced";
     setvbuf(stdout, NULL, _IOLBF, 0);
     mode = way_of(mode);
-    int pushed = way == PUSHED || way == PUSHED2;
+    int pushed = way == PUSHED || way == PUSHED2, texel = way == TEXEL;
+    if (texel)
+        way = BOUND;
     if (way == BOUND)
         open_device();
     else
@@ -128,8 +133,9 @@ int main(int argc, char **argv)
     make_buffer(&other, &other_memory);
     far = !strcmp(mode, "dynamic_far");
     int dynamic = far || !strcmp(mode, "dynamic");
-    VkDescriptorType type =
-        dynamic ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    VkDescriptorType type = dynamic ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC
+                            : texel ? VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER
+                                    : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     compute_open(&c, type,
                  pushed ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0);
 

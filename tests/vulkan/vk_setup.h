@@ -78,8 +78,8 @@ VkSemaphore exported_semaphore(int *fd);
 
 /* A compute pipeline whose shader writes 0x01010101 to the first words of
  * the storage buffer at set 0, binding 0 (one word a workgroup: 16 for a
- * dispatch of 16 x 1 x 1), bound as `type` (a plain or a dynamic storage
- * buffer), and a pool of 8 sets of its layout that can be freed; the set
+ * dispatch of 16 x 1 x 1), bound as `type` (a plain, a dynamic or a texel
+ * storage buffer), and a pool of 8 sets of its layout that can be freed; the set
  * layout created with `flags` (its push descriptor bit: set 0 is pushed,
  * VK_KHR_push_descriptor). */
 typedef struct {
@@ -88,13 +88,16 @@ typedef struct {
     VkPipelineLayout layout;
     VkPipeline pipeline;
     VkDescriptorPool pool;
+    VkBufferView view[8]; /* compute_write's, for a storage texel buffer */
+    unsigned views;
 } compute_rig;
 /* After open_device. */
 void compute_open(compute_rig *c, VkDescriptorType type, VkDescriptorSetLayoutCreateFlags flags);
 /* A set allocated from the pool, empty. */
 VkDescriptorSet compute_set(const compute_rig *c);
-/* The buffer's first 4 KiB written to the set's binding 0. */
-void compute_write(const compute_rig *c, VkDescriptorSet set, VkBuffer buffer);
+/* The buffer's first 4 KiB written to the set's binding 0 (a storage
+ * texel buffer: through a view of them as VK_FORMAT_R32_UINT). */
+void compute_write(compute_rig *c, VkDescriptorSet set, VkBuffer buffer);
 /* Everything destroyed (before rig_close). */
 void compute_close(compute_rig *c);
 
