@@ -8,9 +8,15 @@
  * descriptor set holds: its layout's bindings (copied at allocation, as a
  * layout may be destroyed while its sets live), the buffers written into
  * it (vkUpdateDescriptorSets' writes and copies), and the sets bound to a
- * command buffer's compute bind point with their dynamic offsets.  A
- * dispatch then counts as a write of every storage buffer (plain or
- * dynamic) bound: recorded into the command buffer as its fills are
+ * command buffer's compute bind point with their dynamic offsets (by
+ * vkCmdBindDescriptorSets, or VK_KHR_maintenance6's
+ * vkCmdBindDescriptorSets2KHR where its stages include compute), or the
+ * storage buffers pushed into a slot (vkCmdPushDescriptorSetKHR and its
+ * maintenance6 form: the writes are given at recording, and a later push
+ * into the same slot updates it in place).  A dispatch then counts as a
+ * write of every storage buffer (plain, dynamic, or a storage texel buffer:
+ * the bytes of its buffer view, followed from vkCreateBufferView) bound or
+ * pushed: recorded into the command buffer as its fills are
  * (ds_vk_recorded_write), submitted with it.
  *
  * Conservative: whether a shader only reads a storage buffer is in its
@@ -24,17 +30,21 @@
  * race, never make one): a set, a layout or a command buffer that finds no
  * slot, a layout of more than DS_VK_LAYOUT_BINDINGS bindings, descriptors
  * past a set's first DS_VK_SET_DESCRIPTORS, dynamic offsets past a bound
- * set's first DS_VK_SET_DYNAMIC.  Unseen too, and never kept stale: a set
+ * set's first DS_VK_SET_DYNAMIC, storage buffers pushed past a command
+ * buffer's first DS_VK_PUSHED.  Unseen too, and never kept stale: a set
  * updated through a template (forgotten), sets of update-after-bind layouts
  * (their contents are read at submission, not at recording), push
- * descriptors and descriptor buffers (the slot they take is emptied),
- * storage texel buffers (a view, not followed), mutable descriptors.
+ * descriptors given through a template and descriptor buffers (the slot
+ * they take is emptied), a buffer view that finds no slot (a storage
+ * texel buffer through it), mutable descriptors.
  *
- * Wraps (vulkan_descriptors.def): vkCreateDescriptorSetLayout,
- * vkDestroyDescriptorSetLayout, vkAllocateDescriptorSets,
+ * Wraps (vulkan_descriptors.def): vkCreateBufferView, vkDestroyBufferView,
+ * vkCreateDescriptorSetLayout, vkDestroyDescriptorSetLayout,
+ * vkAllocateDescriptorSets,
  * vkFreeDescriptorSets, vkResetDescriptorPool, vkDestroyDescriptorPool,
  * vkUpdateDescriptorSets, vkUpdateDescriptorSetWithTemplate(KHR),
  * vkCmdBindDescriptorSets, vkCmdPushDescriptorSetKHR,
+ * vkCmdBindDescriptorSets2KHR, vkCmdPushDescriptorSet2KHR,
  * vkCmdPushDescriptorSetWithTemplateKHR, vkCmdSetDescriptorBufferOffsetsEXT,
  * vkCmdDispatch, vkCmdDispatchIndirect, vkCmdDispatchBase(KHR).
  */
@@ -49,6 +59,8 @@
 #define DS_VK_SET_DESCRIPTORS 32u  /* a set's descriptors kept, in binding order */
 #define DS_VK_BOUND_SETS 8u        /* compute sets followed per command buffer */
 #define DS_VK_SET_DYNAMIC 8u       /* dynamic offsets kept per bound set */
+#define DS_VK_PUSHED 8u            /* push descriptors followed per command buffer */
+#define DS_VK_VIEWS 1024u          /* buffer views (a power of two) */
 
 #define DELETED (~(uint64_t)0)
 
@@ -78,16 +90,34 @@ typedef struct {
     descriptor d[DS_VK_SET_DESCRIPTORS];
 } known_set;
 
-/* The sets bound to a command buffer's compute bind point. */
+/* A storage buffer pushed into a set slot (vkCmdPushDescriptorSetKHR),
+ * under the binding and array element it was written to. */
+typedef struct {
+    uint32_t set, number, element;
+    uint64_t buffer, offset, range; /* buffer 0: a free entry */
+} pushed;
+
+/* The sets bound to a command buffer's compute bind point, and the
+ * storage buffers pushed into the slots that hold push descriptors. */
 typedef struct {
     uint64_t handle; /* the command buffer; 0: free (never deleted: Begin empties it) */
     uint64_t bound[DS_VK_BOUND_SETS];
     uint32_t dynamic[DS_VK_BOUND_SETS][DS_VK_SET_DYNAMIC];
     uint8_t dynamic_known[DS_VK_BOUND_SETS]; /* how many of dynamic[i] are known */
+    uint8_t push_slots;                       /* bit i: slot i holds push descriptors */
+    pushed p[DS_VK_PUSHED];
 } binder;
+
+/* A buffer view: the bytes of its buffer that a storage texel buffer
+ * through it writes. */
+typedef struct {
+    uint64_t handle; /* 0: free; DELETED */
+    descriptor d;
+} known_view;
 
 static known_layout *known_layouts;
 static known_set *known_sets;
+static known_view *known_views;
 static binder *binders;
 /* Each set's pool, beside the sets (by slot): a pool reset walks these
  * 32 KiB, not the sets' 4 MiB. */
@@ -136,10 +166,18 @@ static binder *binder_of(uint64_t handle, bool insert)
     return slot_of(binders, sizeof(binder), DS_VK_BINDERS, handle, insert);
 }
 
+static known_view *view_of(uint64_t handle, bool insert)
+{
+    if (!known_views && insert)
+        known_views = ds_map(sizeof(known_view) * DS_VK_VIEWS, false);
+    return slot_of(known_views, sizeof(known_view), DS_VK_VIEWS, handle, insert);
+}
+
 static bool is_storage(VkDescriptorType type)
 {
     return type == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER ||
-           type == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC;
+           type == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC ||
+           type == VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER;
 }
 
 /* Whether a binding's descriptors take dynamic offsets (uniform ones
@@ -285,6 +323,42 @@ static bool descriptor_at(const shape *s, uint32_t number, uint64_t element, uin
     return false;
 }
 
+/* A buffer view made: the bytes of its buffer it covers (a handle made
+ * again replaces what was kept under it). */
+static void view_created(VkBufferView view, const VkBufferViewCreateInfo *info)
+{
+    if (!ds_sync_enabled() || !info)
+        return;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    known_view *v = view_of(P(view), true);
+    if (v)
+        *v = (known_view){P(view), {P(info->buffer), info->offset, info->range}};
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+static void view_destroyed(VkBufferView view)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    known_view *v = view_of(P(view), false);
+    if (v)
+        v->handle = DELETED;
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* Lock held.  What the k-th descriptor of a write holds, where it is a
+ * storage buffer (a storage texel buffer: its view's bytes); nothing
+ * ({0}) for any other, or a view not followed. */
+static descriptor written(const VkWriteDescriptorSet *w, uint32_t k)
+{
+    if (w->descriptorType == VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER) {
+        const known_view *v = w->pTexelBufferView ? view_of(P(w->pTexelBufferView[k]), false)
+                                                  : NULL;
+        return v ? v->d : (descriptor){0};
+    }
+    const VkDescriptorBufferInfo *b = is_storage(w->descriptorType) ? w->pBufferInfo : NULL;
+    return b ? (descriptor){P(b[k].buffer), b[k].offset, b[k].range} : (descriptor){0};
+}
+
 /* Lock held. */
 static void write_followed(const VkWriteDescriptorSet *w)
 {
@@ -298,8 +372,7 @@ static void write_followed(const VkWriteDescriptorSet *w)
         if (!descriptor_at(&s->s, w->dstBinding, (uint64_t)w->dstArrayElement + k, &at, &type) ||
             type != w->descriptorType || at >= DS_VK_SET_DESCRIPTORS)
             return;
-        const VkDescriptorBufferInfo *b = is_storage(type) ? w->pBufferInfo : NULL;
-        s->d[at] = b ? (descriptor){P(b[k].buffer), b[k].offset, b[k].range} : (descriptor){0};
+        s->d[at] = written(w, k);
     }
 }
 
@@ -359,6 +432,16 @@ static uint64_t dynamic_count(const shape *s)
     return n;
 }
 
+/* Lock held.  Nothing in the slot: no set, no push descriptors. */
+static void slot_emptied(binder *b, uint32_t at)
+{
+    b->bound[at] = 0;
+    b->push_slots &= (uint8_t)~(1u << at);
+    for (unsigned i = 0; i < DS_VK_PUSHED; i++)
+        if (b->p[i].set == at)
+            b->p[i].buffer = 0;
+}
+
 /* Sets bound at the compute bind point from `first` on.  Dynamic offsets
  * are handed out in order of set, then of descriptor; past a set not
  * followed (how many it takes is unknown) or past the offsets given, a
@@ -376,6 +459,7 @@ static void sets_bound(VkCommandBuffer cb, VkPipelineBindPoint point, uint32_t f
     uint64_t next = 0; /* the next dynamic offset; UINT64_MAX: lost count */
     for (uint32_t i = 0; b && i < count && first + (uint64_t)i < DS_VK_BOUND_SETS; i++) {
         uint32_t at = first + i;
+        slot_emptied(b, at);
         b->bound[at] = P(bound[i]);
         b->dynamic_known[at] = 0;
         const known_set *s = set_of(P(bound[i]), false);
@@ -396,9 +480,18 @@ static void sets_bound(VkCommandBuffer cb, VkPipelineBindPoint point, uint32_t f
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
+/* vkCmdBindDescriptorSets2KHR: as vkCmdBindDescriptorSets, for the
+ * compute bind point where its stages include compute. */
+static void sets_bound2(VkCommandBuffer cb, const VkBindDescriptorSetsInfoKHR *i)
+{
+    if (i && i->stageFlags & VK_SHADER_STAGE_COMPUTE_BIT)
+        sets_bound(cb, VK_PIPELINE_BIND_POINT_COMPUTE, i->firstSet, i->descriptorSetCount,
+                   i->pDescriptorSets, i->dynamicOffsetCount, i->pDynamicOffsets);
+}
+
 /* Slots of the compute bind point taken by what is not followed (push
- * descriptors, descriptor buffers): emptied, so that the set they replace
- * no longer counts. */
+ * descriptors through a template, descriptor buffers): emptied, so that
+ * the set they replace no longer counts. */
 static void slots_taken(VkCommandBuffer cb, VkPipelineBindPoint point, uint32_t first,
                         uint32_t count)
 {
@@ -407,8 +500,73 @@ static void slots_taken(VkCommandBuffer cb, VkPipelineBindPoint point, uint32_t 
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     binder *b = binder_of(P(cb), false);
     for (uint32_t i = 0; b && i < count && first + (uint64_t)i < DS_VK_BOUND_SETS; i++)
-        b->bound[first + i] = 0;
+        slot_emptied(b, first + i);
     ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* Lock held.  One descriptor pushed into slot `at`: a storage buffer kept
+ * under its (binding, element), anything else forgetting what was there.
+ * A write's run over into the next binding is kept under the element past
+ * its binding's end (the set's layout is the pipeline layout's, not
+ * followed): a later push that names the same descriptor by its own
+ * binding then adds to it rather than replacing it, which counts a buffer
+ * no longer there. */
+static void descriptor_pushed(binder *b, uint32_t at, uint32_t number, uint32_t element,
+                              descriptor d)
+{
+    pushed *slot = NULL, *empty = NULL;
+    for (unsigned i = 0; i < DS_VK_PUSHED && !slot; i++) {
+        pushed *p = &b->p[i];
+        if (p->buffer && p->set == at && p->number == number && p->element == element)
+            slot = p;
+        else if (!p->buffer && !empty)
+            empty = p;
+    }
+    if (!d.buffer) {
+        if (slot)
+            slot->buffer = 0;
+        return;
+    }
+    slot = slot ? slot : empty; /* none: unseen */
+    if (slot)
+        *slot = (pushed){at, number, element, d.buffer, d.offset, d.range};
+}
+
+/* Push descriptors written into the compute bind point's slot `set`: the
+ * set it held replaced; pushes into a slot that holds push descriptors
+ * already update it in place, as the driver does.  Push descriptors are
+ * never dynamic. */
+static void descriptors_pushed(VkCommandBuffer cb, VkPipelineBindPoint point, uint32_t set,
+                               uint32_t count, const VkWriteDescriptorSet *writes)
+{
+    if (!ds_sync_enabled() || point != VK_PIPELINE_BIND_POINT_COMPUTE ||
+        set >= DS_VK_BOUND_SETS)
+        return;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    binder *b = binder_of(P(cb), true);
+    if (b) {
+        b->handle = P(cb);
+        if (!(b->push_slots & (1u << set)))
+            slot_emptied(b, set);
+        b->push_slots |= (uint8_t)(1u << set);
+    }
+    for (uint32_t i = 0; b && writes && i < count; i++) {
+        const VkWriteDescriptorSet *w = &writes[i];
+        if (w->descriptorType == VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK)
+            continue; /* its count is bytes */
+        for (uint32_t k = 0; k < w->descriptorCount; k++)
+            descriptor_pushed(b, set, w->dstBinding, w->dstArrayElement + k, written(w, k));
+    }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* vkCmdPushDescriptorSet2KHR: as vkCmdPushDescriptorSetKHR, for the
+ * compute bind point where its stages include compute. */
+static void descriptors_pushed2(VkCommandBuffer cb, const VkPushDescriptorSetInfoKHR *i)
+{
+    if (i && i->stageFlags & VK_SHADER_STAGE_COMPUTE_BIT)
+        descriptors_pushed(cb, VK_PIPELINE_BIND_POINT_COMPUTE, i->set, i->descriptorWriteCount,
+                           i->pDescriptorWrites);
 }
 
 /* Lock held.  The storage buffers of one bound set, as (buffer, offset,
@@ -442,10 +600,13 @@ static void dispatched(VkCommandBuffer cb, bool any)
     descriptor w[16];
     unsigned n = 0;
     ds_lock_take(DS_LOCK_HOOK_TABLES);
-    const binder *b = known_sets ? binder_of(P(cb), false) : NULL;
+    const binder *b = binder_of(P(cb), false);
     for (uint32_t at = 0; b && at < DS_VK_BOUND_SETS; at++)
-        if (b->bound[at])
+        if (b->bound[at] && known_sets)
             n = set_writes(b, at, w, n, (unsigned)DS_ARRAY_LEN(w));
+    for (unsigned i = 0; b && i < DS_VK_PUSHED && n < DS_ARRAY_LEN(w); i++)
+        if (b->p[i].buffer)
+            w[n++] = (descriptor){b->p[i].buffer, b->p[i].offset, b->p[i].range};
     ds_lock_give(DS_LOCK_HOOK_TABLES);
     for (unsigned i = 0; i < n; i++)
         ds_vk_recorded_write(cb, (VkBuffer)(uintptr_t)w[i].buffer, w[i].offset, w[i].range);

@@ -15,7 +15,8 @@
  * itself (ds_vk_buffer_exported), where a CUDA or HIP tensor over their
  * mapping of an import of it finds them when it is imported, whenever
  * that mapping was made (ds_alloc_alias_range).  A secondary command
- * buffer's writes are unseen, which can hide a race, never make one.
+ * buffer records its writes as a primary does; vkCmdExecuteCommands hands
+ * them to the primary that executes it, whose submission makes them.
  *
  * Semaphores are edges: a binary one an event (recorded where a submission
  * signals it, waited for where one waits), a timeline one an event per
@@ -30,7 +31,7 @@
  *
  * Wraps (vulkan_queues.def): vkBeginCommandBuffer, vkResetCommandBuffer,
  * vkCmdFillBuffer, vkCmdUpdateBuffer, vkCmdCopyBuffer, vkCmdCopyImageToBuffer,
- * vkQueueSubmit, vkQueueSubmit2(KHR), vkQueueWaitIdle, vkDeviceWaitIdle,
+ * vkCmdExecuteCommands, vkQueueSubmit, vkQueueSubmit2(KHR), vkQueueWaitIdle, vkDeviceWaitIdle,
  * vkWaitForFences, vkGetFenceStatus, vkDestroyFence, vkCreateSemaphore,
  * vkDestroySemaphore, vkGetSemaphoreFdKHR, vkWaitSemaphores(KHR),
  * vkGetSemaphoreCounterValue(KHR).
@@ -42,7 +43,14 @@
 #include "vulkan_family.h"
 
 #define DS_VK_RECORDINGS 4096u /* command buffers (a power of two) */
-#define DS_VK_RECORDED 16u     /* writes kept per command buffer; more are unseen */
+/* Writes kept per command buffer, a primary's with those of the secondaries
+ * it executes.  More are unseen rather than widened into a write of the
+ * whole buffer: a conservative overflow would report handoffs of bytes no
+ * command wrote, which the model never does (an unseen write can hide a
+ * race, never make one).  Distinct writes are few (a write kept once: see
+ * ds_vk_recorded_write), so the bound is 32, twice a single command
+ * buffer's old 16, for a primary that gathers a few secondaries' writes. */
+#define DS_VK_RECORDED 32u
 
 typedef struct {
     uint64_t buffer, offset, size;
@@ -90,8 +98,17 @@ static void recording_reset(VkCommandBuffer cb)
     ds_vk_bindings_reset(cb);
 }
 
-/* A write kept once: dispatch after dispatch through the same sets writes
- * the same ranges, which would otherwise fill the recording. */
+/* Lock held.  A write kept once: dispatch after dispatch through the same
+ * sets writes the same ranges, which would otherwise fill the recording. */
+static void kept(recording *r, const recorded *w)
+{
+    uint32_t k = 0;
+    while (r && k < r->n && memcmp(&r->w[k], w, sizeof(*w)) != 0)
+        k++;
+    if (r && k == r->n && r->n < DS_VK_RECORDED)
+        r->w[r->n++] = *w;
+}
+
 void ds_vk_recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
                           VkDeviceSize size)
 {
@@ -99,12 +116,26 @@ void ds_vk_recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offs
         return;
     recorded w = {P(buffer), offset, size};
     ds_lock_take(DS_LOCK_HOOK_TABLES);
-    recording *r = recording_of(cb, true);
-    uint32_t k = 0;
-    while (r && k < r->n && memcmp(&r->w[k], &w, sizeof(w)) != 0)
-        k++;
-    if (r && k == r->n && r->n < DS_VK_RECORDED)
-        r->w[r->n++] = w;
+    kept(recording_of(cb, true), &w);
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* Secondary command buffers executed from a primary: their writes, as
+ * recorded by now (a secondary recorded again later invalidates the
+ * primary, which must be recorded again too), become the primary's, made
+ * when it is submitted. */
+static void secondaries_executed(VkCommandBuffer primary, uint32_t count,
+                                 const VkCommandBuffer *secondaries)
+{
+    if (!ds_sync_enabled() || !secondaries)
+        return;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    recording *to = recording_of(primary, true);
+    for (uint32_t i = 0; to && i < count; i++) {
+        const recording *from = recording_of(secondaries[i], false);
+        for (uint32_t k = 0; from && from != to && k < from->n; k++)
+            kept(to, &from->w[k]);
+    }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 

@@ -190,10 +190,11 @@ $(SIMDEV)/libamdhip64.so.5: tests/simdev/hip.c tests/simdev/engine.c tests/simde
 	    -Wl,--version-script=tests/simdev/hip.map -o $@ tests/simdev/hip.c tests/simdev/engine.c \
 	    $(VARIANT_LDFLAGS)
 
-# A Vulkan layer that gives a driver without it VK_KHR_external_semaphore_fd
-# (lavapipe: tests/simdev/vk_semaphore_fd.c), with its manifest beside it.
+# A Vulkan layer that gives a driver without them VK_KHR_external_semaphore_fd
+# and VK_KHR_maintenance6's descriptor commands (lavapipe:
+# tests/simdev/vk_semaphore_fd.c), with its manifest beside it.
 VK_SEMAPHORE_FD := $(SIMDEV)/vulkan/libvk_semaphore_fd.so $(SIMDEV)/vulkan/vk_semaphore_fd.json
-$(SIMDEV)/vulkan/libvk_semaphore_fd.so: tests/simdev/vk_semaphore_fd.c
+$(SIMDEV)/vulkan/libvk_semaphore_fd.so: tests/simdev/vk_semaphore_fd.c tests/vulkan/vk_maintenance6.h
 	@mkdir -p $(dir $@)
 	$(CC) $(SIMDEV_CFLAGS) -shared -o $@ $< $(VARIANT_LDFLAGS)
 $(SIMDEV)/vulkan/vk_semaphore_fd.json: tests/simdev/vk_semaphore_fd.json
@@ -277,7 +278,7 @@ VULKAN_PROGS := $(BUILD)/tests/vulkan/vk_share $(BUILD)/tests/vulkan/vk_hip \
                 $(BUILD)/tests/vulkan/vk_queue $(BUILD)/tests/vulkan/vk_timeline \
                 $(BUILD)/tests/vulkan/vk_dispatch $(BUILD)/tests/vulkan/vk_extsem
 $(BUILD)/tests/vulkan/%: tests/vulkan/%.c tests/vulkan/vk_setup.c tests/vulkan/vk_setup.h \
-                         tests/device/cuda_check.h include/dlshim.h
+                         tests/vulkan/vk_maintenance6.h tests/device/cuda_check.h include/dlshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DEVICE_PROG_FLAGS) -o $@ $< tests/vulkan/vk_setup.c -lvulkan $(VK_RUNTIME) \
 	    $(VARIANT_LDFLAGS)

@@ -43,6 +43,7 @@ typedef VkFlags VkImageAspectFlags;
 typedef VkFlags VkShaderStageFlags;
 typedef VkFlags VkDescriptorSetLayoutCreateFlags;
 typedef VkFlags VkDescriptorPoolResetFlags;
+typedef VkFlags VkBufferViewCreateFlags;
 typedef uint32_t VkBool32;
 
 typedef struct VkInstance_T *VkInstance;
@@ -100,16 +101,22 @@ typedef enum VkSemaphoreWaitFlagBits {
 } VkSemaphoreWaitFlagBits;
 typedef enum VkImageLayout { VK_IMAGE_LAYOUT_MAX_ENUM = 0x7FFFFFFF } VkImageLayout;
 typedef enum VkDescriptorType {
+    VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER = 5,
     VK_DESCRIPTOR_TYPE_STORAGE_BUFFER = 7,
     VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC = 8,
     VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC = 9,
     VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK = 1000138000,
     VK_DESCRIPTOR_TYPE_MAX_ENUM = 0x7FFFFFFF
 } VkDescriptorType;
+typedef enum VkFormat { VK_FORMAT_MAX_ENUM = 0x7FFFFFFF } VkFormat;
 typedef enum VkPipelineBindPoint {
     VK_PIPELINE_BIND_POINT_COMPUTE = 1,
     VK_PIPELINE_BIND_POINT_MAX_ENUM = 0x7FFFFFFF
 } VkPipelineBindPoint;
+typedef enum VkShaderStageFlagBits {
+    VK_SHADER_STAGE_COMPUTE_BIT = 0x20,
+    VK_SHADER_STAGE_FLAG_BITS_MAX_ENUM = 0x7FFFFFFF
+} VkShaderStageFlagBits;
 typedef enum VkDescriptorSetLayoutCreateFlagBits {
     VK_DESCRIPTOR_SET_LAYOUT_CREATE_UPDATE_AFTER_BIND_POOL_BIT = 2,
     VK_DESCRIPTOR_SET_LAYOUT_CREATE_FLAG_BITS_MAX_ENUM = 0x7FFFFFFF
@@ -371,6 +378,16 @@ typedef struct VkDescriptorSetAllocateInfo {
     const VkDescriptorSetLayout *pSetLayouts;
 } VkDescriptorSetAllocateInfo;
 
+typedef struct VkBufferViewCreateInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkBufferViewCreateFlags flags;
+    VkBuffer buffer;
+    VkFormat format;
+    VkDeviceSize offset;
+    VkDeviceSize range;
+} VkBufferViewCreateInfo;
+
 typedef struct VkDescriptorBufferInfo {
     VkBuffer buffer;
     VkDeviceSize offset;
@@ -403,6 +420,33 @@ typedef struct VkCopyDescriptorSet {
 } VkCopyDescriptorSet;
 #endif
 typedef struct VkCommandBufferBeginInfo VkCommandBufferBeginInfo;
+
+/* VK_KHR_maintenance6 (Vulkan 1.4's core), newer than Debian 12's headers
+ * (1.3.239): tests/abi checks these against tests/vulkan/vk_maintenance6.h
+ * there, which stands in for the headers that lack them. */
+#ifndef DS_ABI_SDK_TYPES
+typedef struct VkBindDescriptorSetsInfoKHR {
+    VkStructureType sType;
+    const void *pNext;
+    VkShaderStageFlags stageFlags;
+    VkPipelineLayout layout;
+    uint32_t firstSet;
+    uint32_t descriptorSetCount;
+    const VkDescriptorSet *pDescriptorSets;
+    uint32_t dynamicOffsetCount;
+    const uint32_t *pDynamicOffsets;
+} VkBindDescriptorSetsInfoKHR;
+
+typedef struct VkPushDescriptorSetInfoKHR {
+    VkStructureType sType;
+    const void *pNext;
+    VkShaderStageFlags stageFlags;
+    VkPipelineLayout layout;
+    uint32_t set;
+    uint32_t descriptorWriteCount;
+    const VkWriteDescriptorSet *pDescriptorWrites;
+} VkPushDescriptorSetInfoKHR;
+#endif
 
 /* The functions the layer forwards to or answers for. */
 typedef PFN_vkVoidFunction (*PFN_vkGetInstanceProcAddr)(VkInstance instance,
@@ -530,6 +574,17 @@ typedef void (*PFN_vkCmdDispatchBaseKHR)(VkCommandBuffer commandBuffer, uint32_t
     uint32_t groupCountZ);
 typedef VkResult (*PFN_vkGetSemaphoreFdKHR)(VkDevice device,
     const VkSemaphoreGetFdInfoKHR *pGetFdInfo, int *pFd);
+typedef VkResult (*PFN_vkCreateBufferView)(VkDevice device,
+    const VkBufferViewCreateInfo *pCreateInfo, const VkAllocationCallbacks *pAllocator,
+    VkBufferView *pView);
+typedef void (*PFN_vkDestroyBufferView)(VkDevice device, VkBufferView bufferView,
+    const VkAllocationCallbacks *pAllocator);
+typedef void (*PFN_vkCmdExecuteCommands)(VkCommandBuffer commandBuffer,
+    uint32_t commandBufferCount, const VkCommandBuffer *pCommandBuffers);
+typedef void (*PFN_vkCmdBindDescriptorSets2KHR)(VkCommandBuffer commandBuffer,
+    const VkBindDescriptorSetsInfoKHR *pBindDescriptorSetsInfo);
+typedef void (*PFN_vkCmdPushDescriptorSet2KHR)(VkCommandBuffer commandBuffer,
+    const VkPushDescriptorSetInfoKHR *pPushDescriptorSetInfo);
 
 /* ---- the loader's layer interface (vk_layer.h) ---- */
 typedef PFN_vkVoidFunction (*PFN_GetPhysicalDeviceProcAddr)(VkInstance instance,

@@ -3,6 +3,8 @@
 #ifdef DS_ABI_SDK_TYPES
 #include <vulkan/vk_layer.h>
 #include <vulkan/vulkan.h>
+
+#include "../vulkan/vk_maintenance6.h" /* what headers before 1.3.280 lack */
 #endif
 #include "abi/vulkan.h"
 #include "facts.h"
@@ -107,6 +109,22 @@ DS_FACTS(vulkan) = {
     DS_FACT(VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC), DS_FACT(VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC),
     DS_FACT(VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK), DS_FACT(sizeof(VkDescriptorType)),
     DS_FACT(VK_PIPELINE_BIND_POINT_COMPUTE), DS_FACT(sizeof(VkPipelineBindPoint)),
+    DS_FACT(VK_SHADER_STAGE_COMPUTE_BIT), DS_FACT(sizeof(VkShaderStageFlagBits)),
+    DS_FACT(VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER), DS_FACT(sizeof(VkFormat)),
+    DS_HEADER_FIELDS(VkBufferViewCreateInfo), DS_FIELD(VkBufferViewCreateInfo, flags),
+    DS_FIELD(VkBufferViewCreateInfo, buffer), DS_FIELD(VkBufferViewCreateInfo, format),
+    DS_FIELD(VkBufferViewCreateInfo, offset), DS_FIELD(VkBufferViewCreateInfo, range),
+    DS_HEADER_FIELDS(VkBindDescriptorSetsInfoKHR),
+    DS_FIELD(VkBindDescriptorSetsInfoKHR, stageFlags), DS_FIELD(VkBindDescriptorSetsInfoKHR, layout),
+    DS_FIELD(VkBindDescriptorSetsInfoKHR, firstSet),
+    DS_FIELD(VkBindDescriptorSetsInfoKHR, descriptorSetCount),
+    DS_FIELD(VkBindDescriptorSetsInfoKHR, pDescriptorSets),
+    DS_FIELD(VkBindDescriptorSetsInfoKHR, dynamicOffsetCount),
+    DS_FIELD(VkBindDescriptorSetsInfoKHR, pDynamicOffsets),
+    DS_HEADER_FIELDS(VkPushDescriptorSetInfoKHR), DS_FIELD(VkPushDescriptorSetInfoKHR, stageFlags),
+    DS_FIELD(VkPushDescriptorSetInfoKHR, layout), DS_FIELD(VkPushDescriptorSetInfoKHR, set),
+    DS_FIELD(VkPushDescriptorSetInfoKHR, descriptorWriteCount),
+    DS_FIELD(VkPushDescriptorSetInfoKHR, pDescriptorWrites),
     DS_FACT(VK_DESCRIPTOR_SET_LAYOUT_CREATE_UPDATE_AFTER_BIND_POOL_BIT),
     DS_FACT(sizeof(VkDescriptorSetLayoutCreateFlagBits)),
     DS_TYPE(VkDescriptorSetLayoutBinding), DS_FIELD(VkDescriptorSetLayoutBinding, binding),

@@ -167,7 +167,8 @@ def test_free_of_mapped_memory_waits_for_the_cpu_tensor_under_protect(dlshim):
 # ---- queues in the stream model: tests/vulkan/vk_queue (a fill submitted to
 # the queue, held back by an event the host sets, then a CPU tensor over the
 # buffer's host mapping handed to a consumer that reads it; image_…: an image
-# copied into the buffer instead of the fill)
+# copied into the buffer instead of the fill; secondary_…: the fill recorded
+# in a secondary command buffer that the primary executes)
 VK_QUEUE = BUILD / "tests" / "vulkan" / "vk_queue"
 FILLED, OLD = "consumer saw 16843009", "consumer saw 1"
 
@@ -178,7 +179,8 @@ def queue(dlshim, mode, sync=None, shim=True):
 
 
 @pytest.mark.parametrize("mode", ["unsynced", "early_fence", "image_unsynced",
-                                  "image_early_fence"])
+                                  "image_early_fence", "secondary_unsynced",
+                                  "secondary_early_fence"])
 def test_a_queue_write_read_on_the_host_before_it_is_waited_for(dlshim, mode):
     assert OLD in queue(dlshim, mode, shim=False).stdout  # the race is real
     r = queue(dlshim, mode, "check")
@@ -192,14 +194,14 @@ def test_a_queue_write_read_on_the_host_before_it_is_waited_for(dlshim, mode):
 
 @pytest.mark.parametrize("sync", ["check", "enforce"])
 @pytest.mark.parametrize("mode", ["fence", "fence_status", "queue_idle", "device_idle",
-                                  "image_fence", "image_queue_idle"])
+                                  "image_fence", "image_queue_idle", "secondary_fence"])
 def test_a_queue_write_waited_for_is_silent(dlshim, mode, sync):
     bare, r = queue(dlshim, mode, shim=False), queue(dlshim, mode, sync)
     assert FILLED in r.stdout and r.stdout == bare.stdout
     assert r.violations() == [] and r.of("sync") == []
 
 
-@pytest.mark.parametrize("mode", ["unwaited", "image_unwaited"])
+@pytest.mark.parametrize("mode", ["unwaited", "image_unwaited", "secondary_unwaited"])
 def test_enforce_waits_for_the_queue_on_the_consumers_behalf(dlshim, mode):
     # The fill (or the image's copy) may run, but nothing waits for it: the
     # shim waits for the submission's fence before the consumer reads.
@@ -307,16 +309,28 @@ def test_enforce_never_waits_forever_for_a_timeline_the_program_holds_back(dlshi
 # ---- dispatches through descriptor sets: tests/vulkan/vk_dispatch (a compute
 # shader writing the storage buffer at set 0, binding 0, held back by an
 # event the host sets, then a CPU tensor over the buffer's host mapping
-# handed to a consumer that reads it)
+# handed to a consumer that reads it; pushed…: the buffer pushed with
+# vkCmdPushDescriptorSetKHR instead of bound through a set;
+# texel…: bound as a storage texel buffer, through a buffer view; pushed2… and
+# bind2…: VK_KHR_maintenance6's vkCmdPushDescriptorSet2KHR and
+# vkCmdBindDescriptorSets2KHR, which lavapipe 22.3 lacks: the simulated
+# device's layer gives them, below dlshim's, as it gives vk_extsem its
+# exported semaphores)
 VK_DISPATCH = BUILD / "tests" / "vulkan" / "vk_dispatch"
+MAINTENANCE6_LAYER = "VK_LAYER_DLSHIM_simulated_semaphore_fd"
 
 
 def dispatch(dlshim, mode, sync=None, shim=True):
-    return run(dlshim, mode, shim=shim, program=VK_DISPATCH,
-               env={"DLSHIM_SYNC": sync} if sync else None)
+    env = {"DLSHIM_SYNC": sync} if sync else {}
+    if mode.startswith(("pushed2", "bind2")):
+        env["VK_ADD_LAYER_PATH"] = str(BUILD / "simdev" / "vulkan")
+        env["VK_INSTANCE_LAYERS"] = ("VK_LAYER_DLSHIM_ledger:" if shim else "") + \
+            MAINTENANCE6_LAYER
+    return run(dlshim, mode, shim=shim, program=VK_DISPATCH, env=env)
 
 
-@pytest.mark.parametrize("mode", ["unsynced", "dynamic", "copied", "indirect"])
+@pytest.mark.parametrize("mode", ["unsynced", "dynamic", "copied", "indirect", "pushed",
+                                  "pushed2", "bind2", "texel"])
 def test_a_dispatch_writes_the_storage_buffers_bound(dlshim, mode):
     assert OLD in dispatch(dlshim, mode, shim=False).stdout  # the race is real
     r = dispatch(dlshim, mode, "check")
@@ -325,26 +339,33 @@ def test_a_dispatch_writes_the_storage_buffers_bound(dlshim, mode):
 
 
 @pytest.mark.parametrize("sync", ["check", "enforce"])
-def test_a_dispatch_waited_for_is_silent(dlshim, sync):
-    bare, r = dispatch(dlshim, "fence", shim=False), dispatch(dlshim, "fence", sync)
+@pytest.mark.parametrize("mode", ["fence", "pushed_fence", "pushed2_fence", "bind2_fence",
+                                  "texel_fence"])
+def test_a_dispatch_waited_for_is_silent(dlshim, mode, sync):
+    bare, r = dispatch(dlshim, mode, shim=False), dispatch(dlshim, mode, sync)
     assert FILLED in r.stdout and r.stdout == bare.stdout
     assert handoff(r) == (["export", "import", "release"], [])
 
 
-def test_enforce_waits_for_the_dispatch_on_the_consumers_behalf(dlshim):
-    r = dispatch(dlshim, "unwaited", "enforce")
+@pytest.mark.parametrize("mode", ["unwaited", "pushed_unwaited", "pushed2_unwaited",
+                                  "bind2_unwaited", "texel_unwaited"])
+def test_enforce_waits_for_the_dispatch_on_the_consumers_behalf(dlshim, mode):
+    r = dispatch(dlshim, mode, "enforce")
     assert FILLED in r.stdout
     assert handoff(r) == (["export", "sync", "import", "release"], [])
     assert r.summary["barriers_inserted"] == 1
 
 
-@pytest.mark.parametrize("mode", ["unbound", "replaced", "reset", "template", "dynamic_far"])
+@pytest.mark.parametrize("mode", ["unbound", "replaced", "reset", "template", "dynamic_far",
+                                  "pushed_replaced", "pushed2_replaced", "bind2_replaced",
+                                  "texel_replaced"])
 def test_bytes_no_dispatch_writes_are_not_counted(dlshim, mode):
     # The buffer is in a set, but not one bound when the dispatch is
     # recorded: the dispatch writes another buffer, and this one is not
     # written at all (the consumer reads the old bytes, with or without the
     # shim, and no wait is owed).  dynamic_far: bound, but its dynamic
-    # offset puts the write past the bytes handed over.
+    # offset puts the write past the bytes handed over.  pushed_replaced:
+    # pushed, then another buffer pushed to the same binding.
     bare, r = dispatch(dlshim, mode, shim=False), dispatch(dlshim, mode, "check")
     assert OLD in bare.stdout and r.stdout == bare.stdout
     assert handoff(r) == (["export", "import", "release"], [])

@@ -1,11 +1,12 @@
 /*
- * vk_semaphore_fd.c — a Vulkan layer that gives a driver without it the
+ * vk_semaphore_fd.c — a Vulkan layer that gives a driver without them the
  * device extension VK_KHR_external_semaphore_fd, as far as a test of an
  * exported semaphore needs: Mesa's lavapipe (Debian 12's 22.3) exports
  * memory as a file descriptor but no semaphore, and the simulated CUDA
- * device (cuda_driver.c) imports one.  The test programs call Vulkan as
- * they would on a driver with the extension; this layer sits below
- * dlshim's, as a driver's own implementation would.
+ * device (cuda_driver.c) imports one; and VK_KHR_maintenance6's descriptor
+ * set commands, which lavapipe 22.3 lacks too.  The test programs call
+ * Vulkan as they would on a driver with the extensions; this layer sits
+ * below dlshim's, as a driver's own implementation would.
  *
  *   vkCreateDevice       the extension taken out of what the driver is asked
  *   vkCreateSemaphore    the same for the semaphore's export information
@@ -21,6 +22,10 @@
  *                        other API had signalled)
  *   vkWaitSemaphores(KHR)  the same for the host's wait: an exported
  *                        timeline semaphore's value is taken as reached
+ *   vkCmdBindDescriptorSets2KHR, vkCmdPushDescriptorSet2KHR
+ *                        the compute bind point's vkCmdBindDescriptorSets
+ *                        and vkCmdPushDescriptorSetKHR (maintenance6 asked
+ *                        for, the driver is asked for VK_KHR_push_descriptor)
  *
  * One instance and one device at a time: the test programs make no more.
  * Its manifest (vk_semaphore_fd.json) names the extension, which the loader
@@ -30,6 +35,8 @@
 #include <sys/mman.h>
 #include <vulkan/vk_layer.h>
 #include <vulkan/vulkan.h>
+
+#include "../vulkan/vk_maintenance6.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define EXTENSION VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME
@@ -42,6 +49,8 @@ static PFN_vkGetDeviceProcAddr next_gdpa;
 static PFN_vkQueueSubmit next_submit;
 static PFN_vkWaitSemaphores next_wait;
 static PFN_vkCreateSemaphore next_create_semaphore;
+static PFN_vkCmdBindDescriptorSets next_bind;
+static PFN_vkCmdPushDescriptorSetKHR next_push;
 static VkSemaphore exported[MAX_EXPORTED];
 static unsigned n_exported;
 
@@ -175,6 +184,20 @@ static VKAPI_ATTR VkResult VKAPI_CALL wait_semaphores(VkDevice device,
     return kept.semaphoreCount ? next_wait(device, &kept, timeout) : VK_SUCCESS;
 }
 
+static VKAPI_ATTR void VKAPI_CALL bind_descriptor_sets2(VkCommandBuffer cb,
+                                                       const VkBindDescriptorSetsInfoKHR *i)
+{
+    next_bind(cb, VK_PIPELINE_BIND_POINT_COMPUTE, i->layout, i->firstSet, i->descriptorSetCount,
+              i->pDescriptorSets, i->dynamicOffsetCount, i->pDynamicOffsets);
+}
+
+static VKAPI_ATTR void VKAPI_CALL push_descriptor_set2(VkCommandBuffer cb,
+                                                      const VkPushDescriptorSetInfoKHR *i)
+{
+    next_push(cb, VK_PIPELINE_BIND_POINT_COMPUTE, i->layout, i->set, i->descriptorWriteCount,
+              i->pDescriptorWrites);
+}
+
 static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical,
                                                     const VkDeviceCreateInfo *info,
                                                     const VkAllocationCallbacks *cb,
@@ -191,9 +214,13 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical,
     VkDeviceCreateInfo asked = *info;
     asked.enabledExtensionCount = 0;
     asked.ppEnabledExtensionNames = names;
-    for (uint32_t i = 0; i < info->enabledExtensionCount && i < MAX_LIST; i++)
-        if (strcmp(info->ppEnabledExtensionNames[i], EXTENSION))
-            names[asked.enabledExtensionCount++] = info->ppEnabledExtensionNames[i];
+    for (uint32_t i = 0; i < info->enabledExtensionCount && i < MAX_LIST - 1; i++) {
+        const char *e = info->ppEnabledExtensionNames[i];
+        if (!strcmp(e, VK_KHR_MAINTENANCE_6_EXTENSION_NAME))
+            names[asked.enabledExtensionCount++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+        else if (strcmp(e, EXTENSION))
+            names[asked.enabledExtensionCount++] = e;
+    }
     PFN_vkCreateDevice create = (PFN_vkCreateDevice)gipa(instance, "vkCreateDevice");
     VkResult r = create(physical, &asked, cb, out);
     if (r == VK_SUCCESS) {
@@ -202,6 +229,8 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical,
         next_wait = (PFN_vkWaitSemaphores)next_gdpa(*out, "vkWaitSemaphores");
         if (!next_wait)
             next_wait = (PFN_vkWaitSemaphores)next_gdpa(*out, "vkWaitSemaphoresKHR");
+        next_bind = (PFN_vkCmdBindDescriptorSets)next_gdpa(*out, "vkCmdBindDescriptorSets");
+        next_push = (PFN_vkCmdPushDescriptorSetKHR)next_gdpa(*out, "vkCmdPushDescriptorSetKHR");
     }
     n_exported = 0;
     return r;
@@ -221,7 +250,9 @@ static PFN_vkVoidFunction ours(const char *name)
                {"vkCreateSemaphore", (PFN_vkVoidFunction)create_semaphore},
                {"vkQueueSubmit", (PFN_vkVoidFunction)queue_submit},
                {"vkWaitSemaphores", (PFN_vkVoidFunction)wait_semaphores},
-               {"vkWaitSemaphoresKHR", (PFN_vkVoidFunction)wait_semaphores}};
+               {"vkWaitSemaphoresKHR", (PFN_vkVoidFunction)wait_semaphores},
+               {"vkCmdBindDescriptorSets2KHR", (PFN_vkVoidFunction)bind_descriptor_sets2},
+               {"vkCmdPushDescriptorSet2KHR", (PFN_vkVoidFunction)push_descriptor_set2}};
     for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
         if (!strcmp(name, fns[i].name))
             return fns[i].fn;

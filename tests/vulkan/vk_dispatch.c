@@ -31,6 +31,16 @@
  *   template   the buffer's set updated through a descriptor update
  *              template to hold another buffer before it is bound (no race)
  *
+ * Prefixed pushed_ (pushed alone: unsynced), set 0 is a push descriptor set
+ * (VK_KHR_push_descriptor; exit 77 without it): the buffer is pushed with
+ * vkCmdPushDescriptorSetKHR instead of bound, and in replaced mode another
+ * buffer pushed to the same binding after it.  Prefixed pushed2_, the same
+ * through vkCmdPushDescriptorSet2KHR; prefixed bind2_, the set bound with
+ * vkCmdBindDescriptorSets2KHR (both VK_KHR_maintenance6: exit 77 without
+ * it); prefixed texel_, the set holds the buffer as a storage texel buffer
+ * (a VK_FORMAT_R32_UINT view).  Of the modes above, unsynced, fence,
+ * unwaited and replaced.
+ *
  * It prints what the consumer read (1 is the old value, 16843009 the
  * shader's) and exits 0 when every call it made succeeded.
  */
@@ -38,14 +48,58 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vk_maintenance6.h"
 #include "vk_setup.h"
 
 static compute_rig c; /* its pipeline, set layout and pool of sets */
 
 static int far; /* dynamic_far */
 
-static void bind(VkCommandBuffer cb, VkDescriptorSet set, int dynamic)
+/* How the buffer reaches the shader: by the mode's prefix (TEXEL: bound as
+ * a storage texel buffer). */
+enum { BOUND, PUSHED, PUSHED2, BOUND2, TEXEL } way;
+static const char *const prefixes[] = {"", "pushed", "pushed2", "bind2", "texel"};
+static PFN_vkCmdPushDescriptorSetKHR push;
+static PFN_vkCmdPushDescriptorSet2KHR push2;
+static PFN_vkCmdBindDescriptorSets2KHR bind2;
+
+/* The mode past its prefix, which sets `way` (a prefix alone: unsynced). */
+static const char *way_of(const char *mode)
 {
+    for (unsigned i = 1; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+        size_t n = strlen(prefixes[i]);
+        if (!strncmp(mode, prefixes[i], n) && (mode[n] == '_' || !mode[n])) {
+            way = i;
+            return mode[n] ? mode + n + 1 : "unsynced";
+        }
+    }
+    return mode;
+}
+
+/* The buffer, through its set (or pushed). */
+static void bind(VkCommandBuffer cb, VkDescriptorSet set, VkBuffer buffer, int dynamic)
+{
+    VkDescriptorBufferInfo bi = {.buffer = buffer, .offset = 0, .range = 4096};
+    VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0,
+                              .descriptorCount = 1,
+                              .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                              .pBufferInfo = &bi};
+    VkPushDescriptorSetInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PUSH_DESCRIPTOR_SET_INFO_KHR,
+                                     .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+                                     .layout = c.layout, .descriptorWriteCount = 1,
+                                     .pDescriptorWrites = &w};
+    VkBindDescriptorSetsInfoKHR si = {.sType = VK_STRUCTURE_TYPE_BIND_DESCRIPTOR_SETS_INFO_KHR,
+                                      .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+                                      .layout = c.layout, .descriptorSetCount = 1,
+                                      .pDescriptorSets = &set};
+    if (way == PUSHED)
+        push(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &w);
+    if (way == PUSHED2)
+        push2(cb, &pi);
+    if (way == BOUND2)
+        bind2(cb, &si);
+    if (way != BOUND)
+        return;
     uint32_t offset = far ? 32768 : 0;
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &set,
                             dynamic ? 1 : 0, dynamic ? &offset : NULL);
@@ -59,15 +113,31 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "unsynced";
     setvbuf(stdout, NULL, _IOLBF, 0);
-    open_device();
+    mode = way_of(mode);
+    int pushed = way == PUSHED || way == PUSHED2, texel = way == TEXEL;
+    if (texel)
+        way = BOUND;
+    if (way == BOUND)
+        open_device();
+    else
+        open_device_with(VK_API_VERSION_1_1, NULL,
+                         way == PUSHED ? VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME
+                                       : VK_KHR_MAINTENANCE_6_EXTENSION_NAME);
+    push = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(device, "vkCmdPushDescriptorSetKHR");
+    push2 = (PFN_vkCmdPushDescriptorSet2KHR)vkGetDeviceProcAddr(device,
+                                                                "vkCmdPushDescriptorSet2KHR");
+    bind2 = (PFN_vkCmdBindDescriptorSets2KHR)vkGetDeviceProcAddr(device,
+                                                                 "vkCmdBindDescriptorSets2KHR");
     queue_rig rig;
     rig_open(&rig);
     make_buffer(&other, &other_memory);
     far = !strcmp(mode, "dynamic_far");
     int dynamic = far || !strcmp(mode, "dynamic");
-    VkDescriptorType type =
-        dynamic ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    compute_open(&c, type);
+    VkDescriptorType type = dynamic ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC
+                            : texel ? VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER
+                                    : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    compute_open(&c, type,
+                 pushed ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0);
 
     /* The indirect dispatch's arguments: 16 x 1 x 1. */
     VkBuffer args;
@@ -81,8 +151,10 @@ int main(int argc, char **argv)
     VkDeviceMemory args_memory = memory_for(&req);
     VK_CHECK(vkBindBufferMemory(device, args, args_memory, 0));
 
-    VkDescriptorSet set = compute_set(&c), bound = set;
-    compute_write(&c, set, rig.buffer);
+    /* a push descriptor set layout has no sets */
+    VkDescriptorSet set = pushed ? VK_NULL_HANDLE : compute_set(&c), bound = set;
+    if (!pushed)
+        compute_write(&c, set, rig.buffer);
     if (!strcmp(mode, "copied")) {
         bound = compute_set(&c);
         VkCopyDescriptorSet copy = {.sType = VK_STRUCTURE_TYPE_COPY_DESCRIPTOR_SET,
@@ -129,11 +201,12 @@ int main(int argc, char **argv)
     vkCmdWaitEvents(cb, 1, &rig.gate, VK_PIPELINE_STAGE_HOST_BIT,
                     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, NULL, 0, NULL, 0, NULL);
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipeline);
-    bind(cb, bound, dynamic);
+    bind(cb, bound, rig.buffer, dynamic);
     if (!strcmp(mode, "replaced")) {
-        VkDescriptorSet another = compute_set(&c);
-        compute_write(&c, another, other);
-        bind(cb, another, dynamic);
+        VkDescriptorSet another = pushed ? VK_NULL_HANDLE : compute_set(&c);
+        if (!pushed)
+            compute_write(&c, another, other);
+        bind(cb, another, other, dynamic);
     }
     if (!strcmp(mode, "indirect"))
         vkCmdDispatchIndirect(cb, args, 0);

@@ -18,6 +18,10 @@
  *   unwaited      the event set (the fill may run) but nothing waited for:
  *                 what the consumer reads depends on timing (race)
  *
+ * Prefixed image_, the buffer is written by an image's copy instead of the
+ * fill; prefixed secondary_, the fill is recorded in a secondary command
+ * buffer that the gated primary executes (vkCmdExecuteCommands).
+ *
  * It prints what the consumer read (1 is the old value, 16843009 the
  * fill's) and exits 0 when every call it made succeeded.
  */
@@ -83,6 +87,15 @@ static void image_copied(VkCommandBuffer cb, VkImage img, VkBuffer buffer)
     vkCmdCopyImageToBuffer(cb, img, VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL, buffer, 1, &region);
 }
 
+/* The fill recorded in a secondary command buffer, executed from cb. */
+static void fill_executed(const queue_rig *rig, VkCommandBuffer cb)
+{
+    VkCommandBuffer secondary = rig_begin_level(rig, VK_COMMAND_BUFFER_LEVEL_SECONDARY);
+    vkCmdFillBuffer(secondary, rig->buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
+    VK_CHECK(vkEndCommandBuffer(secondary));
+    vkCmdExecuteCommands(cb, 1, &secondary);
+}
+
 static void submit(VkQueue queue, VkCommandBuffer cb, VkFence fence)
 {
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
@@ -95,6 +108,8 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "unsynced";
     int from_image = !strncmp(mode, "image_", 6);
     mode += from_image ? 6 : 0;
+    int from_secondary = !strncmp(mode, "secondary_", 10);
+    mode += from_secondary ? 10 : 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
     open_device();
     queue_rig rig;
@@ -113,6 +128,8 @@ int main(int argc, char **argv)
     VkCommandBuffer cb = rig_begin(&rig, 1);
     if (from_image)
         image_copied(cb, image_made(), rig.buffer);
+    else if (from_secondary)
+        fill_executed(&rig, cb);
     else
         vkCmdFillBuffer(cb, rig.buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
     VK_CHECK(vkEndCommandBuffer(cb));

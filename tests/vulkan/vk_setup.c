@@ -79,6 +79,7 @@ void make_buffer(VkBuffer *buffer, VkDeviceMemory *memory)
         .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
     VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .pNext = &ext,
                               .size = BYTES, .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                       VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT |
                                        VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                               .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
     VK_CHECK(vkCreateBuffer(device, &bci, NULL, buffer));
@@ -152,16 +153,25 @@ void rig_open(queue_rig *r)
     VK_CHECK(vkCreateEvent(device, &eci, NULL, &r->gate));
 }
 
-VkCommandBuffer rig_begin(const queue_rig *r, int gated)
+VkCommandBuffer rig_begin_level(const queue_rig *r, VkCommandBufferLevel level)
 {
     VkCommandBuffer cb;
     VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                       .commandPool = r->pool,
-                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandPool = r->pool, .level = level,
                                        .commandBufferCount = 1};
     VK_CHECK(vkAllocateCommandBuffers(device, &cai, &cb));
-    VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    /* a primary ignores it */
+    VkCommandBufferInheritanceInfo inherit = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO};
+    VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                      .pInheritanceInfo = &inherit};
     VK_CHECK(vkBeginCommandBuffer(cb, &begin));
+    return cb;
+}
+
+VkCommandBuffer rig_begin(const queue_rig *r, int gated)
+{
+    VkCommandBuffer cb = rig_begin_level(r, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
     if (gated)
         vkCmdWaitEvents(cb, 1, &r->gate, VK_PIPELINE_STAGE_HOST_BIT,
                         VK_PIPELINE_STAGE_TRANSFER_BIT, 0, NULL, 0, NULL, 0, NULL);
@@ -218,21 +228,52 @@ static const uint32_t shader[] = {
     0x0003003e, 0x00000013, 0x0000000f, 0x000100fd, 0x00010038
 };
 
-void compute_open(compute_rig *c, VkDescriptorType type)
+/* The same through a storage texel buffer (a VK_FORMAT_R32_UINT view):
+ *   layout(set = 0, binding = 0, r32ui) uniform writeonly uimageBuffer b;
+ *   void main() { imageStore(b, int(gl_GlobalInvocationID.x), uvec4(0x01010101u)); } */
+static const uint32_t texel_shader[] = {
+    0x07230203, 0x00010000, 0x00000000, 0x00000016, 0x00000000, 0x00020011, 0x00000001,
+    0x00020011, 0x0000002f, 0x0003000e, 0x00000000, 0x00000001, 0x0006000f, 0x00000005,
+    0x00000001, 0x6e69616d, 0x00000000, 0x00000002, 0x00060010, 0x00000001, 0x00000011,
+    0x00000001, 0x00000001, 0x00000001, 0x00040047, 0x00000002, 0x0000000b, 0x0000001c,
+    0x00040047, 0x0000000c, 0x00000022, 0x00000000, 0x00040047, 0x0000000c, 0x00000021,
+    0x00000000, 0x00030047, 0x0000000c, 0x00000019, 0x00020013, 0x00000003, 0x00030021,
+    0x00000004, 0x00000003, 0x00040015, 0x00000005, 0x00000020, 0x00000000, 0x00040017,
+    0x00000006, 0x00000005, 0x00000003, 0x00040020, 0x00000007, 0x00000001, 0x00000006,
+    0x0004003b, 0x00000007, 0x00000002, 0x00000001, 0x00040015, 0x00000008, 0x00000020,
+    0x00000001, 0x00040017, 0x00000009, 0x00000005, 0x00000004, 0x00090019, 0x0000000a,
+    0x00000005, 0x00000005, 0x00000000, 0x00000000, 0x00000000, 0x00000002, 0x00000021,
+    0x00040020, 0x0000000b, 0x00000000, 0x0000000a, 0x0004003b, 0x0000000b, 0x0000000c,
+    0x00000000, 0x00040020, 0x0000000d, 0x00000001, 0x00000005, 0x0004002b, 0x00000005,
+    0x0000000e, 0x00000000, 0x0004002b, 0x00000005, 0x0000000f, 0x01010101, 0x0007002c,
+    0x00000009, 0x00000010, 0x0000000f, 0x0000000f, 0x0000000f, 0x0000000f, 0x00050036,
+    0x00000003, 0x00000001, 0x00000000, 0x00000004, 0x000200f8, 0x00000011, 0x00050041,
+    0x0000000d, 0x00000012, 0x00000002, 0x0000000e, 0x0004003d, 0x00000005, 0x00000013,
+    0x00000012, 0x0004007c, 0x00000008, 0x00000014, 0x00000013, 0x0004003d, 0x0000000a,
+    0x00000015, 0x0000000c, 0x00040063, 0x00000015, 0x00000014, 0x00000010, 0x000100fd,
+    0x00010038
+};
+
+void compute_open(compute_rig *c, VkDescriptorType type, VkDescriptorSetLayoutCreateFlags flags)
 {
     c->type = type;
+    c->views = 0;
     VkDescriptorSetLayoutBinding b = {.binding = 0, .descriptorType = type,
                                       .descriptorCount = 1,
                                       .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     VkDescriptorSetLayoutCreateInfo lci = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 1,
-        .pBindings = &b};
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .flags = flags,
+        .bindingCount = 1, .pBindings = &b};
     VK_CHECK(vkCreateDescriptorSetLayout(device, &lci, NULL, &c->set_layout));
     VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                       .setLayoutCount = 1, .pSetLayouts = &c->set_layout};
     VK_CHECK(vkCreatePipelineLayout(device, &pli, NULL, &c->layout));
     VkShaderModuleCreateInfo smi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                     .codeSize = sizeof(shader), .pCode = shader};
+    if (type == VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER) {
+        smi.codeSize = sizeof(texel_shader);
+        smi.pCode = texel_shader;
+    }
     VkShaderModule module;
     VK_CHECK(vkCreateShaderModule(device, &smi, NULL, &module));
     VkComputePipelineCreateInfo cpi = {
@@ -259,17 +300,29 @@ VkDescriptorSet compute_set(const compute_rig *c)
     return set;
 }
 
-void compute_write(const compute_rig *c, VkDescriptorSet set, VkBuffer buffer)
+void compute_write(compute_rig *c, VkDescriptorSet set, VkBuffer buffer)
 {
     VkDescriptorBufferInfo bi = {.buffer = buffer, .offset = 0, .range = 4096};
     VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set,
                               .dstBinding = 0, .descriptorCount = 1, .descriptorType = c->type,
                               .pBufferInfo = &bi};
+    if (c->type == VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER) {
+        VkBufferViewCreateInfo vci = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+                                      .buffer = buffer, .format = VK_FORMAT_R32_UINT,
+                                      .offset = 0, .range = 4096};
+        if (c->views == sizeof(c->view) / sizeof(c->view[0]))
+            exit(1);
+        VK_CHECK(vkCreateBufferView(device, &vci, NULL, &c->view[c->views]));
+        w.pBufferInfo = NULL;
+        w.pTexelBufferView = &c->view[c->views++];
+    }
     vkUpdateDescriptorSets(device, 1, &w, 0, NULL);
 }
 
 void compute_close(compute_rig *c)
 {
+    for (unsigned i = 0; i < c->views; i++)
+        vkDestroyBufferView(device, c->view[i], NULL);
     vkDestroyDescriptorPool(device, c->pool, NULL);
     vkDestroyPipeline(device, c->pipeline, NULL);
     vkDestroyPipelineLayout(device, c->layout, NULL);

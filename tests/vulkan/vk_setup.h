@@ -52,6 +52,8 @@ typedef struct {
 void rig_open(queue_rig *r);
 /* A command buffer begun; its first command waits for the gate (gated). */
 VkCommandBuffer rig_begin(const queue_rig *r, int gated);
+/* A command buffer of that level begun (a secondary inherits nothing). */
+VkCommandBuffer rig_begin_level(const queue_rig *r, VkCommandBufferLevel level);
 /* The queue programs' handoff: a CPU tensor over the first `words` words
  * of the mapping exported by "vkproducer" and imported by "cpuconsumer",
  * which prints the word at index 1 as it read it ("consumer saw N"). */
@@ -77,21 +79,26 @@ VkSemaphore exported_semaphore(VkSemaphoreType type, int *fd);
 
 /* A compute pipeline whose shader writes 0x01010101 to the first words of
  * the storage buffer at set 0, binding 0 (one word a workgroup: 16 for a
- * dispatch of 16 x 1 x 1), bound as `type` (a plain or a dynamic storage
- * buffer), and a pool of 8 sets of its layout that can be freed. */
+ * dispatch of 16 x 1 x 1), bound as `type` (a plain, a dynamic or a texel
+ * storage buffer), and a pool of 8 sets of its layout that can be freed; the set
+ * layout created with `flags` (its push descriptor bit: set 0 is pushed,
+ * VK_KHR_push_descriptor). */
 typedef struct {
     VkDescriptorType type;
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout layout;
     VkPipeline pipeline;
     VkDescriptorPool pool;
+    VkBufferView view[8]; /* compute_write's, for a storage texel buffer */
+    unsigned views;
 } compute_rig;
 /* After open_device. */
-void compute_open(compute_rig *c, VkDescriptorType type);
+void compute_open(compute_rig *c, VkDescriptorType type, VkDescriptorSetLayoutCreateFlags flags);
 /* A set allocated from the pool, empty. */
 VkDescriptorSet compute_set(const compute_rig *c);
-/* The buffer's first 4 KiB written to the set's binding 0. */
-void compute_write(const compute_rig *c, VkDescriptorSet set, VkBuffer buffer);
+/* The buffer's first 4 KiB written to the set's binding 0 (a storage
+ * texel buffer: through a view of them as VK_FORMAT_R32_UINT). */
+void compute_write(compute_rig *c, VkDescriptorSet set, VkBuffer buffer);
 /* Everything destroyed (before rig_close). */
 void compute_close(compute_rig *c);
 
