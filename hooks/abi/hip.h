@@ -27,8 +27,11 @@ typedef enum hipMemcpyKind {
 typedef enum hipExternalMemoryHandleType_enum {
     hipExternalMemoryHandleTypeOpaqueFd = 1
 } hipExternalMemoryHandleType;
+/* The timeline type is ROCm 6's (hip_runtime_api.h; HIP 5's headers, which
+ * tests/abi checks the rest against, have no timeline semaphores). */
 typedef enum hipExternalSemaphoreHandleType_enum {
-    hipExternalSemaphoreHandleTypeOpaqueFd = 1
+    hipExternalSemaphoreHandleTypeOpaqueFd = 1,
+    hipExternalSemaphoreHandleTypeTimelineSemaphoreFd = 9
 } hipExternalSemaphoreHandleType;
 
 typedef struct dim3 {

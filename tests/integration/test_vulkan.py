@@ -558,6 +558,26 @@ def test_a_semaphore_shared_with_hip_orders_the_queue_before_its_stream(dlshim, 
     assert handoff(r) == (["export", "import", "release"], [])
 
 
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+def test_a_timeline_semaphore_shared_with_hip_orders_the_queue_by_value(dlshim, sync):
+    # Imported as ROCm 6's timeline type: the HIP stream waits for the fill's value, 2.
+    assert extsem(dlshim, "tl_vk_to_hip", shim=False, program=VK_HIP).rc == 0
+    r = extsem(dlshim, "tl_vk_to_hip", sync, program=VK_HIP)
+    assert handoff(r) == (["export", "import", "release"], [])
+
+
+def test_a_hip_wait_for_an_earlier_timeline_value_is_reported(dlshim):
+    # The HIP stream waits for 1 (an empty submission's) only; the fill signals 2.
+    assert OLD in extsem(dlshim, "tl_vk_to_hip_wait1", shim=False, program=VK_HIP).stdout
+    r = extsem(dlshim, "tl_vk_to_hip_wait1", "check", program=VK_HIP)
+    assert OLD in r.stdout
+    assert handoff(r) == (["export", "violation", "import", "release"],
+                          ["unsynchronized_handoff"])
+    [v] = r.violations()
+    assert (v["producer"], v["consumer"]) == ("vkproducer", "cpuconsumer")
+    assert v["producer_stream"].startswith("queue 0x") and v["consumer_stream"] == "host"
+
+
 def test_a_vulkan_write_the_hip_stream_did_not_wait_for(dlshim):
     r = extsem(dlshim, "vk_to_hip_nowait", "check", program=VK_HIP)
     assert handoff(r) == (["export", "violation", "import", "release"],

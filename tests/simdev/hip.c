@@ -444,16 +444,21 @@ EXPORT hipError_t hipDestroyExternalMemory(hipExternalMemory_t mem)
 /* ---- external semaphores: engine events, as the simulated CUDA driver's
  * (sim_semaphore_import) ----------------------------------------------------------- */
 
+/* ROCm 6's hipExternalSemaphoreHandleTypeTimelineSemaphoreFd, which the HIP
+ * 5 headers built against here do not name. */
+#define SIM_HIP_TIMELINE_SEMAPHORE_FD 9
+
 EXPORT hipError_t hipImportExternalSemaphore(hipExternalSemaphore_t *out,
                                              const hipExternalSemaphoreHandleDesc *desc)
 {
     CHECK_DEVICE;
     if (!out || !desc)
         return hipErrorInvalidValue;
-    if (desc->type != hipExternalSemaphoreHandleTypeOpaqueFd)
+    bool timeline = (int)desc->type == SIM_HIP_TIMELINE_SEMAPHORE_FD;
+    if (desc->type != hipExternalSemaphoreHandleTypeOpaqueFd && !timeline)
         return hipErrorNotSupported;
     sim_semaphore *e;
-    if (sim_semaphore_import(desc->handle.fd, false, &e) != 0)
+    if (sim_semaphore_import(desc->handle.fd, timeline, &e) != 0)
         return hipErrorInvalidHandle;
     *out = e;
     return hipSuccess;

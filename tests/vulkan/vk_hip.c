@@ -12,6 +12,11 @@
  *               the host synchronizes that stream, then a CPU tensor over
  *               the mapping is handed to a consumer
  *   vk_to_hip_nowait  the same without the HIP stream's wait (race)
+ *   tl_vk_to_hip  the same with a timeline semaphore (imported as ROCm 6's
+ *               timeline type): an empty submission signals 1, the fill 2,
+ *               and the HIP stream waits for 2
+ *   tl_vk_to_hip_wait1  the HIP stream waits for 1 only, the fill held
+ *               back (race)
  */
 #include <hip/hip_runtime_api.h>
 #include <stdio.h>
@@ -46,22 +51,43 @@ static void hip_import(const char *mode, VkDeviceMemory memory)
         vkFreeMemory(device, memory, NULL);
 }
 
-static void vk_to_hip(int wait)
+/* ROCm 6's hipExternalSemaphoreHandleTypeTimelineSemaphoreFd, which the HIP
+ * 5 headers built against here do not name. */
+#define HIP_TIMELINE_SEMAPHORE_FD 9
+
+/* wait: 0 none, else the value waited for (a binary semaphore: any). */
+static void vk_to_hip(int timeline, uint64_t wait)
 {
-    open_device_with(VK_API_VERSION_1_1, NULL, VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .timelineSemaphore = 1};
+    open_device_with(timeline ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1, timeline ? &f12 : NULL,
+                     VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
     queue_rig rig;
     rig_open(&rig);
     int fd;
-    VkSemaphore sem = exported_semaphore(VK_SEMAPHORE_TYPE_BINARY, &fd);
-    hipExternalSemaphoreHandleDesc desc = {.type = hipExternalSemaphoreHandleTypeOpaqueFd,
-                                           .handle.fd = fd};
+    VkSemaphore sem = exported_semaphore(
+        timeline ? VK_SEMAPHORE_TYPE_TIMELINE : VK_SEMAPHORE_TYPE_BINARY, &fd);
+    hipExternalSemaphoreHandleDesc desc = {
+        .type = timeline ? (hipExternalSemaphoreHandleType)HIP_TIMELINE_SEMAPHORE_FD
+                         : hipExternalSemaphoreHandleTypeOpaqueFd,
+        .handle.fd = fd};
     hipExternalSemaphore_t ext;
     HIP_CHECK(hipImportExternalSemaphore(&ext, &desc)); /* HIP owns the descriptor now */
     hipStream_t s;
     HIP_CHECK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
-    rig_fill_and_signal(&rig, sem, !wait); /* as vk_extsem's vk_to_cuda */
+    int racy = !wait || (timeline && wait < 2);
+    if (timeline) {
+        rig_signal_value(&rig, VK_NULL_HANDLE, sem, 1);
+        VkCommandBuffer cb = rig_begin(&rig, racy);
+        vkCmdFillBuffer(cb, rig.buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
+        VK_CHECK(vkEndCommandBuffer(cb));
+        rig_signal_value(&rig, cb, sem, 2);
+    } else {
+        rig_fill_and_signal(&rig, sem, racy); /* as vk_extsem's vk_to_cuda */
+    }
     hipExternalSemaphoreWaitParams params;
     memset(&params, 0, sizeof(params));
+    params.params.fence.value = wait;
     if (wait)
         HIP_CHECK(hipWaitExternalSemaphoresAsync(&ext, &params, 1, s));
     HIP_CHECK(hipStreamSynchronize(s));
@@ -77,8 +103,9 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "hip_clean";
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (!strncmp(mode, "vk_to_hip", 9)) {
-        vk_to_hip(!strstr(mode, "_nowait"));
+    int timeline = !strncmp(mode, "tl_", 3);
+    if (!strncmp(mode + (timeline ? 3 : 0), "vk_to_hip", 9)) {
+        vk_to_hip(timeline, strstr(mode, "_nowait") ? 0 : strstr(mode, "_wait1") ? 1 : 2);
         printf("done %s\n", mode);
         return 0;
     }

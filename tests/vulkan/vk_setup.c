@@ -341,6 +341,18 @@ void rig_submit(const queue_rig *r, VkCommandBuffer cb, VkSemaphore wait, VkSema
     VK_CHECK(vkQueueSubmit(r->queue, 1, &si, fence));
 }
 
+void rig_signal_value(const queue_rig *r, VkCommandBuffer cb, VkSemaphore timeline,
+                      uint64_t value)
+{
+    VkTimelineSemaphoreSubmitInfo tv = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                        .signalSemaphoreValueCount = 1,
+                                        .pSignalSemaphoreValues = &value};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &tv,
+                       .commandBufferCount = cb ? 1 : 0, .pCommandBuffers = &cb,
+                       .signalSemaphoreCount = 1, .pSignalSemaphores = &timeline};
+    VK_CHECK(vkQueueSubmit(r->queue, 1, &si, VK_NULL_HANDLE));
+}
+
 VkSemaphore exported_semaphore(VkSemaphoreType type, int *fd)
 {
     VkSemaphoreTypeCreateInfo tci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,

@@ -65,6 +65,10 @@ void rig_close(queue_rig *r);
  * `signal` (either VK_NULL_HANDLE: none), then `fence` (or none). */
 void rig_submit(const queue_rig *r, VkCommandBuffer cb, VkSemaphore wait, VkSemaphore signal,
                 VkFence fence);
+/* One submission of cb (or of no command buffer) on the rig's queue that
+ * signals the timeline semaphore `timeline` to `value`. */
+void rig_signal_value(const queue_rig *r, VkCommandBuffer cb, VkSemaphore timeline,
+                      uint64_t value);
 /* A fill of the whole buffer with bytes of 1 submitted, signalling
  * `signal`; held back by the gate if `gated`. */
 void rig_fill_and_signal(const queue_rig *r, VkSemaphore signal, int gated);
