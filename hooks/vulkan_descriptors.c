@@ -12,7 +12,7 @@
  * vkCmdBindDescriptorSets, or VK_KHR_maintenance6's
  * vkCmdBindDescriptorSets2KHR where its stages include compute), or the
  * storage buffers pushed into a slot (vkCmdPushDescriptorSetKHR and its
- * maintenance6 form: the writes are given at recording, and a later push
+ * maintenance6 form, and their Vulkan 1.4 core names: the writes are given at recording, and a later push
  * into the same slot updates it in place).  A dispatch then counts as a
  * write of every storage buffer (plain, dynamic, or a storage texel buffer:
  * the bytes of its buffer view, followed from vkCreateBufferView) bound or
@@ -43,9 +43,10 @@
  * vkAllocateDescriptorSets,
  * vkFreeDescriptorSets, vkResetDescriptorPool, vkDestroyDescriptorPool,
  * vkUpdateDescriptorSets, vkUpdateDescriptorSetWithTemplate(KHR),
- * vkCmdBindDescriptorSets, vkCmdPushDescriptorSetKHR,
- * vkCmdBindDescriptorSets2KHR, vkCmdPushDescriptorSet2KHR,
- * vkCmdPushDescriptorSetWithTemplateKHR, vkCmdSetDescriptorBufferOffsetsEXT,
+ * vkCmdBindDescriptorSets, vkCmdPushDescriptorSet(KHR),
+ * vkCmdBindDescriptorSets2(KHR), vkCmdPushDescriptorSet2(KHR),
+ * vkCmdPushDescriptorSetWithTemplate(2)(KHR) (un-suffixed: Vulkan 1.4's core
+ * names, sharing the KHR forms' handlers), vkCmdSetDescriptorBufferOffsetsEXT,
  * vkCmdDispatch, vkCmdDispatchIndirect, vkCmdDispatchBase(KHR).
  */
 #include <string.h>
@@ -567,6 +568,15 @@ static void descriptors_pushed2(VkCommandBuffer cb, const VkPushDescriptorSetInf
     if (i && i->stageFlags & VK_SHADER_STAGE_COMPUTE_BIT)
         descriptors_pushed(cb, VK_PIPELINE_BIND_POINT_COMPUTE, i->set, i->descriptorWriteCount,
                            i->pDescriptorWrites);
+}
+
+/* vkCmdPushDescriptorSetWithTemplate2KHR: its slot taken, as the
+ * one-call form's (a push template is of the compute bind point or the
+ * slot is not followed anyway). */
+static void template_pushed2(VkCommandBuffer cb, const VkPushDescriptorSetWithTemplateInfoKHR *i)
+{
+    if (i)
+        slots_taken(cb, VK_PIPELINE_BIND_POINT_COMPUTE, i->set, 1);
 }
 
 /* Lock held.  The storage buffers of one bound set, as (buffer, offset,

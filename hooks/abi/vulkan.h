@@ -446,6 +446,21 @@ typedef struct VkPushDescriptorSetInfoKHR {
     uint32_t descriptorWriteCount;
     const VkWriteDescriptorSet *pDescriptorWrites;
 } VkPushDescriptorSetInfoKHR;
+
+typedef struct VkPushDescriptorSetWithTemplateInfoKHR {
+    VkStructureType sType;
+    const void *pNext;
+    VkDescriptorUpdateTemplate descriptorUpdateTemplate;
+    VkPipelineLayout layout;
+    uint32_t set;
+    const void *pData;
+} VkPushDescriptorSetWithTemplateInfoKHR;
+
+/* Vulkan 1.4's core names of the same structures (the KHR ones alias
+ * them). */
+typedef VkBindDescriptorSetsInfoKHR VkBindDescriptorSetsInfo;
+typedef VkPushDescriptorSetInfoKHR VkPushDescriptorSetInfo;
+typedef VkPushDescriptorSetWithTemplateInfoKHR VkPushDescriptorSetWithTemplateInfo;
 #endif
 
 /* The functions the layer forwards to or answers for. */
@@ -585,6 +600,22 @@ typedef void (*PFN_vkCmdBindDescriptorSets2KHR)(VkCommandBuffer commandBuffer,
     const VkBindDescriptorSetsInfoKHR *pBindDescriptorSetsInfo);
 typedef void (*PFN_vkCmdPushDescriptorSet2KHR)(VkCommandBuffer commandBuffer,
     const VkPushDescriptorSetInfoKHR *pPushDescriptorSetInfo);
+typedef void (*PFN_vkCmdPushDescriptorSetWithTemplate2KHR)(VkCommandBuffer commandBuffer,
+    const VkPushDescriptorSetWithTemplateInfoKHR *pPushDescriptorSetWithTemplateInfo);
+/* Vulkan 1.4's core names of the push descriptor and maintenance6
+ * commands, which a 1.4 application gets un-suffixed. */
+typedef void (*PFN_vkCmdBindDescriptorSets2)(VkCommandBuffer commandBuffer,
+    const VkBindDescriptorSetsInfo *pBindDescriptorSetsInfo);
+typedef void (*PFN_vkCmdPushDescriptorSet)(VkCommandBuffer commandBuffer,
+    VkPipelineBindPoint pipelineBindPoint, VkPipelineLayout layout, uint32_t set,
+    uint32_t descriptorWriteCount, const VkWriteDescriptorSet *pDescriptorWrites);
+typedef void (*PFN_vkCmdPushDescriptorSet2)(VkCommandBuffer commandBuffer,
+    const VkPushDescriptorSetInfo *pPushDescriptorSetInfo);
+typedef void (*PFN_vkCmdPushDescriptorSetWithTemplate)(VkCommandBuffer commandBuffer,
+    VkDescriptorUpdateTemplate descriptorUpdateTemplate, VkPipelineLayout layout, uint32_t set,
+    const void *pData);
+typedef void (*PFN_vkCmdPushDescriptorSetWithTemplate2)(VkCommandBuffer commandBuffer,
+    const VkPushDescriptorSetWithTemplateInfo *pPushDescriptorSetWithTemplateInfo);
 
 /* ---- the loader's layer interface (vk_layer.h) ---- */
 typedef PFN_vkVoidFunction (*PFN_GetPhysicalDeviceProcAddr)(VkInstance instance,

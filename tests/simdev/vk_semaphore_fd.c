@@ -26,6 +26,9 @@
  *                        the compute bind point's vkCmdBindDescriptorSets
  *                        and vkCmdPushDescriptorSetKHR (maintenance6 asked
  *                        for, the driver is asked for VK_KHR_push_descriptor)
+ *   vkCmdBindDescriptorSets2, vkCmdPushDescriptorSet(2)
+ *                        Vulkan 1.4's core names of the same, and of
+ *                        vkCmdPushDescriptorSetKHR (lavapipe 22.3 is 1.3)
  *
  * One instance and one device at a time: the test programs make no more.
  * Its manifest (vk_semaphore_fd.json) names the extension, which the loader
@@ -198,6 +201,15 @@ static VKAPI_ATTR void VKAPI_CALL push_descriptor_set2(VkCommandBuffer cb,
               i->pDescriptorWrites);
 }
 
+static VKAPI_ATTR void VKAPI_CALL push_descriptor_set(VkCommandBuffer cb,
+                                                     VkPipelineBindPoint point,
+                                                     VkPipelineLayout layout, uint32_t set,
+                                                     uint32_t count,
+                                                     const VkWriteDescriptorSet *writes)
+{
+    next_push(cb, point, layout, set, count, writes);
+}
+
 static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical,
                                                     const VkDeviceCreateInfo *info,
                                                     const VkAllocationCallbacks *cb,
@@ -252,7 +264,10 @@ static PFN_vkVoidFunction ours(const char *name)
                {"vkWaitSemaphores", (PFN_vkVoidFunction)wait_semaphores},
                {"vkWaitSemaphoresKHR", (PFN_vkVoidFunction)wait_semaphores},
                {"vkCmdBindDescriptorSets2KHR", (PFN_vkVoidFunction)bind_descriptor_sets2},
-               {"vkCmdPushDescriptorSet2KHR", (PFN_vkVoidFunction)push_descriptor_set2}};
+               {"vkCmdPushDescriptorSet2KHR", (PFN_vkVoidFunction)push_descriptor_set2},
+               {"vkCmdBindDescriptorSets2", (PFN_vkVoidFunction)bind_descriptor_sets2},
+               {"vkCmdPushDescriptorSet2", (PFN_vkVoidFunction)push_descriptor_set2},
+               {"vkCmdPushDescriptorSet", (PFN_vkVoidFunction)push_descriptor_set}};
     for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
         if (!strcmp(name, fns[i].name))
             return fns[i].fn;

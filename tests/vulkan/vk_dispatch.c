@@ -37,7 +37,9 @@
  * buffer pushed to the same binding after it.  Prefixed pushed2_, the same
  * through vkCmdPushDescriptorSet2KHR; prefixed bind2_, the set bound with
  * vkCmdBindDescriptorSets2KHR (both VK_KHR_maintenance6: exit 77 without
- * it); prefixed texel_, the set holds the buffer as a storage texel buffer
+ * it); prefixed core_, pushed through vkCmdPushDescriptorSet, Vulkan 1.4's
+ * core name (maintenance6 asked for: the simulated device's layer gives
+ * the 1.4 names too); prefixed texel_, the set holds the buffer as a storage texel buffer
  * (a VK_FORMAT_R32_UINT view).  Of the modes above, unsynced, fence,
  * unwaited and replaced.
  *
@@ -57,8 +59,8 @@ static int far; /* dynamic_far */
 
 /* How the buffer reaches the shader: by the mode's prefix (TEXEL: bound as
  * a storage texel buffer). */
-enum { BOUND, PUSHED, PUSHED2, BOUND2, TEXEL } way;
-static const char *const prefixes[] = {"", "pushed", "pushed2", "bind2", "texel"};
+enum { BOUND, PUSHED, PUSHED2, BOUND2, TEXEL, CORE } way;
+static const char *const prefixes[] = {"", "pushed", "pushed2", "bind2", "texel", "core"};
 static PFN_vkCmdPushDescriptorSetKHR push;
 static PFN_vkCmdPushDescriptorSet2KHR push2;
 static PFN_vkCmdBindDescriptorSets2KHR bind2;
@@ -114,6 +116,9 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "unsynced";
     setvbuf(stdout, NULL, _IOLBF, 0);
     mode = way_of(mode);
+    int core = way == CORE;
+    if (core)
+        way = PUSHED;
     int pushed = way == PUSHED || way == PUSHED2, texel = way == TEXEL;
     if (texel)
         way = BOUND;
@@ -121,9 +126,10 @@ int main(int argc, char **argv)
         open_device();
     else
         open_device_with(VK_API_VERSION_1_1, NULL,
-                         way == PUSHED ? VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME
-                                       : VK_KHR_MAINTENANCE_6_EXTENSION_NAME);
-    push = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(device, "vkCmdPushDescriptorSetKHR");
+                         way == PUSHED && !core ? VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME
+                                                : VK_KHR_MAINTENANCE_6_EXTENSION_NAME);
+    push = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(
+        device, core ? "vkCmdPushDescriptorSet" : "vkCmdPushDescriptorSetKHR");
     push2 = (PFN_vkCmdPushDescriptorSet2KHR)vkGetDeviceProcAddr(device,
                                                                 "vkCmdPushDescriptorSet2KHR");
     bind2 = (PFN_vkCmdBindDescriptorSets2KHR)vkGetDeviceProcAddr(device,

@@ -43,4 +43,39 @@ typedef void(VKAPI_PTR *PFN_vkCmdPushDescriptorSet2KHR)(VkCommandBuffer commandB
                                                         const VkPushDescriptorSetInfoKHR *info);
 #endif
 
+#ifndef VK_VERSION_1_4
+#define VK_STRUCTURE_TYPE_PUSH_DESCRIPTOR_SET_WITH_TEMPLATE_INFO_KHR ((VkStructureType)1000545006)
+
+typedef struct VkPushDescriptorSetWithTemplateInfoKHR {
+    VkStructureType sType;
+    const void *pNext;
+    VkDescriptorUpdateTemplate descriptorUpdateTemplate;
+    VkPipelineLayout layout;
+    uint32_t set;
+    const void *pData;
+} VkPushDescriptorSetWithTemplateInfoKHR;
+
+/* Vulkan 1.4's core names (headers before 1.4.303 lack them). */
+typedef VkBindDescriptorSetsInfoKHR VkBindDescriptorSetsInfo;
+typedef VkPushDescriptorSetInfoKHR VkPushDescriptorSetInfo;
+typedef VkPushDescriptorSetWithTemplateInfoKHR VkPushDescriptorSetWithTemplateInfo;
+
+typedef void(VKAPI_PTR *PFN_vkCmdPushDescriptorSetWithTemplate2KHR)(
+    VkCommandBuffer commandBuffer, const VkPushDescriptorSetWithTemplateInfoKHR *info);
+typedef void(VKAPI_PTR *PFN_vkCmdBindDescriptorSets2)(VkCommandBuffer commandBuffer,
+                                                      const VkBindDescriptorSetsInfo *info);
+typedef void(VKAPI_PTR *PFN_vkCmdPushDescriptorSet)(VkCommandBuffer commandBuffer,
+                                                    VkPipelineBindPoint pipelineBindPoint,
+                                                    VkPipelineLayout layout, uint32_t set,
+                                                    uint32_t descriptorWriteCount,
+                                                    const VkWriteDescriptorSet *writes);
+typedef void(VKAPI_PTR *PFN_vkCmdPushDescriptorSet2)(VkCommandBuffer commandBuffer,
+                                                     const VkPushDescriptorSetInfo *info);
+typedef void(VKAPI_PTR *PFN_vkCmdPushDescriptorSetWithTemplate)(
+    VkCommandBuffer commandBuffer, VkDescriptorUpdateTemplate update, VkPipelineLayout layout,
+    uint32_t set, const void *data);
+typedef void(VKAPI_PTR *PFN_vkCmdPushDescriptorSetWithTemplate2)(
+    VkCommandBuffer commandBuffer, const VkPushDescriptorSetWithTemplateInfo *info);
+#endif
+
 #endif
