@@ -7,7 +7,9 @@
  * A shader's writes go through descriptors, so the layer follows what each
  * descriptor set holds: its layout's bindings (copied at allocation, as a
  * layout may be destroyed while its sets live), the buffers written into
- * it (vkUpdateDescriptorSets' writes and copies), and the sets bound to a
+ * it (vkUpdateDescriptorSets' writes and copies, and
+ * vkUpdateDescriptorSetWithTemplate(KHR)'s data, read by the template's
+ * entries), and the sets bound to a
  * command buffer's compute bind point with their dynamic offsets (by
  * vkCmdBindDescriptorSets, or VK_KHR_maintenance6's
  * vkCmdBindDescriptorSets2KHR where its stages include compute), or the
@@ -34,14 +36,14 @@
  * slot, a layout of more than DS_VK_LAYOUT_BINDINGS bindings, descriptors
  * past a set's first DS_VK_SET_DESCRIPTORS, dynamic offsets past a bound
  * set's first DS_VK_SET_DYNAMIC, storage buffers pushed past a command
- * buffer's first DS_VK_PUSHED.  Unseen too, and never kept stale: a set
- * updated through a template (forgotten), sets of update-after-bind layouts
- * (their contents are read at submission, not at recording), push
- * descriptor buffers (the slot they take is emptied), a push through a
- * template not followed (of another bind point, of more than
- * DS_VK_TEMPLATE_ENTRIES entries, or that finds no slot: the slot is
- * emptied), a buffer view that finds no slot (a storage
- * texel buffer through it), mutable descriptors.
+ * buffer's first DS_VK_PUSHED.  Unseen too, and never kept stale: a
+ * template not followed (of more than DS_VK_TEMPLATE_ENTRIES entries, a
+ * push one of another bind point, or one that finds no slot: a set it
+ * updates is forgotten, a slot it pushes into emptied), sets of
+ * update-after-bind layouts (their contents are read at submission, not
+ * at recording), descriptor buffers (the slot they take is emptied), a
+ * buffer view that finds no slot (a storage texel buffer through it),
+ * mutable descriptors.
  *
  * Wraps (vulkan_descriptors.def): vkCreateBufferView, vkDestroyBufferView,
  * vkCreateDescriptorUpdateTemplate(KHR), vkDestroyDescriptorUpdateTemplate(KHR),
@@ -135,6 +137,7 @@ typedef struct {
 typedef struct {
     uint64_t handle; /* 0: free; DELETED */
     uint32_t n;
+    bool push; /* of push descriptors; else of a set's update */
     template_entry e[DS_VK_TEMPLATE_ENTRIES];
 } known_template;
 
@@ -319,16 +322,6 @@ static void pool_emptied(VkDescriptorPool pool)
             set_pools[i] = 0;
             known_sets[i].handle = DELETED;
         }
-    ds_lock_give(DS_LOCK_HOOK_TABLES);
-}
-
-/* A set updated in a way not followed: all it holds forgotten. */
-static void set_forgotten(VkDescriptorSet handle)
-{
-    ds_lock_take(DS_LOCK_HOOK_TABLES);
-    known_set *s = set_of(P(handle), false);
-    if (s)
-        memset(s->d, 0, sizeof(s->d));
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
@@ -591,22 +584,24 @@ static void descriptors_pushed(VkCommandBuffer cb, VkPipelineBindPoint point, ui
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
-/* A push descriptor template of the compute bind point made: its entries
- * kept (a handle made again replaces what was kept under it; another
- * template, or one of more entries, is not followed). */
+/* A template made: its entries kept, where it updates a set or pushes
+ * into the compute bind point (a handle made again replaces what was kept
+ * under it; another template, or one of more entries, is not followed). */
 static void template_created(VkDescriptorUpdateTemplate handle,
                              const VkDescriptorUpdateTemplateCreateInfo *info)
 {
     if (!ds_sync_enabled() || !info)
         return;
-    bool known = info->templateType == VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_PUSH_DESCRIPTORS_KHR &&
-                 info->pipelineBindPoint == VK_PIPELINE_BIND_POINT_COMPUTE &&
+    bool push = info->templateType == VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_PUSH_DESCRIPTORS_KHR;
+    bool known = (push ? info->pipelineBindPoint == VK_PIPELINE_BIND_POINT_COMPUTE
+                       : info->templateType == VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_DESCRIPTOR_SET) &&
                  info->descriptorUpdateEntryCount <= DS_VK_TEMPLATE_ENTRIES &&
                  (info->pDescriptorUpdateEntries || !info->descriptorUpdateEntryCount);
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     known_template *t = template_of(P(handle), known);
     if (t && known) {
-        *t = (known_template){.handle = P(handle), .n = info->descriptorUpdateEntryCount};
+        *t = (known_template){.handle = P(handle), .n = info->descriptorUpdateEntryCount,
+                              .push = push};
         for (uint32_t i = 0; i < t->n; i++) {
             const VkDescriptorUpdateTemplateEntry *e = &info->pDescriptorUpdateEntries[i];
             t->e[i] = (template_entry){e->dstBinding, e->dstArrayElement, e->descriptorCount,
@@ -647,6 +642,32 @@ static descriptor template_read(const template_entry *e, const char *data, uint3
     return (descriptor){P(b.buffer), b.offset, b.range};
 }
 
+/* A set updated through a template: each entry's descriptors read from
+ * `data` and written as vkUpdateDescriptorSets' writes are; a template
+ * not followed forgets all the set holds. */
+static void set_updated_with_template(VkDescriptorSet handle, VkDescriptorUpdateTemplate update,
+                                      const void *data)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    known_set *s = set_of(P(handle), false);
+    const known_template *t = data && ds_sync_enabled() ? template_of(P(update), false) : NULL;
+    if (s && (!t || t->push))
+        memset(s->d, 0, sizeof(s->d));
+    for (uint32_t i = 0; s && t && !t->push && i < t->n; i++) {
+        const template_entry *e = &t->e[i];
+        for (uint32_t k = 0; e->type != VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK && k < e->count;
+             k++) {
+            uint32_t at;
+            VkDescriptorType type;
+            if (!descriptor_at(&s->s, e->number, (uint64_t)e->element + k, &at, &type) ||
+                type != e->type || at >= DS_VK_SET_DESCRIPTORS)
+                break;
+            s->d[at] = template_read(e, data, k);
+        }
+    }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
 /* Push descriptors given through a template: each entry's descriptors
  * read from `data` and pushed as vkCmdPushDescriptorSetKHR's writes are;
  * a template not followed empties the slot. */
@@ -657,6 +678,8 @@ static void template_pushed(VkCommandBuffer cb, VkDescriptorUpdateTemplate updat
         return;
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     const known_template *t = data ? template_of(P(update), false) : NULL;
+    if (t && !t->push)
+        t = NULL;
     binder *b = binder_of(P(cb), t != NULL);
     if (b && !t) {
         slot_emptied(b, set);

@@ -332,8 +332,9 @@ def dispatch(dlshim, mode, sync=None, shim=True):
     return run(dlshim, mode, shim=shim, program=VK_DISPATCH, env=env)
 
 
-@pytest.mark.parametrize("mode", ["unsynced", "dynamic", "copied", "indirect", "pushed",
-                                  "pushed2", "bind2", "texel", "core", "tpushed", "tcore"])
+@pytest.mark.parametrize("mode", ["unsynced", "dynamic", "copied", "templated", "indirect",
+                                  "pushed", "pushed2", "bind2", "texel", "core", "tpushed",
+                                  "tcore"])
 def test_a_dispatch_writes_the_storage_buffers_bound(dlshim, mode):
     assert OLD in dispatch(dlshim, mode, shim=False).stdout  # the race is real
     r = dispatch(dlshim, mode, "check")

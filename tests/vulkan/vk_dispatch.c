@@ -30,6 +30,8 @@
  *              (no race)
  *   template   the buffer's set updated through a descriptor update
  *              template to hold another buffer before it is bound (no race)
+ *   templated  the buffer written into the set bound through a descriptor
+ *              update template (vkUpdateDescriptorSetWithTemplate)
  *
  * Prefixed pushed_ (pushed alone: unsynced), set 0 is a push descriptor set
  * (VK_KHR_push_descriptor; exit 77 without it): the buffer is pushed with
@@ -207,6 +209,14 @@ int main(int argc, char **argv)
             make_template(type, VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_DESCRIPTOR_SET);
         VkDescriptorBufferInfo bi = {.buffer = other, .offset = 0, .range = 4096};
         vkUpdateDescriptorSetWithTemplate(device, set, update, &bi);
+        vkDestroyDescriptorUpdateTemplate(device, update, NULL);
+    }
+    if (!strcmp(mode, "templated")) {
+        bound = compute_set(&c);
+        VkDescriptorUpdateTemplate update =
+            make_template(type, VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_DESCRIPTOR_SET);
+        VkDescriptorBufferInfo bi = {.buffer = rig.buffer, .offset = 0, .range = 4096};
+        vkUpdateDescriptorSetWithTemplate(device, bound, update, &bi);
         vkDestroyDescriptorUpdateTemplate(device, update, NULL);
     }
     if (!strcmp(mode, "reset")) {
