@@ -320,7 +320,7 @@ def test_enforce_never_waits_forever_for_a_timeline_the_program_holds_back(dlshi
 # device's layer gives them, below dlshim's, as it gives vk_extsem its
 # exported semaphores)
 VK_DISPATCH = BUILD / "tests" / "vulkan" / "vk_dispatch"
-MAINTENANCE6_LAYER = "VK_LAYER_DLSHIM_simulated_semaphore_fd"
+SIMULATED_LAYER = "VK_LAYER_DLSHIM_simulated_vulkan"
 
 
 def dispatch(dlshim, mode, sync=None, shim=True):
@@ -328,7 +328,7 @@ def dispatch(dlshim, mode, sync=None, shim=True):
     if mode.startswith(("pushed2", "bind2", "core", "tcore")):
         env["VK_ADD_LAYER_PATH"] = str(BUILD / "simdev" / "vulkan")
         env["VK_INSTANCE_LAYERS"] = ("VK_LAYER_DLSHIM_ledger:" if shim else "") + \
-            MAINTENANCE6_LAYER
+            SIMULATED_LAYER
     return run(dlshim, mode, shim=shim, program=VK_DISPATCH, env=env)
 
 
@@ -378,10 +378,9 @@ def test_bytes_no_dispatch_writes_are_not_counted(dlshim, mode):
 # vkGetSemaphoreFdKHR, the descriptor imported by cudaImportExternalSemaphore
 # on the simulated device).  Lavapipe on Debian 12 has no
 # VK_KHR_external_semaphore_fd: the simulated device's layer
-# (tests/simdev/vk_semaphore_fd.c) gives it, below dlshim's layer as a
+# (tests/simdev/vk_simulated.c) gives it, below dlshim's layer as a
 # driver's would be.  Without it the program exits 77, which fails here.
 VK_EXTSEM = BUILD / "tests" / "vulkan" / "vk_extsem"
-SEMAPHORE_FD_LAYER = "VK_LAYER_DLSHIM_simulated_semaphore_fd"
 
 
 def extsem(dlshim, mode, sync=None, shim=True, program=VK_EXTSEM):
@@ -390,7 +389,7 @@ def extsem(dlshim, mode, sync=None, shim=True, program=VK_EXTSEM):
     # its), so its stream threads would really race the program's reads,
     # which ThreadSanitizer reports (the model's verdict is the same).
     env = {"VK_ADD_LAYER_PATH": str(BUILD / "simdev" / "vulkan"),
-           "VK_INSTANCE_LAYERS": "VK_LAYER_DLSHIM_ledger:" + SEMAPHORE_FD_LAYER,
+           "VK_INSTANCE_LAYERS": "VK_LAYER_DLSHIM_ledger:" + SIMULATED_LAYER,
            "SIMDEV_IMMEDIATE": "1"}
     if sync:
         env["DLSHIM_SYNC"] = sync

@@ -2,7 +2,7 @@
  * vk_maintenance6.h — VK_KHR_maintenance6's descriptor set commands, for
  * Vulkan headers older than 1.3.280 that lack them (Debian 12's 1.3.239):
  * the test programs call them, the simulated device's layer
- * (tests/simdev/vk_semaphore_fd.c) gives them to a driver without them.
+ * (tests/simdev/vk_simulated.c) gives them to a driver without them.
  * Newer headers' own declarations are used where they have them.
  */
 #ifndef VK_MAINTENANCE6_H

@@ -1,5 +1,5 @@
 /*
- * vk_semaphore_fd.c — a Vulkan layer that gives a driver without them the
+ * vk_simulated.c — a Vulkan layer that gives a driver without them the
  * device extension VK_KHR_external_semaphore_fd, as far as a test of an
  * exported semaphore needs: Mesa's lavapipe (Debian 12's 22.3) exports
  * memory as a file descriptor but no semaphore, and the simulated CUDA
@@ -33,7 +33,7 @@
  *                        22.3 is 1.3, with VK_KHR_push_descriptor)
  *
  * One instance and one device at a time: the test programs make no more.
- * Its manifest (vk_semaphore_fd.json) names the extension, which the loader
+ * Its manifest (vk_simulated.json) names the extension, which the loader
  * then accepts in vkCreateDevice (and lists for the layer by name).
  */
 #include <string.h>
@@ -305,7 +305,7 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL get_instance_proc(VkInstance ins
 }
 
 EXPORT VKAPI_ATTR VkResult VKAPI_CALL
-simulated_semaphore_fd_negotiate(VkNegotiateLayerInterface *v)
+simulated_vulkan_negotiate(VkNegotiateLayerInterface *v)
 {
     if (!v || v->sType != LAYER_NEGOTIATE_INTERFACE_STRUCT)
         return VK_ERROR_INITIALIZATION_FAILED;
