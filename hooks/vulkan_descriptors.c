@@ -7,14 +7,19 @@
  * A shader's writes go through descriptors, so the layer follows what each
  * descriptor set holds: its layout's bindings (copied at allocation, as a
  * layout may be destroyed while its sets live), the buffers written into
- * it (vkUpdateDescriptorSets' writes and copies), and the sets bound to a
+ * it (vkUpdateDescriptorSets' writes and copies, and
+ * vkUpdateDescriptorSetWithTemplate(KHR)'s data, read by the template's
+ * entries), and the sets bound to a
  * command buffer's compute bind point with their dynamic offsets (by
  * vkCmdBindDescriptorSets, or VK_KHR_maintenance6's
  * vkCmdBindDescriptorSets2KHR where its stages include compute), or the
  * storage buffers pushed into a slot (vkCmdPushDescriptorSetKHR and its
- * maintenance6 form: the writes are given at recording, and a later push
- * into the same slot updates it in place).  A dispatch then counts as a
- * write of every storage buffer (plain, dynamic, or a storage texel buffer:
+ * maintenance6 form, and their Vulkan 1.4 core names: the writes are
+ * given at recording, and a later push into the same slot updates it in
+ * place; a push through a push descriptor update template,
+ * vkCmdPushDescriptorSetWithTemplate(2)(KHR), is read the same way from
+ * the data it gives, by the entries kept when the template was made).  A
+ * dispatch then counts as a write of every storage buffer (plain, dynamic, or a storage texel buffer:
  * the bytes of its buffer view, followed from vkCreateBufferView) bound or
  * pushed: recorded into the command buffer as its fills are
  * (ds_vk_recorded_write), submitted with it.
@@ -31,21 +36,25 @@
  * slot, a layout of more than DS_VK_LAYOUT_BINDINGS bindings, descriptors
  * past a set's first DS_VK_SET_DESCRIPTORS, dynamic offsets past a bound
  * set's first DS_VK_SET_DYNAMIC, storage buffers pushed past a command
- * buffer's first DS_VK_PUSHED.  Unseen too, and never kept stale: a set
- * updated through a template (forgotten), sets of update-after-bind layouts
- * (their contents are read at submission, not at recording), push
- * descriptors given through a template and descriptor buffers (the slot
- * they take is emptied), a buffer view that finds no slot (a storage
- * texel buffer through it), mutable descriptors.
+ * buffer's first DS_VK_PUSHED.  Unseen too, and never kept stale: a
+ * template not followed (of more than DS_VK_TEMPLATE_ENTRIES entries, a
+ * push one of another bind point, or one that finds no slot: a set it
+ * updates is forgotten, a slot it pushes into emptied), sets of
+ * update-after-bind layouts (their contents are read at submission, not
+ * at recording), descriptor buffers (the slot they take is emptied), a
+ * buffer view that finds no slot (a storage texel buffer through it),
+ * mutable descriptors.
  *
  * Wraps (vulkan_descriptors.def): vkCreateBufferView, vkDestroyBufferView,
+ * vkCreateDescriptorUpdateTemplate(KHR), vkDestroyDescriptorUpdateTemplate(KHR),
  * vkCreateDescriptorSetLayout, vkDestroyDescriptorSetLayout,
  * vkAllocateDescriptorSets,
  * vkFreeDescriptorSets, vkResetDescriptorPool, vkDestroyDescriptorPool,
  * vkUpdateDescriptorSets, vkUpdateDescriptorSetWithTemplate(KHR),
- * vkCmdBindDescriptorSets, vkCmdPushDescriptorSetKHR,
- * vkCmdBindDescriptorSets2KHR, vkCmdPushDescriptorSet2KHR,
- * vkCmdPushDescriptorSetWithTemplateKHR, vkCmdSetDescriptorBufferOffsetsEXT,
+ * vkCmdBindDescriptorSets, vkCmdPushDescriptorSet(KHR),
+ * vkCmdBindDescriptorSets2(KHR), vkCmdPushDescriptorSet2(KHR),
+ * vkCmdPushDescriptorSetWithTemplate(2)(KHR) (un-suffixed: Vulkan 1.4's core
+ * names, sharing the KHR forms' handlers), vkCmdSetDescriptorBufferOffsetsEXT,
  * vkCmdDispatch, vkCmdDispatchIndirect, vkCmdDispatchBase(KHR).
  */
 #include <string.h>
@@ -61,6 +70,8 @@
 #define DS_VK_SET_DYNAMIC 8u       /* dynamic offsets kept per bound set */
 #define DS_VK_PUSHED 8u            /* push descriptors followed per command buffer */
 #define DS_VK_VIEWS 1024u          /* buffer views (a power of two) */
+#define DS_VK_TEMPLATES 256u       /* push descriptor templates (a power of two) */
+#define DS_VK_TEMPLATE_ENTRIES 8u  /* a template with more: its pushes unseen */
 
 #define DELETED (~(uint64_t)0)
 
@@ -115,6 +126,22 @@ typedef struct {
     descriptor d;
 } known_view;
 
+/* A push descriptor template's entries: where in the data a push gives
+ * each descriptor lies (at offset + k * stride). */
+typedef struct {
+    uint32_t number, element, count;
+    VkDescriptorType type;
+    size_t offset, stride;
+} template_entry;
+
+typedef struct {
+    uint64_t handle; /* 0: free; DELETED */
+    uint32_t n;
+    bool push; /* of push descriptors; else of a set's update */
+    template_entry e[DS_VK_TEMPLATE_ENTRIES];
+} known_template;
+
+static known_template *known_templates;
 static known_layout *known_layouts;
 static known_set *known_sets;
 static known_view *known_views;
@@ -171,6 +198,13 @@ static known_view *view_of(uint64_t handle, bool insert)
     if (!known_views && insert)
         known_views = ds_map(sizeof(known_view) * DS_VK_VIEWS, false);
     return slot_of(known_views, sizeof(known_view), DS_VK_VIEWS, handle, insert);
+}
+
+static known_template *template_of(uint64_t handle, bool insert)
+{
+    if (!known_templates && insert)
+        known_templates = ds_map(sizeof(known_template) * DS_VK_TEMPLATES, false);
+    return slot_of(known_templates, sizeof(known_template), DS_VK_TEMPLATES, handle, insert);
 }
 
 static bool is_storage(VkDescriptorType type)
@@ -288,16 +322,6 @@ static void pool_emptied(VkDescriptorPool pool)
             set_pools[i] = 0;
             known_sets[i].handle = DELETED;
         }
-    ds_lock_give(DS_LOCK_HOOK_TABLES);
-}
-
-/* A set updated in a way not followed: all it holds forgotten. */
-static void set_forgotten(VkDescriptorSet handle)
-{
-    ds_lock_take(DS_LOCK_HOOK_TABLES);
-    known_set *s = set_of(P(handle), false);
-    if (s)
-        memset(s->d, 0, sizeof(s->d));
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
@@ -489,9 +513,9 @@ static void sets_bound2(VkCommandBuffer cb, const VkBindDescriptorSetsInfoKHR *i
                    i->pDescriptorSets, i->dynamicOffsetCount, i->pDynamicOffsets);
 }
 
-/* Slots of the compute bind point taken by what is not followed (push
- * descriptors through a template, descriptor buffers): emptied, so that
- * the set they replace no longer counts. */
+/* Slots of the compute bind point taken by what is not followed
+ * (descriptor buffers): emptied, so that the set they replace no longer
+ * counts. */
 static void slots_taken(VkCommandBuffer cb, VkPipelineBindPoint point, uint32_t first,
                         uint32_t count)
 {
@@ -558,6 +582,127 @@ static void descriptors_pushed(VkCommandBuffer cb, VkPipelineBindPoint point, ui
             descriptor_pushed(b, set, w->dstBinding, w->dstArrayElement + k, written(w, k));
     }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* A template made: its entries kept, where it updates a set or pushes
+ * into the compute bind point (a handle made again replaces what was kept
+ * under it; another template, or one of more entries, is not followed). */
+static void template_created(VkDescriptorUpdateTemplate handle,
+                             const VkDescriptorUpdateTemplateCreateInfo *info)
+{
+    if (!ds_sync_enabled() || !info)
+        return;
+    bool push = info->templateType == VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_PUSH_DESCRIPTORS_KHR;
+    bool known = (push ? info->pipelineBindPoint == VK_PIPELINE_BIND_POINT_COMPUTE
+                       : info->templateType == VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_DESCRIPTOR_SET) &&
+                 info->descriptorUpdateEntryCount <= DS_VK_TEMPLATE_ENTRIES &&
+                 (info->pDescriptorUpdateEntries || !info->descriptorUpdateEntryCount);
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    known_template *t = template_of(P(handle), known);
+    if (t && known) {
+        *t = (known_template){.handle = P(handle), .n = info->descriptorUpdateEntryCount,
+                              .push = push};
+        for (uint32_t i = 0; i < t->n; i++) {
+            const VkDescriptorUpdateTemplateEntry *e = &info->pDescriptorUpdateEntries[i];
+            t->e[i] = (template_entry){e->dstBinding, e->dstArrayElement, e->descriptorCount,
+                                       e->descriptorType, e->offset, e->stride};
+        }
+    } else if (t) {
+        t->handle = DELETED;
+    }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+static void template_destroyed(VkDescriptorUpdateTemplate handle)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    known_template *t = template_of(P(handle), false);
+    if (t)
+        t->handle = DELETED;
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* Lock held.  The k-th descriptor of a template entry, read from the
+ * push's data (a storage buffer's VkDescriptorBufferInfo, a storage texel
+ * buffer's VkBufferView): nothing ({0}) for any other type, or data that
+ * cannot be read. */
+static descriptor template_read(const template_entry *e, const char *data, uint32_t k)
+{
+    const char *at = data + e->offset + (size_t)k * e->stride;
+    if (e->type == VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER) {
+        VkBufferView view;
+        const known_view *v = ds_safe_read(&view, at, sizeof(view)) == sizeof(view)
+                                  ? view_of(P(view), false)
+                                  : NULL;
+        return v ? v->d : (descriptor){0};
+    }
+    VkDescriptorBufferInfo b;
+    if (!is_storage(e->type) || ds_safe_read(&b, at, sizeof(b)) != sizeof(b))
+        return (descriptor){0};
+    return (descriptor){P(b.buffer), b.offset, b.range};
+}
+
+/* A set updated through a template: each entry's descriptors read from
+ * `data` and written as vkUpdateDescriptorSets' writes are; a template
+ * not followed forgets all the set holds. */
+static void set_updated_with_template(VkDescriptorSet handle, VkDescriptorUpdateTemplate update,
+                                      const void *data)
+{
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    known_set *s = set_of(P(handle), false);
+    const known_template *t = data && ds_sync_enabled() ? template_of(P(update), false) : NULL;
+    if (s && (!t || t->push))
+        memset(s->d, 0, sizeof(s->d));
+    for (uint32_t i = 0; s && t && !t->push && i < t->n; i++) {
+        const template_entry *e = &t->e[i];
+        for (uint32_t k = 0; e->type != VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK && k < e->count;
+             k++) {
+            uint32_t at;
+            VkDescriptorType type;
+            if (!descriptor_at(&s->s, e->number, (uint64_t)e->element + k, &at, &type) ||
+                type != e->type || at >= DS_VK_SET_DESCRIPTORS)
+                break;
+            s->d[at] = template_read(e, data, k);
+        }
+    }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* Push descriptors given through a template: each entry's descriptors
+ * read from `data` and pushed as vkCmdPushDescriptorSetKHR's writes are;
+ * a template not followed empties the slot. */
+static void template_pushed(VkCommandBuffer cb, VkDescriptorUpdateTemplate update, uint32_t set,
+                            const void *data)
+{
+    if (!ds_sync_enabled() || set >= DS_VK_BOUND_SETS)
+        return;
+    ds_lock_take(DS_LOCK_HOOK_TABLES);
+    const known_template *t = data ? template_of(P(update), false) : NULL;
+    if (t && !t->push)
+        t = NULL;
+    binder *b = binder_of(P(cb), t != NULL);
+    if (b && !t) {
+        slot_emptied(b, set);
+    } else if (b) {
+        b->handle = P(cb);
+        if (!(b->push_slots & (1u << set)))
+            slot_emptied(b, set);
+        b->push_slots |= (uint8_t)(1u << set);
+        for (uint32_t i = 0; i < t->n; i++) {
+            const template_entry *e = &t->e[i];
+            for (uint32_t k = 0; e->type != VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK && k < e->count;
+                 k++)
+                descriptor_pushed(b, set, e->number, e->element + k, template_read(e, data, k));
+        }
+    }
+    ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+/* vkCmdPushDescriptorSetWithTemplate2KHR: as the one-call form. */
+static void template_pushed2(VkCommandBuffer cb, const VkPushDescriptorSetWithTemplateInfoKHR *i)
+{
+    if (i)
+        template_pushed(cb, i->descriptorUpdateTemplate, i->set, i->pData);
 }
 
 /* vkCmdPushDescriptorSet2KHR: as vkCmdPushDescriptorSetKHR, for the

@@ -192,12 +192,12 @@ $(SIMDEV)/libamdhip64.so.5: tests/simdev/hip.c tests/simdev/engine.c tests/simde
 
 # A Vulkan layer that gives a driver without them VK_KHR_external_semaphore_fd
 # and VK_KHR_maintenance6's descriptor commands (lavapipe:
-# tests/simdev/vk_semaphore_fd.c), with its manifest beside it.
-VK_SEMAPHORE_FD := $(SIMDEV)/vulkan/libvk_semaphore_fd.so $(SIMDEV)/vulkan/vk_semaphore_fd.json
-$(SIMDEV)/vulkan/libvk_semaphore_fd.so: tests/simdev/vk_semaphore_fd.c tests/vulkan/vk_maintenance6.h
+# tests/simdev/vk_simulated.c), with its manifest beside it.
+VK_SIMULATED := $(SIMDEV)/vulkan/libvk_simulated.so $(SIMDEV)/vulkan/vk_simulated.json
+$(SIMDEV)/vulkan/libvk_simulated.so: tests/simdev/vk_simulated.c tests/vulkan/vk_maintenance6.h
 	@mkdir -p $(dir $@)
 	$(CC) $(SIMDEV_CFLAGS) -shared -o $@ $< $(VARIANT_LDFLAGS)
-$(SIMDEV)/vulkan/vk_semaphore_fd.json: tests/simdev/vk_semaphore_fd.json
+$(SIMDEV)/vulkan/vk_simulated.json: tests/simdev/vk_simulated.json
 	@mkdir -p $(dir $@)
 	cp $< $@
 
@@ -288,7 +288,7 @@ $(BUILD)/tests/vulkan/vk_hip: VK_RUNTIME = -lamdhip64
 
 gpu-check-programs: $(LIB) $(CUDA_DEVICE_PROGS) $(BUILD)/bench/streams $(VK_LAYER) \
                     $(if $(wildcard /usr/include/vulkan/vulkan.h),$(VULKAN_PROGS))
-simdev: $(SIMDEV_LIBS) $(if $(wildcard /usr/include/vulkan/vulkan.h),$(VK_SEMAPHORE_FD))
+simdev: $(SIMDEV_LIBS) $(if $(wildcard /usr/include/vulkan/vulkan.h),$(VK_SIMULATED))
 
 # Stress programs (tests/stress): libprod for exchanges, the CUDA runtime for
 # allocations, and a plugin module loaded and unloaded in a loop.
@@ -341,6 +341,6 @@ $(BUILD)/tests/realworld/libkernel.so: tests/realworld/progs/libkernel.c
 	    $(VARIANT_LDFLAGS)
 
 test-programs: $(LIB) $(PROG_BINS) $(PY_PROGS) $(CAPSULE_BINS) $(BUILD)/tests/local_scope $(SEARCH_PROGS) $(RUST_EXT) $(SIMDEV_LIBS) \
-               $(DEVICE_PROGS) $(STRESS_PROGS) $(ENTRY_PROGS) $(TORCH_USER) $(VULKAN_PROGS) $(VK_LAYER) $(VK_SEMAPHORE_FD) \
+               $(DEVICE_PROGS) $(STRESS_PROGS) $(ENTRY_PROGS) $(TORCH_USER) $(VULKAN_PROGS) $(VK_LAYER) $(VK_SIMULATED) \
                $(REALWORLD_LIBS) $(EXAMPLE)
 

@@ -418,6 +418,36 @@ typedef struct VkCopyDescriptorSet {
     uint32_t dstArrayElement;
     uint32_t descriptorCount;
 } VkCopyDescriptorSet;
+
+/* Descriptor update templates (Vulkan 1.1, VK_KHR_descriptor_update_template). */
+typedef enum VkDescriptorUpdateTemplateType {
+    VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_DESCRIPTOR_SET = 0,
+    VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_PUSH_DESCRIPTORS_KHR = 1,
+    VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_MAX_ENUM = 0x7FFFFFFF
+} VkDescriptorUpdateTemplateType;
+typedef VkFlags VkDescriptorUpdateTemplateCreateFlags;
+
+typedef struct VkDescriptorUpdateTemplateEntry {
+    uint32_t dstBinding;
+    uint32_t dstArrayElement;
+    uint32_t descriptorCount;
+    VkDescriptorType descriptorType;
+    size_t offset;
+    size_t stride;
+} VkDescriptorUpdateTemplateEntry;
+
+typedef struct VkDescriptorUpdateTemplateCreateInfo {
+    VkStructureType sType;
+    const void *pNext;
+    VkDescriptorUpdateTemplateCreateFlags flags;
+    uint32_t descriptorUpdateEntryCount;
+    const VkDescriptorUpdateTemplateEntry *pDescriptorUpdateEntries;
+    VkDescriptorUpdateTemplateType templateType;
+    VkDescriptorSetLayout descriptorSetLayout;
+    VkPipelineBindPoint pipelineBindPoint;
+    VkPipelineLayout pipelineLayout;
+    uint32_t set;
+} VkDescriptorUpdateTemplateCreateInfo;
 #endif
 typedef struct VkCommandBufferBeginInfo VkCommandBufferBeginInfo;
 
@@ -446,6 +476,21 @@ typedef struct VkPushDescriptorSetInfoKHR {
     uint32_t descriptorWriteCount;
     const VkWriteDescriptorSet *pDescriptorWrites;
 } VkPushDescriptorSetInfoKHR;
+
+typedef struct VkPushDescriptorSetWithTemplateInfoKHR {
+    VkStructureType sType;
+    const void *pNext;
+    VkDescriptorUpdateTemplate descriptorUpdateTemplate;
+    VkPipelineLayout layout;
+    uint32_t set;
+    const void *pData;
+} VkPushDescriptorSetWithTemplateInfoKHR;
+
+/* Vulkan 1.4's core names of the same structures (the KHR ones alias
+ * them). */
+typedef VkBindDescriptorSetsInfoKHR VkBindDescriptorSetsInfo;
+typedef VkPushDescriptorSetInfoKHR VkPushDescriptorSetInfo;
+typedef VkPushDescriptorSetWithTemplateInfoKHR VkPushDescriptorSetWithTemplateInfo;
 #endif
 
 /* The functions the layer forwards to or answers for. */
@@ -585,6 +630,32 @@ typedef void (*PFN_vkCmdBindDescriptorSets2KHR)(VkCommandBuffer commandBuffer,
     const VkBindDescriptorSetsInfoKHR *pBindDescriptorSetsInfo);
 typedef void (*PFN_vkCmdPushDescriptorSet2KHR)(VkCommandBuffer commandBuffer,
     const VkPushDescriptorSetInfoKHR *pPushDescriptorSetInfo);
+typedef VkResult (*PFN_vkCreateDescriptorUpdateTemplate)(VkDevice device,
+    const VkDescriptorUpdateTemplateCreateInfo *pCreateInfo,
+    const VkAllocationCallbacks *pAllocator, VkDescriptorUpdateTemplate *pDescriptorUpdateTemplate);
+typedef VkResult (*PFN_vkCreateDescriptorUpdateTemplateKHR)(VkDevice device,
+    const VkDescriptorUpdateTemplateCreateInfo *pCreateInfo,
+    const VkAllocationCallbacks *pAllocator, VkDescriptorUpdateTemplate *pDescriptorUpdateTemplate);
+typedef void (*PFN_vkDestroyDescriptorUpdateTemplate)(VkDevice device,
+    VkDescriptorUpdateTemplate descriptorUpdateTemplate, const VkAllocationCallbacks *pAllocator);
+typedef void (*PFN_vkDestroyDescriptorUpdateTemplateKHR)(VkDevice device,
+    VkDescriptorUpdateTemplate descriptorUpdateTemplate, const VkAllocationCallbacks *pAllocator);
+typedef void (*PFN_vkCmdPushDescriptorSetWithTemplate2KHR)(VkCommandBuffer commandBuffer,
+    const VkPushDescriptorSetWithTemplateInfoKHR *pPushDescriptorSetWithTemplateInfo);
+/* Vulkan 1.4's core names of the push descriptor and maintenance6
+ * commands, which a 1.4 application gets un-suffixed. */
+typedef void (*PFN_vkCmdBindDescriptorSets2)(VkCommandBuffer commandBuffer,
+    const VkBindDescriptorSetsInfo *pBindDescriptorSetsInfo);
+typedef void (*PFN_vkCmdPushDescriptorSet)(VkCommandBuffer commandBuffer,
+    VkPipelineBindPoint pipelineBindPoint, VkPipelineLayout layout, uint32_t set,
+    uint32_t descriptorWriteCount, const VkWriteDescriptorSet *pDescriptorWrites);
+typedef void (*PFN_vkCmdPushDescriptorSet2)(VkCommandBuffer commandBuffer,
+    const VkPushDescriptorSetInfo *pPushDescriptorSetInfo);
+typedef void (*PFN_vkCmdPushDescriptorSetWithTemplate)(VkCommandBuffer commandBuffer,
+    VkDescriptorUpdateTemplate descriptorUpdateTemplate, VkPipelineLayout layout, uint32_t set,
+    const void *pData);
+typedef void (*PFN_vkCmdPushDescriptorSetWithTemplate2)(VkCommandBuffer commandBuffer,
+    const VkPushDescriptorSetWithTemplateInfo *pPushDescriptorSetWithTemplateInfo);
 
 /* ---- the loader's layer interface (vk_layer.h) ---- */
 typedef PFN_vkVoidFunction (*PFN_GetPhysicalDeviceProcAddr)(VkInstance instance,

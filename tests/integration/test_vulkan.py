@@ -310,27 +310,31 @@ def test_enforce_never_waits_forever_for_a_timeline_the_program_holds_back(dlshi
 # shader writing the storage buffer at set 0, binding 0, held back by an
 # event the host sets, then a CPU tensor over the buffer's host mapping
 # handed to a consumer that reads it; pushed…: the buffer pushed with
-# vkCmdPushDescriptorSetKHR instead of bound through a set;
+# vkCmdPushDescriptorSetKHR instead of bound through a set; tpushed…: pushed
+# through a push descriptor update template;
 # texel…: bound as a storage texel buffer, through a buffer view; pushed2… and
 # bind2…: VK_KHR_maintenance6's vkCmdPushDescriptorSet2KHR and
-# vkCmdBindDescriptorSets2KHR, which lavapipe 22.3 lacks: the simulated
+# vkCmdBindDescriptorSets2KHR, and core…/tcore…: vkCmdPushDescriptorSet and
+# vkCmdPushDescriptorSetWithTemplate, Vulkan 1.4's core names, all of which
+# lavapipe 22.3 lacks: the simulated
 # device's layer gives them, below dlshim's, as it gives vk_extsem its
 # exported semaphores)
 VK_DISPATCH = BUILD / "tests" / "vulkan" / "vk_dispatch"
-MAINTENANCE6_LAYER = "VK_LAYER_DLSHIM_simulated_semaphore_fd"
+SIMULATED_LAYER = "VK_LAYER_DLSHIM_simulated_vulkan"
 
 
 def dispatch(dlshim, mode, sync=None, shim=True):
     env = {"DLSHIM_SYNC": sync} if sync else {}
-    if mode.startswith(("pushed2", "bind2")):
+    if mode.startswith(("pushed2", "bind2", "core", "tcore")):
         env["VK_ADD_LAYER_PATH"] = str(BUILD / "simdev" / "vulkan")
         env["VK_INSTANCE_LAYERS"] = ("VK_LAYER_DLSHIM_ledger:" if shim else "") + \
-            MAINTENANCE6_LAYER
+            SIMULATED_LAYER
     return run(dlshim, mode, shim=shim, program=VK_DISPATCH, env=env)
 
 
-@pytest.mark.parametrize("mode", ["unsynced", "dynamic", "copied", "indirect", "pushed",
-                                  "pushed2", "bind2", "texel"])
+@pytest.mark.parametrize("mode", ["unsynced", "dynamic", "copied", "templated", "indirect",
+                                  "pushed", "pushed2", "bind2", "texel", "core", "tpushed",
+                                  "tcore"])
 def test_a_dispatch_writes_the_storage_buffers_bound(dlshim, mode):
     assert OLD in dispatch(dlshim, mode, shim=False).stdout  # the race is real
     r = dispatch(dlshim, mode, "check")
@@ -340,7 +344,7 @@ def test_a_dispatch_writes_the_storage_buffers_bound(dlshim, mode):
 
 @pytest.mark.parametrize("sync", ["check", "enforce"])
 @pytest.mark.parametrize("mode", ["fence", "pushed_fence", "pushed2_fence", "bind2_fence",
-                                  "texel_fence"])
+                                  "texel_fence", "core_fence", "tpushed_fence", "tcore_fence"])
 def test_a_dispatch_waited_for_is_silent(dlshim, mode, sync):
     bare, r = dispatch(dlshim, mode, shim=False), dispatch(dlshim, mode, sync)
     assert FILLED in r.stdout and r.stdout == bare.stdout
@@ -348,7 +352,8 @@ def test_a_dispatch_waited_for_is_silent(dlshim, mode, sync):
 
 
 @pytest.mark.parametrize("mode", ["unwaited", "pushed_unwaited", "pushed2_unwaited",
-                                  "bind2_unwaited", "texel_unwaited"])
+                                  "bind2_unwaited", "texel_unwaited", "core_unwaited",
+                                  "tpushed_unwaited", "tcore_unwaited"])
 def test_enforce_waits_for_the_dispatch_on_the_consumers_behalf(dlshim, mode):
     r = dispatch(dlshim, mode, "enforce")
     assert FILLED in r.stdout
@@ -358,7 +363,7 @@ def test_enforce_waits_for_the_dispatch_on_the_consumers_behalf(dlshim, mode):
 
 @pytest.mark.parametrize("mode", ["unbound", "replaced", "reset", "template", "dynamic_far",
                                   "pushed_replaced", "pushed2_replaced", "bind2_replaced",
-                                  "texel_replaced"])
+                                  "texel_replaced", "core_replaced", "tpushed_replaced"])
 def test_bytes_no_dispatch_writes_are_not_counted(dlshim, mode):
     # The buffer is in a set, but not one bound when the dispatch is
     # recorded: the dispatch writes another buffer, and this one is not
@@ -373,10 +378,9 @@ def test_bytes_no_dispatch_writes_are_not_counted(dlshim, mode):
 # vkGetSemaphoreFdKHR, the descriptor imported by cudaImportExternalSemaphore
 # on the simulated device).  Lavapipe on Debian 12 has no
 # VK_KHR_external_semaphore_fd: the simulated device's layer
-# (tests/simdev/vk_semaphore_fd.c) gives it, below dlshim's layer as a
+# (tests/simdev/vk_simulated.c) gives it, below dlshim's layer as a
 # driver's would be.  Without it the program exits 77, which fails here.
 VK_EXTSEM = BUILD / "tests" / "vulkan" / "vk_extsem"
-SEMAPHORE_FD_LAYER = "VK_LAYER_DLSHIM_simulated_semaphore_fd"
 
 
 def extsem(dlshim, mode, sync=None, shim=True, program=VK_EXTSEM):
@@ -385,7 +389,7 @@ def extsem(dlshim, mode, sync=None, shim=True, program=VK_EXTSEM):
     # its), so its stream threads would really race the program's reads,
     # which ThreadSanitizer reports (the model's verdict is the same).
     env = {"VK_ADD_LAYER_PATH": str(BUILD / "simdev" / "vulkan"),
-           "VK_INSTANCE_LAYERS": "VK_LAYER_DLSHIM_ledger:" + SEMAPHORE_FD_LAYER,
+           "VK_INSTANCE_LAYERS": "VK_LAYER_DLSHIM_ledger:" + SIMULATED_LAYER,
            "SIMDEV_IMMEDIATE": "1"}
     if sync:
         env["DLSHIM_SYNC"] = sync

@@ -30,6 +30,8 @@
  *              (no race)
  *   template   the buffer's set updated through a descriptor update
  *              template to hold another buffer before it is bound (no race)
+ *   templated  the buffer written into the set bound through a descriptor
+ *              update template (vkUpdateDescriptorSetWithTemplate)
  *
  * Prefixed pushed_ (pushed alone: unsynced), set 0 is a push descriptor set
  * (VK_KHR_push_descriptor; exit 77 without it): the buffer is pushed with
@@ -37,7 +39,11 @@
  * buffer pushed to the same binding after it.  Prefixed pushed2_, the same
  * through vkCmdPushDescriptorSet2KHR; prefixed bind2_, the set bound with
  * vkCmdBindDescriptorSets2KHR (both VK_KHR_maintenance6: exit 77 without
- * it); prefixed texel_, the set holds the buffer as a storage texel buffer
+ * it); prefixed core_, pushed through vkCmdPushDescriptorSet, Vulkan 1.4's
+ * core name (maintenance6 asked for: the simulated device's layer gives
+ * the 1.4 names too); prefixed tpushed_, pushed through a push descriptor
+ * update template (vkCmdPushDescriptorSetWithTemplateKHR), and tcore_, the
+ * same through its 1.4 core name vkCmdPushDescriptorSetWithTemplate; prefixed texel_, the set holds the buffer as a storage texel buffer
  * (a VK_FORMAT_R32_UINT view).  Of the modes above, unsynced, fence,
  * unwaited and replaced.
  *
@@ -57,11 +63,14 @@ static int far; /* dynamic_far */
 
 /* How the buffer reaches the shader: by the mode's prefix (TEXEL: bound as
  * a storage texel buffer). */
-enum { BOUND, PUSHED, PUSHED2, BOUND2, TEXEL } way;
-static const char *const prefixes[] = {"", "pushed", "pushed2", "bind2", "texel"};
+enum { BOUND, PUSHED, PUSHED2, BOUND2, TEXEL, CORE, TPUSHED, TCORE } way;
+static const char *const prefixes[] = {"",      "pushed", "pushed2", "bind2",
+                                       "texel", "core",   "tpushed", "tcore"};
 static PFN_vkCmdPushDescriptorSetKHR push;
 static PFN_vkCmdPushDescriptorSet2KHR push2;
 static PFN_vkCmdBindDescriptorSets2KHR bind2;
+static PFN_vkCmdPushDescriptorSetWithTemplateKHR tpush;
+static VkDescriptorUpdateTemplate ptemplate; /* tpushed, tcore */
 
 /* The mode past its prefix, which sets `way` (a prefix alone: unsynced). */
 static const char *way_of(const char *mode)
@@ -96,6 +105,8 @@ static void bind(VkCommandBuffer cb, VkDescriptorSet set, VkBuffer buffer, int d
         push(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &w);
     if (way == PUSHED2)
         push2(cb, &pi);
+    if (way == TPUSHED)
+        tpush(cb, ptemplate, c.layout, 0, &bi);
     if (way == BOUND2)
         bind2(cb, &si);
     if (way != BOUND)
@@ -103,6 +114,23 @@ static void bind(VkCommandBuffer cb, VkDescriptorSet set, VkBuffer buffer, int d
     uint32_t offset = far ? 32768 : 0;
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &set,
                             dynamic ? 1 : 0, dynamic ? &offset : NULL);
+}
+
+/* A template of one descriptor at binding 0, a VkDescriptorBufferInfo:
+ * for set 0's layout, or pushed into set 0 of the pipeline layout. */
+static VkDescriptorUpdateTemplate make_template(VkDescriptorType type,
+                                                VkDescriptorUpdateTemplateType kind)
+{
+    VkDescriptorUpdateTemplateEntry entry = {.descriptorCount = 1, .descriptorType = type,
+                                             .stride = sizeof(VkDescriptorBufferInfo)};
+    VkDescriptorUpdateTemplateCreateInfo tci = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_UPDATE_TEMPLATE_CREATE_INFO,
+        .descriptorUpdateEntryCount = 1, .pDescriptorUpdateEntries = &entry,
+        .templateType = kind, .descriptorSetLayout = c.set_layout,
+        .pipelineBindPoint = VK_PIPELINE_BIND_POINT_COMPUTE, .pipelineLayout = c.layout};
+    VkDescriptorUpdateTemplate update;
+    VK_CHECK(vkCreateDescriptorUpdateTemplate(device, &tci, NULL, &update));
+    return update;
 }
 
 /* Another host-visible buffer (of make_buffer's). */
@@ -114,20 +142,29 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "unsynced";
     setvbuf(stdout, NULL, _IOLBF, 0);
     mode = way_of(mode);
-    int pushed = way == PUSHED || way == PUSHED2, texel = way == TEXEL;
+    int core = way == CORE || way == TCORE;
+    if (way == CORE)
+        way = PUSHED;
+    if (way == TCORE)
+        way = TPUSHED;
+    int pushed = way == PUSHED || way == PUSHED2 || way == TPUSHED, texel = way == TEXEL;
     if (texel)
         way = BOUND;
     if (way == BOUND)
         open_device();
     else
         open_device_with(VK_API_VERSION_1_1, NULL,
-                         way == PUSHED ? VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME
-                                       : VK_KHR_MAINTENANCE_6_EXTENSION_NAME);
-    push = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(device, "vkCmdPushDescriptorSetKHR");
+                         (way == PUSHED || way == TPUSHED) && !core
+                             ? VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME
+                             : VK_KHR_MAINTENANCE_6_EXTENSION_NAME);
+    push = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(
+        device, core ? "vkCmdPushDescriptorSet" : "vkCmdPushDescriptorSetKHR");
     push2 = (PFN_vkCmdPushDescriptorSet2KHR)vkGetDeviceProcAddr(device,
                                                                 "vkCmdPushDescriptorSet2KHR");
     bind2 = (PFN_vkCmdBindDescriptorSets2KHR)vkGetDeviceProcAddr(device,
                                                                  "vkCmdBindDescriptorSets2KHR");
+    tpush = (PFN_vkCmdPushDescriptorSetWithTemplateKHR)vkGetDeviceProcAddr(
+        device, core ? "vkCmdPushDescriptorSetWithTemplate" : "vkCmdPushDescriptorSetWithTemplateKHR");
     queue_rig rig;
     rig_open(&rig);
     make_buffer(&other, &other_memory);
@@ -138,6 +175,8 @@ int main(int argc, char **argv)
                                     : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     compute_open(&c, type,
                  pushed ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0);
+    if (way == TPUSHED)
+        ptemplate = make_template(type, VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_PUSH_DESCRIPTORS_KHR);
 
     /* The indirect dispatch's arguments: 16 x 1 x 1. */
     VkBuffer args;
@@ -166,17 +205,18 @@ int main(int argc, char **argv)
         compute_write(&c, bound, other);
     }
     if (!strcmp(mode, "template")) {
-        VkDescriptorUpdateTemplateEntry entry = {.descriptorCount = 1, .descriptorType = type,
-                                                 .stride = sizeof(VkDescriptorBufferInfo)};
-        VkDescriptorUpdateTemplateCreateInfo tci = {
-            .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_UPDATE_TEMPLATE_CREATE_INFO,
-            .descriptorUpdateEntryCount = 1, .pDescriptorUpdateEntries = &entry,
-            .templateType = VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_DESCRIPTOR_SET,
-            .descriptorSetLayout = c.set_layout};
-        VkDescriptorUpdateTemplate update;
-        VK_CHECK(vkCreateDescriptorUpdateTemplate(device, &tci, NULL, &update));
+        VkDescriptorUpdateTemplate update =
+            make_template(type, VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_DESCRIPTOR_SET);
         VkDescriptorBufferInfo bi = {.buffer = other, .offset = 0, .range = 4096};
         vkUpdateDescriptorSetWithTemplate(device, set, update, &bi);
+        vkDestroyDescriptorUpdateTemplate(device, update, NULL);
+    }
+    if (!strcmp(mode, "templated")) {
+        bound = compute_set(&c);
+        VkDescriptorUpdateTemplate update =
+            make_template(type, VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_DESCRIPTOR_SET);
+        VkDescriptorBufferInfo bi = {.buffer = rig.buffer, .offset = 0, .range = 4096};
+        vkUpdateDescriptorSetWithTemplate(device, bound, update, &bi);
         vkDestroyDescriptorUpdateTemplate(device, update, NULL);
     }
     if (!strcmp(mode, "reset")) {

@@ -1,5 +1,5 @@
 /*
- * vk_semaphore_fd.c — a Vulkan layer that gives a driver without them the
+ * vk_simulated.c — a Vulkan layer that gives a driver without them the
  * device extension VK_KHR_external_semaphore_fd, as far as a test of an
  * exported semaphore needs: Mesa's lavapipe (Debian 12's 22.3) exports
  * memory as a file descriptor but no semaphore, and the simulated CUDA
@@ -26,9 +26,14 @@
  *                        the compute bind point's vkCmdBindDescriptorSets
  *                        and vkCmdPushDescriptorSetKHR (maintenance6 asked
  *                        for, the driver is asked for VK_KHR_push_descriptor)
+ *   vkCmdBindDescriptorSets2, vkCmdPushDescriptorSet(2),
+ *   vkCmdPushDescriptorSetWithTemplate
+ *                        Vulkan 1.4's core names of the same, and of
+ *                        vkCmdPushDescriptorSet(WithTemplate)KHR (lavapipe
+ *                        22.3 is 1.3, with VK_KHR_push_descriptor)
  *
  * One instance and one device at a time: the test programs make no more.
- * Its manifest (vk_semaphore_fd.json) names the extension, which the loader
+ * Its manifest (vk_simulated.json) names the extension, which the loader
  * then accepts in vkCreateDevice (and lists for the layer by name).
  */
 #include <string.h>
@@ -51,6 +56,7 @@ static PFN_vkWaitSemaphores next_wait;
 static PFN_vkCreateSemaphore next_create_semaphore;
 static PFN_vkCmdBindDescriptorSets next_bind;
 static PFN_vkCmdPushDescriptorSetKHR next_push;
+static PFN_vkCmdPushDescriptorSetWithTemplateKHR next_push_template;
 static VkSemaphore exported[MAX_EXPORTED];
 static unsigned n_exported;
 
@@ -198,6 +204,22 @@ static VKAPI_ATTR void VKAPI_CALL push_descriptor_set2(VkCommandBuffer cb,
               i->pDescriptorWrites);
 }
 
+static VKAPI_ATTR void VKAPI_CALL push_descriptor_set(VkCommandBuffer cb,
+                                                     VkPipelineBindPoint point,
+                                                     VkPipelineLayout layout, uint32_t set,
+                                                     uint32_t count,
+                                                     const VkWriteDescriptorSet *writes)
+{
+    next_push(cb, point, layout, set, count, writes);
+}
+
+static VKAPI_ATTR void VKAPI_CALL push_descriptor_set_with_template(
+    VkCommandBuffer cb, VkDescriptorUpdateTemplate update, VkPipelineLayout layout, uint32_t set,
+    const void *data)
+{
+    next_push_template(cb, update, layout, set, data);
+}
+
 static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical,
                                                     const VkDeviceCreateInfo *info,
                                                     const VkAllocationCallbacks *cb,
@@ -231,6 +253,8 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical,
             next_wait = (PFN_vkWaitSemaphores)next_gdpa(*out, "vkWaitSemaphoresKHR");
         next_bind = (PFN_vkCmdBindDescriptorSets)next_gdpa(*out, "vkCmdBindDescriptorSets");
         next_push = (PFN_vkCmdPushDescriptorSetKHR)next_gdpa(*out, "vkCmdPushDescriptorSetKHR");
+        next_push_template = (PFN_vkCmdPushDescriptorSetWithTemplateKHR)next_gdpa(
+            *out, "vkCmdPushDescriptorSetWithTemplateKHR");
     }
     n_exported = 0;
     return r;
@@ -252,7 +276,12 @@ static PFN_vkVoidFunction ours(const char *name)
                {"vkWaitSemaphores", (PFN_vkVoidFunction)wait_semaphores},
                {"vkWaitSemaphoresKHR", (PFN_vkVoidFunction)wait_semaphores},
                {"vkCmdBindDescriptorSets2KHR", (PFN_vkVoidFunction)bind_descriptor_sets2},
-               {"vkCmdPushDescriptorSet2KHR", (PFN_vkVoidFunction)push_descriptor_set2}};
+               {"vkCmdPushDescriptorSet2KHR", (PFN_vkVoidFunction)push_descriptor_set2},
+               {"vkCmdBindDescriptorSets2", (PFN_vkVoidFunction)bind_descriptor_sets2},
+               {"vkCmdPushDescriptorSet2", (PFN_vkVoidFunction)push_descriptor_set2},
+               {"vkCmdPushDescriptorSet", (PFN_vkVoidFunction)push_descriptor_set},
+               {"vkCmdPushDescriptorSetWithTemplate",
+                (PFN_vkVoidFunction)push_descriptor_set_with_template}};
     for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
         if (!strcmp(name, fns[i].name))
             return fns[i].fn;
@@ -276,7 +305,7 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL get_instance_proc(VkInstance ins
 }
 
 EXPORT VKAPI_ATTR VkResult VKAPI_CALL
-simulated_semaphore_fd_negotiate(VkNegotiateLayerInterface *v)
+simulated_vulkan_negotiate(VkNegotiateLayerInterface *v)
 {
     if (!v || v->sType != LAYER_NEGOTIATE_INTERFACE_STRUCT)
         return VK_ERROR_INITIALIZATION_FAILED;
