@@ -69,6 +69,8 @@
 #define DS_VK_BOUND_SETS 8u        /* compute sets followed per command buffer */
 #define DS_VK_SET_DYNAMIC 8u       /* dynamic offsets kept per bound set */
 #define DS_VK_PUSHED 8u            /* push descriptors followed per command buffer */
+#define DS_VK_PUSH_READ 32u        /* descriptors read per write or entry of a push (a
+                                    * program's count is not trusted): past it, unseen */
 #define DS_VK_VIEWS 1024u          /* buffer views (a power of two) */
 #define DS_VK_TEMPLATES 256u       /* push descriptor templates (a power of two) */
 #define DS_VK_TEMPLATE_ENTRIES 8u  /* a template with more: its pushes unseen */
@@ -578,7 +580,7 @@ static void descriptors_pushed(VkCommandBuffer cb, VkPipelineBindPoint point, ui
         const VkWriteDescriptorSet *w = &writes[i];
         if (w->descriptorType == VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK)
             continue; /* its count is bytes */
-        for (uint32_t k = 0; k < w->descriptorCount; k++)
+        for (uint32_t k = 0; k < w->descriptorCount && k < DS_VK_PUSH_READ; k++)
             descriptor_pushed(b, set, w->dstBinding, w->dstArrayElement + k, written(w, k));
     }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
@@ -690,7 +692,8 @@ static void template_pushed(VkCommandBuffer cb, VkDescriptorUpdateTemplate updat
         b->push_slots |= (uint8_t)(1u << set);
         for (uint32_t i = 0; i < t->n; i++) {
             const template_entry *e = &t->e[i];
-            for (uint32_t k = 0; e->type != VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK && k < e->count;
+            for (uint32_t k = 0; e->type != VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK &&
+                                 k < e->count && k < DS_VK_PUSH_READ;
                  k++)
                 descriptor_pushed(b, set, e->number, e->element + k, template_read(e, data, k));
         }
