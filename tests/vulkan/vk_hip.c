@@ -76,15 +76,9 @@ static void vk_to_hip(int timeline, uint64_t wait)
     hipStream_t s;
     HIP_CHECK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
     int racy = !wait || (timeline && wait < 2);
-    if (timeline) {
+    if (timeline)
         rig_signal_value(&rig, VK_NULL_HANDLE, sem, 1);
-        VkCommandBuffer cb = rig_begin(&rig, racy);
-        vkCmdFillBuffer(cb, rig.buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
-        VK_CHECK(vkEndCommandBuffer(cb));
-        rig_signal_value(&rig, cb, sem, 2);
-    } else {
-        rig_fill_and_signal(&rig, sem, racy); /* as vk_extsem's vk_to_cuda */
-    }
+    rig_fill_and_signal(&rig, sem, timeline ? 2 : 0, racy); /* as vk_extsem's vk_to_cuda */
     hipExternalSemaphoreWaitParams params;
     memset(&params, 0, sizeof(params));
     params.params.fence.value = wait;

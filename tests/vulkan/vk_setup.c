@@ -375,12 +375,15 @@ VkSemaphore exported_semaphore(VkSemaphoreType type, int *fd)
     return s;
 }
 
-void rig_fill_and_signal(const queue_rig *r, VkSemaphore signal, int gated)
+void rig_fill_and_signal(const queue_rig *r, VkSemaphore signal, uint64_t value, int gated)
 {
     VkCommandBuffer cb = rig_begin(r, gated);
     vkCmdFillBuffer(cb, r->buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
     VK_CHECK(vkEndCommandBuffer(cb));
-    rig_submit(r, cb, VK_NULL_HANDLE, signal, VK_NULL_HANDLE);
+    if (value)
+        rig_signal_value(r, cb, signal, value);
+    else
+        rig_submit(r, cb, VK_NULL_HANDLE, signal, VK_NULL_HANDLE);
 }
 
 void rig_hand_over(const queue_rig *r)

@@ -70,8 +70,9 @@ void rig_submit(const queue_rig *r, VkCommandBuffer cb, VkSemaphore wait, VkSema
 void rig_signal_value(const queue_rig *r, VkCommandBuffer cb, VkSemaphore timeline,
                       uint64_t value);
 /* A fill of the whole buffer with bytes of 1 submitted, signalling
- * `signal`; held back by the gate if `gated`. */
-void rig_fill_and_signal(const queue_rig *r, VkSemaphore signal, int gated);
+ * `signal` (a timeline semaphore to `value`; 0: a binary one); held back
+ * by the gate if `gated`. */
+void rig_fill_and_signal(const queue_rig *r, VkSemaphore signal, uint64_t value, int gated);
 /* A CPU tensor over the mapping handed from "vkproducer" to "cpuconsumer",
  * which prints what it read (1: the old value, 16843009: the fill's); then
  * the gate set. */
