@@ -21,8 +21,8 @@
  * Semaphores are edges: a binary one an event (recorded where a submission
  * signals it, waited for where one waits), a timeline one an event per
  * value signalled, which a submission's or the host's wait for a value
- * merges up to that value (the stream model's table of timelines,
- * shim/ledger/timelines.c).  A semaphore exported as an opaque file
+ * merges up to the first signal that reaches it (the stream model's table
+ * of timelines, shim/ledger/timelines.c).  A semaphore exported as an opaque file
  * descriptor (vkGetSemaphoreFdKHR) and imported by CUDA or HIP is the same
  * event, or the same timeline, on their side (shim/ledger/external.c): a
  * CUDA stream's wait for it (for a value) merges what a submission
