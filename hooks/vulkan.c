@@ -98,8 +98,8 @@ typedef struct {
     uint64_t size;   /* a buffer's size */
     VkAllocationCallbacks cb; /* a memory's callbacks, kept for a deferred free */
     bool has_cb;
-    /* Exportable memory: its allocation's generation, the space its
-     * queues' writes are kept in for other APIs' mappings (0: not). */
+    /* A memory's allocation generation: the space its queues' writes are
+     * kept in, for other APIs' mappings of it and kDLVulkan tensors. */
     uint32_t space;
 } object;
 
@@ -167,14 +167,17 @@ static void buffer_forget(VkBuffer buffer)
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
-/* The descriptor's memory_of: a buffer's memory. */
-static bool memory_of(uintptr_t handle, uintptr_t *memory)
+/* The descriptor's memory_of: a buffer's memory, and where in it the
+ * buffer is bound. */
+static bool memory_of(uintptr_t handle, uintptr_t *memory, uint64_t *offset)
 {
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     object *o = find(&buffers, handle, false);
     bool bound = o && o->memory;
-    if (bound)
+    if (bound) {
         *memory = (uintptr_t)o->memory;
+        *offset = o->offset;
+    }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
     return bound;
 }
@@ -197,7 +200,8 @@ bool ds_vk_buffer_mapped(uint64_t buffer, uint64_t offset, uint64_t size, ds_ran
 }
 
 /* Lock held (vulkan_family.h). */
-bool ds_vk_buffer_exported(uint64_t buffer, uint64_t offset, uint64_t size, ds_range *out)
+bool ds_vk_buffer_in_memory(uint64_t buffer, uint64_t offset, uint64_t size, bool write,
+                            ds_range *out)
 {
     const object *b = find(&buffers, buffer, false);
     const object *m = b && b->memory ? find(&memories, b->memory, false) : NULL;
@@ -205,7 +209,7 @@ bool ds_vk_buffer_exported(uint64_t buffer, uint64_t offset, uint64_t size, ds_r
         return false;
     if (size == VK_WHOLE_SIZE)
         size = b->size > offset ? b->size - offset : 0;
-    *out = (ds_range){.start = (uintptr_t)(b->offset + offset), .len = size, .write = true,
+    *out = (ds_range){.start = (uintptr_t)(b->offset + offset), .len = size, .write = write,
                       .space = m->space};
     return size != 0;
 }
@@ -248,7 +252,7 @@ static void allocated(VkDevice device, const VkMemoryAllocateInfo *info, VkDevic
     object *o = find(&memories, P(memory), true);
     if (o)
         *o = (object){.handle = P(memory), .memory = (uint64_t)(d - devices) + 1,
-                      .space = props & PROP_EXPORTABLE ? generation : 0};
+                      .space = generation};
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
@@ -494,6 +498,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice physic
 #define VK_FREE(name, params, args, check, done) s.name = (PFN_##name)next_gdpa(*out, #name);
 #define VK_HOOK_ON(object, name, params, args, after) VK_HOOK(name, params, args, after)
 #define VK_VOID_ON(object, name, params, args, before) VK_HOOK(name, params, args, before)
+#define VK_BEFORE_ON(object, name, params, args, before) VK_HOOK(name, params, args, before)
 #include "vulkan.def"
 #include "vulkan_queues.def"
 #include "vulkan_descriptors.def"
@@ -598,11 +603,21 @@ static bool no_barrier(uintptr_t producer, uintptr_t consumer)
     return false;
 }
 
+/* DLSHIM_SYNC=enforce, a queue's submission about to use a handoff another
+ * queue's write is not ordered before: no command can be put ahead of it
+ * from here, so the host waits (bounded) for the producer's queue before
+ * the submission is forwarded. */
+static bool queue_barrier(uintptr_t producer, uintptr_t consumer)
+{
+    (void)consumer;
+    return ds_vk_queue_host_wait(producer);
+}
+
 static const ds_device_api api = {
     .name = "vulkan",
     .device_type = {[DS_ALLOC_DEVICE] = "vulkan", [DS_ALLOC_HOST] = "vulkan",
                     [DS_ALLOC_MANAGED] = "vulkan", [DS_ALLOC_ASYNC] = "vulkan"},
-    .barrier = no_barrier,
+    .barrier = queue_barrier,
     .release = release,
     .handles = true,
     .tensor_device_type = kDLVulkan,

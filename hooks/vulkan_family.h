@@ -9,7 +9,7 @@
  * vulkan.c owns the devices' dispatch (ds_vk_device_of), the family's
  * descriptor (ds_vk_api) and the tables of buffers and memories, which
  * vulkan_queues.c reads only through ds_vk_buffer_mapped and
- * ds_vk_buffer_exported; vulkan_queues.c
+ * ds_vk_buffer_in_memory; vulkan_queues.c
  * owns everything about queues and hands vulkan.c its wrappers
  * (ds_vk_queue_wrapper) and the host's bounded wait (ds_vk_queue_host_wait);
  * vulkan_descriptors.c owns the descriptor sets, hands vulkan.c its
@@ -41,6 +41,7 @@ typedef struct ds_vk_device {
 #define VK_FREE(name, params, args, check, done) PFN_##name name;
 #define VK_HOOK_ON(object, name, params, args, after) PFN_##name name;
 #define VK_VOID_ON(object, name, params, args, before) PFN_##name name;
+#define VK_BEFORE_ON(object, name, params, args, before) PFN_##name name;
 #include "vulkan.def"
 #include "vulkan_queues.def"
 #include "vulkan_descriptors.def"
@@ -61,9 +62,10 @@ const void *ds_vk_find_in_chain(const void *next, VkStructureType type);
 bool ds_vk_buffer_mapped(uint64_t buffer, uint64_t offset, uint64_t size, ds_range *out);
 /* Lock DS_LOCK_HOOK_TABLES held.  The same bytes as bytes of the buffer's
  * memory (ds_range.space: its allocation's generation; start: the offset
- * in it), where that memory is exportable (another API may map it); false
- * where not, or unbound. */
-bool ds_vk_buffer_exported(uint64_t buffer, uint64_t offset, uint64_t size, ds_range *out);
+ * in it), read or written: where another API's mapping of the memory and a
+ * kDLVulkan tensor over it find them; false where the buffer is unbound. */
+bool ds_vk_buffer_in_memory(uint64_t buffer, uint64_t offset, uint64_t size, bool write,
+                            ds_range *out);
 
 /* ---- vulkan_queues.c ----------------------------------------------------------- */
 /* The wrapper of a function of vulkan_queues.def (NULL: not one of its

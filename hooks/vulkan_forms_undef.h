@@ -5,4 +5,5 @@
 #undef VK_FREE
 #undef VK_HOOK_ON
 #undef VK_VOID_ON
+#undef VK_BEFORE_ON
 #undef VK_BEGIN

@@ -12,3 +12,4 @@
 #define VK_FREE(fn, params, args, check, done) VK_HOOK(fn, params, args, check)
 #define VK_HOOK_ON(object, fn, params, args, after) VK_HOOK(fn, params, args, after)
 #define VK_VOID_ON(object, fn, params, args, before) VK_HOOK(fn, params, args, before)
+#define VK_BEFORE_ON(object, fn, params, args, before) VK_HOOK(fn, params, args, before)

@@ -11,10 +11,15 @@
  * bytes) into buffers, and the storage buffers a dispatch has bound
  * (vulkan_descriptors.c records them here: ds_vk_recorded_write), as bytes
  * of their memory's host mapping (where a CPU tensor over it is read:
- * ds_sync_host_reads) and, for exportable memory, as offsets in the memory
- * itself (ds_vk_buffer_exported), where a CUDA or HIP tensor over their
- * mapping of an import of it finds them when it is imported, whenever
- * that mapping was made (ds_alloc_alias_range).  A secondary command
+ * ds_sync_host_reads) and as offsets in the memory itself
+ * (ds_vk_buffer_in_memory), where a CUDA or HIP tensor over their mapping
+ * of an import of it finds them when it is imported, whenever that
+ * mapping was made (ds_alloc_alias_range), and a kDLVulkan tensor over the
+ * memory finds them too.  What a copy reads is recorded as well, in the
+ * memory: with the writes, the uses that are a kDLVulkan tensor's first
+ * on its consumer's queue.  A submission is modelled before it is
+ * forwarded, so that DLSHIM_SYNC=enforce can make the host wait for the
+ * producer's queue first (vulkan.c's barrier).  A secondary command
  * buffer records its writes as a primary does; vkCmdExecuteCommands hands
  * them to the primary that executes it, whose submission makes them.
  *
@@ -31,6 +36,7 @@
  *
  * Wraps (vulkan_queues.def): vkBeginCommandBuffer, vkResetCommandBuffer,
  * vkCmdFillBuffer, vkCmdUpdateBuffer, vkCmdCopyBuffer, vkCmdCopyImageToBuffer,
+ * vkCmdCopyBufferToImage,
  * vkCmdExecuteCommands, vkQueueSubmit, vkQueueSubmit2(KHR), vkQueueWaitIdle, vkDeviceWaitIdle,
  * vkWaitForFences, vkGetFenceStatus, vkDestroyFence, vkCreateSemaphore,
  * vkDestroySemaphore, vkGetSemaphoreFdKHR, vkWaitSemaphores(KHR),
@@ -52,8 +58,10 @@
  * buffer's old 16, for a primary that gathers a few secondaries' writes. */
 #define DS_VK_RECORDED 32u
 
+/* A buffer's bytes a command writes, or (write 0) reads: a read counts
+ * only as a use, the first of a handoff by its consumer's queue. */
 typedef struct {
-    uint64_t buffer, offset, size;
+    uint64_t buffer, offset, size, write;
 } recorded;
 
 typedef struct {
@@ -109,15 +117,21 @@ static void kept(recording *r, const recorded *w)
         r->w[r->n++] = *w;
 }
 
-void ds_vk_recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
-                          VkDeviceSize size)
+static void recorded_use(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
+                         VkDeviceSize size, bool write)
 {
     if (!ds_sync_enabled())
         return;
-    recorded w = {P(buffer), offset, size};
+    recorded w = {P(buffer), offset, size, write};
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     kept(recording_of(cb, true), &w);
     ds_lock_give(DS_LOCK_HOOK_TABLES);
+}
+
+void ds_vk_recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
+                          VkDeviceSize size)
+{
+    recorded_use(cb, buffer, offset, size, true);
 }
 
 /* Secondary command buffers executed from a primary: their writes, as
@@ -139,26 +153,28 @@ static void secondaries_executed(VkCommandBuffer primary, uint32_t count,
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
-static void recorded_copies(VkCommandBuffer cb, VkBuffer dst, uint32_t count,
+static void recorded_copies(VkCommandBuffer cb, VkBuffer src, VkBuffer dst, uint32_t count,
                             const VkBufferCopy *regions)
 {
-    for (uint32_t i = 0; regions && i < count && i < DS_VK_RECORDED; i++)
+    for (uint32_t i = 0; regions && i < count && i < DS_VK_RECORDED; i++) {
+        recorded_use(cb, src, regions[i].srcOffset, regions[i].size, false);
         ds_vk_recorded_write(cb, dst, regions[i].dstOffset, regions[i].size);
+    }
 }
 
-/* An image copied into a buffer: of each region, the bytes it writes
- * whatever the format (a texel or a block is at least a byte, a block row at
- * least as many bytes as it has texels): its first row's first `width`
- * bytes at bufferOffset.  Fewer than it writes: an unseen byte can hide a
- * race, never make one. */
-static void recorded_image_copies(VkCommandBuffer cb, VkBuffer dst, uint32_t count,
-                                  const VkBufferImageCopy *regions)
+/* An image copied into a buffer (write), or a buffer into an image: of
+ * each region, the buffer's bytes it writes or reads whatever the format (a
+ * texel or a block is at least a byte, a block row at least as many bytes
+ * as it has texels): its first row's first `width` bytes at bufferOffset.
+ * Fewer than it touches: an unseen byte can hide a race, never make one. */
+static void recorded_image_copies(VkCommandBuffer cb, VkBuffer buffer, uint32_t count,
+                                  const VkBufferImageCopy *regions, bool write)
 {
     for (uint32_t i = 0; regions && i < count && i < DS_VK_RECORDED; i++) {
         const VkBufferImageCopy *r = &regions[i];
         if (r->imageExtent.width && r->imageExtent.height && r->imageExtent.depth &&
             r->imageSubresource.layerCount)
-            ds_vk_recorded_write(cb, dst, r->bufferOffset, r->imageExtent.width);
+            recorded_use(cb, buffer, r->bufferOffset, r->imageExtent.width, write);
     }
 }
 
@@ -310,11 +326,12 @@ typedef struct {
     VkCommandBuffer buffer[64];
 } submission;
 
-/* The writes of one submission's command buffers, as ranges: in the
- * memory's host mapping, and in exportable memory itself (what another
- * API's mapping of it translates to; the memory needs no host mapping for
- * that). */
-static int submission_writes(const submission *s, ds_range *out, int max)
+/* What one submission's command buffers write, as ranges in the memory's
+ * host mapping (where a CPU tensor over it is read) and in the memory
+ * itself (what another API's mapping of it translates to, and where a
+ * kDLVulkan tensor's bytes are: no host mapping needed), and what they
+ * read, in the memory (a kDLVulkan tensor's consumer's first use). */
+static int submission_ranges(const submission *s, ds_range *out, int max)
 {
     int n = 0;
     ds_lock_take(DS_LOCK_HOOK_TABLES);
@@ -322,8 +339,9 @@ static int submission_writes(const submission *s, ds_range *out, int max)
         const recording *r = recording_of(s->buffer[c], false);
         for (uint32_t k = 0; r && k < r->n && n + 1 < max; k++) {
             const recorded *w = &r->w[k];
-            n += ds_vk_buffer_mapped(w->buffer, w->offset, w->size, &out[n]);
-            n += ds_vk_buffer_exported(w->buffer, w->offset, w->size, &out[n]);
+            if (w->write)
+                n += ds_vk_buffer_mapped(w->buffer, w->offset, w->size, &out[n]);
+            n += ds_vk_buffer_in_memory(w->buffer, w->offset, w->size, w->write, &out[n]);
         }
     }
     ds_lock_give(DS_LOCK_HOOK_TABLES);
@@ -341,9 +359,9 @@ static void submission_modelled(VkQueue queue, const submission *s, const void *
             timeline_waited(P(queue), s->wait[k], s->wait_value[k]);
         else
             ds_sync_stream_waits(ds_vk_api, P(queue), P(s->wait[k]), false);
-    ds_range writes[64];
-    int n = submission_writes(s, writes, (int)DS_ARRAY_LEN(writes));
-    ds_sync_op(ds_vk_api, P(queue), false, writes, n, caller);
+    ds_range used[64];
+    int n = submission_ranges(s, used, (int)DS_ARRAY_LEN(used));
+    ds_sync_op(ds_vk_api, P(queue), false, used, n, caller);
     for (uint32_t k = 0; k < s->signals; k++)
         if (is_timeline(s->signal[k])) {
             ds_timeline_signalled(ds_vk_api, P(s->signal[k]), s->signal_value[k], ds_vk_api,
@@ -407,8 +425,8 @@ static void read_submit2(const void *submits, uint32_t i, submission *s)
     }
 }
 
-/* A vkQueueSubmit or vkQueueSubmit2 that succeeded: each of its submissions
- * (64 at most, each read by `read`), then its fence. */
+/* A vkQueueSubmit or vkQueueSubmit2 about to be forwarded: each of its
+ * submissions (64 at most, each read by `read`), then its fence. */
 static void submitted(VkQueue queue, uint32_t count, const void *submits,
                       void (*read)(const void *, uint32_t, submission *), VkFence fence,
                       const void *caller)

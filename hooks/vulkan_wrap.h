@@ -6,8 +6,9 @@
  *
  * Each wrapper finds its device's next function (none: the loader never
  * hands out a wrapper for a function the device lacks, so this is garbage),
- * forwards to it, records only on success while the family is installed and
- * the shim active, and leaves the result and errno as the call left them.
+ * forwards to it, records only on success (a submission: before it)
+ * while the family is installed and the shim active, and leaves the result
+ * and errno as the call left them.
  * `object`: the first parameter, the dispatchable object whose device's
  * table the call goes through (a queue's and a command buffer's are their
  * device's).
@@ -29,6 +30,19 @@
         }                                                                                     \
         errno = errno_;                                                                       \
         return r_;                                                                            \
+    }
+/* A submission: modelled before it is forwarded, where DLSHIM_SYNC=enforce
+ * can still make the host wait for what the queue must not overtake
+ * (modelled even should the driver then refuse it: a program goes on from
+ * a failed submission rarely, and a tick too many orders nothing wrong). */
+#define VK_BEFORE_ON(object, name, params, args, before)                                      \
+    VK_BEGIN(VkResult, VK_ERROR_INITIALIZATION_FAILED, object, name, params)                  \
+        int errno_ = errno;                                                                   \
+        if (ds_vk_on()) {                                                                     \
+            before;                                                                           \
+        }                                                                                     \
+        errno = errno_;                                                                       \
+        return d_->name args; /* NOLINT */                                                    \
     }
 #define VK_VOID_ON(object, name, params, args, before)                                        \
     VK_BEGIN(void, , object, name, params)                                                    \

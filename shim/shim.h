@@ -205,9 +205,10 @@ typedef struct ds_device_api {
     bool handles;
     /* The DLPack device type whose tensors carry such a handle in `data`
      * (0: none), and how to get from what a tensor carries (a buffer) to
-     * its allocation's handle (NULL, or false: the handle itself). */
+     * its allocation's handle and where in it the buffer starts (NULL, or
+     * false: the handle itself, from its start). */
     int32_t tensor_device_type;
-    bool (*memory_of)(uintptr_t handle, uintptr_t *memory);
+    bool (*memory_of)(uintptr_t handle, uintptr_t *memory, uint64_t *offset);
     /* Names of the bits of ds_alloc_info.properties (NULL: none). */
     const char *const *property_names;
     /* What its streams are called in reports (NULL: "stream"; Vulkan's are

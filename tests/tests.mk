@@ -276,7 +276,8 @@ CUDA_DEVICE_PROGS := $(DEVICE_BIN)/rt_alloc $(DEVICE_BIN)/drv_alloc $(DEVICE_BIN
 # simulated device's in CI (tests/vulkan).
 VULKAN_PROGS := $(BUILD)/tests/vulkan/vk_share $(BUILD)/tests/vulkan/vk_hip \
                 $(BUILD)/tests/vulkan/vk_queue $(BUILD)/tests/vulkan/vk_timeline \
-                $(BUILD)/tests/vulkan/vk_dispatch $(BUILD)/tests/vulkan/vk_extsem
+                $(BUILD)/tests/vulkan/vk_dispatch $(BUILD)/tests/vulkan/vk_extsem \
+                $(BUILD)/tests/vulkan/vk_consume
 $(BUILD)/tests/vulkan/%: tests/vulkan/%.c tests/vulkan/vk_setup.c tests/vulkan/vk_setup.h \
                          tests/vulkan/vk_maintenance6.h tests/device/cuda_check.h include/dlshim.h
 	@mkdir -p $(dir $@)

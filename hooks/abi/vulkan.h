@@ -570,6 +570,9 @@ typedef VkResult (*PFN_vkQueueSubmit2KHR)(VkQueue queue, uint32_t submitCount,
 typedef void (*PFN_vkCmdCopyImageToBuffer)(VkCommandBuffer commandBuffer, VkImage srcImage,
     VkImageLayout srcImageLayout, VkBuffer dstBuffer, uint32_t regionCount,
     const VkBufferImageCopy *pRegions);
+typedef void (*PFN_vkCmdCopyBufferToImage)(VkCommandBuffer commandBuffer, VkBuffer srcBuffer,
+    VkImage dstImage, VkImageLayout dstImageLayout, uint32_t regionCount,
+    const VkBufferImageCopy *pRegions);
 typedef VkResult (*PFN_vkGetMemoryFdKHR)(VkDevice device,
     const VkMemoryGetFdInfoKHR *pGetFdInfo, int *pFd);
 typedef VkResult (*PFN_vkCreateDescriptorSetLayout)(VkDevice device,

@@ -608,7 +608,8 @@ bool ds_alloc_lookup_tensor(int api, uintptr_t data, uintptr_t address, ds_alloc
      * the lock: the family's tables have their own). */
     const ds_device_api *d = ds_device_api_at(api);
     uintptr_t memory = data;
-    if (d->memory_of && !d->memory_of(data, &memory))
+    uint64_t offset;
+    if (d->memory_of && !d->memory_of(data, &memory, &offset))
         memory = data;
     return ds_alloc_lookup_in(api, memory, out);
 }

@@ -273,7 +273,9 @@ void ds_extmem_after_fork(void);
 /* ---- sync.c ------------------------------------------------------------- */
 /* A device tensor was imported: the last write to its bytes must be covered
  * by the consumer's first use.  `alias` (or NULL): the same bytes as
- * another allocation's, whose writes count too (ds_alloc_alias_range). */
+ * another allocation's, whose writes count too (ds_alloc_alias_range).
+ * data 0: a tensor that carries a handle, whose bytes are `alias` alone
+ * (offsets in its memory), where its consumer's uses are found too. */
 void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const ds_range *alias,
                     uint16_t producer, uint16_t consumer);
 /* A CPU tensor over host-visible device memory (a Vulkan mapping, pinned or

@@ -105,7 +105,8 @@ typedef struct {
 } event;
 
 typedef struct {
-    uintptr_t tensor, start, end;
+    uintptr_t tensor, start, end; /* the bytes the consumer's uses are found at */
+    uint32_t space;  /* of start and end (ds_range): 0, addresses */
     int stream;      /* the producer's last write */
     uint32_t tick;
     uint16_t producer, consumer; /* name ids */
@@ -878,7 +879,8 @@ static inline bool overlaps(const write_rec *wr, uint32_t space, uintptr_t start
 }
 
 /* SYNC held: the newest write overlapping the addresses [data, data +
- * bytes), or `alias` (NULL: none), in the order the host queued them: each
+ * bytes) (none where data is 0), or `alias` (NULL: none), in the order the
+ * host queued them: each
  * stream's newest in its ring (read under its shard, one at a time), the
  * last queued of those.  False: none. */
 static bool newest_write(uintptr_t data, uint64_t bytes, const ds_range *alias,
@@ -892,7 +894,7 @@ static bool newest_write(uintptr_t data, uint64_t bytes, const ds_range *alias,
         uint64_t oldest = r->nwrites > DS_WRITES ? r->nwrites - DS_WRITES : 0;
         for (uint64_t n = r->nwrites; n > oldest; n--) {
             const write_rec *wr = &r->ring[(n - 1) % DS_WRITES];
-            if (wr->len && (overlaps(wr, 0, data, bytes) ||
+            if (wr->len && ((data && overlaps(wr, 0, data, bytes)) ||
                             (alias && overlaps(wr, alias->space, alias->start, alias->len)))) {
                 if (!found || wr->when > newest.when) {
                     newest = *wr;
@@ -910,7 +912,7 @@ static bool newest_write(uintptr_t data, uint64_t bytes, const ds_range *alias,
 void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const ds_range *alias,
                     uint16_t producer, uint16_t consumer)
 {
-    if (!ds_sync_enabled() || !bytes)
+    if (!ds_sync_enabled() || !bytes || (!data && !alias))
         return;
     last_write last = {0, 0};
     ds_lock_take(DS_LOCK_SYNC);
@@ -922,8 +924,10 @@ void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const ds_r
         if (i < n) /* what waited before is no longer the last write */
             pend[i] = pend[--n];
     } else if (written && i < DS_PENDING) {
-        pend[i] = (pending){.tensor = tensor, .start = data, .end = data + bytes,
-                            .stream = last.stream, .tick = last.tick,
+        /* A tensor that carries a handle is used where its memory is. */
+        ds_range at = data ? (ds_range){.start = data, .len = bytes} : *alias;
+        pend[i] = (pending){.tensor = tensor, .start = at.start, .end = at.start + at.len,
+                            .space = at.space, .stream = last.stream, .tick = last.tick,
                             .producer = producer, .consumer = consumer};
         n += i == n;
     }
@@ -953,7 +957,10 @@ typedef struct {
 static void race_fields(ds_ev *e, void *arg)
 {
     const race *r = arg;
-    ds_ev_hex(e, "data", r->handoff.start);
+    if (r->handoff.space) /* a tensor carrying a handle: where in its memory */
+        ds_ev_uint(e, "memory_offset", r->handoff.start);
+    else
+        ds_ev_hex(e, "data", r->handoff.start);
     ds_ev_str(e, "producer", ds_name(r->handoff.producer));
     ds_ev_str(e, "consumer", ds_name(r->handoff.consumer));
     ds_ev_str(e, "producer_stream", r->producer_name);
@@ -1000,8 +1007,8 @@ static bool touches(const pending *p, const ds_range *r, int n, uint16_t caller)
 {
     if (n < 0) /* "other" stands for many names: it matches none */
         return caller == p->consumer && caller != DS_NAME_OTHER;
-    for (int k = 0; k < n; k++) /* a handoff's bytes are addresses */
-        if (!r[k].space && r[k].start < p->end && p->start < r[k].start + r[k].len)
+    for (int k = 0; k < n; k++) /* read or written, in the handoff's space */
+        if (r[k].space == p->space && r[k].start < p->end && p->start < r[k].start + r[k].len)
             return true;
     return false;
 }

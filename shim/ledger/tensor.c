@@ -199,6 +199,13 @@ static bool on_a_device(int32_t type)
            type == kDLCUDAManaged;
 }
 
+/* Whether a tensor's bytes are written by streams or queues of the model:
+ * device memory, or a handle of an API whose queues write it (kDLVulkan). */
+static bool in_the_stream_model(int32_t type)
+{
+    return type != kDLCPU && (on_a_device(type) || ds_device_api_for_tensors(type) >= 0);
+}
+
 /* An event's fields, taken from the record under the registry lock where
  * the event is wanted (only what it shows: copying the whole record first
  * was a twentieth of the event).  `api`: the importer's route. */
@@ -477,6 +484,29 @@ static void report_changed(void *m, const record_copy *c, const ds_tensor_view *
 }
 
 /* A share whose device memory was freed before the consumer took it. */
+/* A tensor that carries a handle (a Vulkan buffer or memory): its bytes
+ * as offsets in the allocation found at its export, the space its
+ * queues' writes and its consumer's uses are kept in (ds_range).  False
+ * where the handle no longer leads there. */
+static bool handle_bytes(const ds_tensor_view *v, const record_copy *c, ds_range *out)
+{
+    int api = ds_device_api_for_tensors(c->device_type);
+    if (api < 0 || !c->alloc_base || !v->tensor_valid || !v->t.data || !c->bytes)
+        return false;
+    const ds_device_api *d = ds_device_api_at(api);
+    uintptr_t memory = (uintptr_t)v->t.data;
+    uint64_t offset = 0;
+    if (!d->memory_of || !d->memory_of(memory, &memory, &offset)) {
+        memory = (uintptr_t)v->t.data;
+        offset = 0;
+    }
+    if (memory != c->alloc_base)
+        return false;
+    *out = (ds_range){.start = (uintptr_t)(offset + v->t.byte_offset), .len = c->bytes,
+                      .space = c->alloc_generation};
+    return true;
+}
+
 static void report_import_of_freed(void *m, const record_copy *c, uint16_t id, const char *name)
 {
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX + DS_SITE_MAX], site[DS_SITE_MAX + 16];
@@ -512,7 +542,7 @@ import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t a
             bool changed = r->fingerprint && r->fingerprint != found;
             /* The whole record only where something reads it: an event, a
              * violation, or the sync model for device memory. */
-            bool show = ds_event_wanted(DS_EV_IMPORT), device = on_a_device(r->device_type);
+            bool show = ds_event_wanted(DS_EV_IMPORT), device = in_the_stream_model(r->device_type);
             ds_import_fields shown;
             record_copy c;
             if (show)
@@ -531,8 +561,11 @@ import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t a
                 ds_range alias;
                 bool mapped = c.aliased && ds_alloc_alias_range(c.alloc_base, c.alloc_generation,
                                                                 c.data, c.bytes, &alias);
-                ds_sync_import(c.tensor, c.data, c.bytes, mapped ? &alias : NULL, c.producer,
-                               c.consumer);
+                if (!mapped && readable && handle_bytes(&v, &c, &alias))
+                    ds_sync_import(c.tensor, 0, c.bytes, &alias, c.producer, c.consumer);
+                else
+                    ds_sync_import(c.tensor, c.data, c.bytes, mapped ? &alias : NULL,
+                                   c.producer, c.consumer);
             }
             else if (has_alloc) /* a CPU tensor in a device API's memory: read on the host */
                 ds_sync_host_reads(c.tensor, c.data, c.bytes, c.producer, c.consumer);

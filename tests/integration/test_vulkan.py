@@ -374,6 +374,65 @@ def test_bytes_no_dispatch_writes_are_not_counted(dlshim, mode):
     bare, r = dispatch(dlshim, mode, shim=False), dispatch(dlshim, mode, "check")
     assert OLD in bare.stdout and r.stdout == bare.stdout
     assert handoff(r) == (["export", "import", "release"], [])
+# ---- a kDLVulkan tensor from one queue to another: tests/vulkan/vk_consume
+# (a fill of a buffer on device memory, held back by an event the host sets,
+# the buffer handed over as a kDLVulkan tensor, and the consumer's copy of
+# it submitted to a second queue).  Lavapipe has one queue: the simulated
+# device's layer gives a second, run on the driver's one, so what the copy
+# reads is the fill's either way (the race is the model's to see).
+VK_CONSUME = BUILD / "tests" / "vulkan" / "vk_consume"
+
+
+def consume(dlshim, mode, sync):
+    return run(dlshim, mode, program=VK_CONSUME,
+               env={"DLSHIM_SYNC": sync, "VK_ADD_LAYER_PATH": str(BUILD / "simdev" / "vulkan"),
+                    "VK_INSTANCE_LAYERS": "VK_LAYER_DLSHIM_ledger:" + SIMULATED_LAYER})
+
+
+def assert_queue_to_queue(e, offset=0):
+    assert (e["producer"], e["consumer"], e["memory_offset"]) == ("vkproducer", "vkconsumer",
+                                                                 offset)
+    assert e["producer_stream"].startswith("queue 0x")
+    assert e["consumer_stream"].startswith("queue 0x")
+    assert e["producer_stream"] != e["consumer_stream"]
+
+
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+@pytest.mark.parametrize("mode", ["unsynced", "memory"])
+def test_a_kdlvulkan_tensor_used_on_another_queue_before_the_write_is_ordered(dlshim, mode,
+                                                                             sync):
+    # The fill runs only after the consumer's copy is submitted: under
+    # enforce the host's wait for the producer's queue gives up (a second)
+    # and reports.  memory: the tensor carries the VkDeviceMemory itself.
+    r = consume(dlshim, mode, sync)
+    assert handoff(r) == (["export", "import", "violation", "release"],
+                          ["unsynchronized_handoff"])
+    [v], [exp] = r.violations(), r.of("export")
+    assert v["tensor"] == exp["tensor"]
+    assert_queue_to_queue(v)
+
+
+def test_enforce_waits_for_the_producers_queue_before_the_consumers_submission(dlshim):
+    r = consume(dlshim, "opened", "check")
+    assert handoff(r)[1] == ["unsynchronized_handoff"]
+    r = consume(dlshim, "opened", "enforce")
+    assert FILLED in r.stdout
+    assert handoff(r) == (["export", "import", "sync", "release"], [])
+    assert_queue_to_queue(r.of("sync")[0])
+    assert r.summary["barriers_inserted"] == 1
+
+
+@pytest.mark.parametrize("sync", ["check", "enforce"])
+@pytest.mark.parametrize("mode", ["semaphore", "timeline", "fence", "apart"])
+def test_a_kdlvulkan_tensor_whose_write_is_ordered_or_elsewhere_is_silent(dlshim, mode, sync):
+    # semaphore, timeline: the copy's submission waits for what the fill's
+    # signals; fence: the host waited for the fill; apart: the fill wrote
+    # the buffer's first half, the tensor is its second (byte_offset).
+    r = consume(dlshim, mode, sync)
+    assert handoff(r) == (["export", "import", "release"], [])
+    assert r.summary["barriers_inserted"] == 0
+
+
 # ---- a semaphore exported to CUDA: tests/vulkan/vk_extsem (Vulkan's
 # vkGetSemaphoreFdKHR, the descriptor imported by cudaImportExternalSemaphore
 # on the simulated device).  Lavapipe on Debian 12 has no

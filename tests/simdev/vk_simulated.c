@@ -32,6 +32,14 @@
  *                        vkCmdPushDescriptorSet(WithTemplate)KHR (lavapipe
  *                        22.3 is 1.3, with VK_KHR_push_descriptor)
  *
+ * And a second queue in the first family, which lavapipe (one queue) lacks,
+ * for a test of a handoff from one queue to another: the family says it has
+ * two (vkGetPhysicalDeviceQueueFamilyProperties), a device asked for two is
+ * made with one, and vkGetDeviceQueue's index 1 is an object of this layer
+ * that vkQueueSubmit and vkQueueWaitIdle hand to the driver as its one
+ * queue (so its work runs in order with the first's: the model sees two
+ * queues, the data cannot show their race).
+ *
  * One instance and one device at a time: the test programs make no more.
  * Its manifest (vk_simulated.json) names the extension, which the loader
  * then accepts in vkCreateDevice (and lists for the layer by name).
@@ -57,6 +65,14 @@ static PFN_vkCreateSemaphore next_create_semaphore;
 static PFN_vkCmdBindDescriptorSets next_bind;
 static PFN_vkCmdPushDescriptorSetKHR next_push;
 static PFN_vkCmdPushDescriptorSetWithTemplateKHR next_push_template;
+static PFN_vkGetPhysicalDeviceQueueFamilyProperties next_families;
+static PFN_vkGetDeviceQueue next_get_queue;
+static PFN_vkQueueWaitIdle next_wait_idle;
+/* The second queue: its first word is the loader's (its dispatch). */
+static struct {
+    void *loader_data;
+    VkQueue real;
+} second;
 static VkSemaphore exported[MAX_EXPORTED];
 static unsigned n_exported;
 
@@ -80,8 +96,11 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_instance(const VkInstanceCreateInfo
     l->u.pLayerInfo = l->u.pLayerInfo->pNext;
     PFN_vkCreateInstance create = (PFN_vkCreateInstance)next_gipa(NULL, "vkCreateInstance");
     VkResult r = create(info, cb, out);
-    if (r == VK_SUCCESS)
+    if (r == VK_SUCCESS) {
         instance = *out;
+        next_families = (PFN_vkGetPhysicalDeviceQueueFamilyProperties)next_gipa(
+            instance, "vkGetPhysicalDeviceQueueFamilyProperties");
+    }
     return r;
 }
 
@@ -126,6 +145,37 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_semaphore(VkDevice device,
     return next_create_semaphore(device, &asked, cb, out);
 }
 
+/* The driver's queue behind a queue handle. */
+static VkQueue real_queue(VkQueue queue)
+{
+    return queue == (VkQueue)(void *)&second ? second.real : queue;
+}
+
+static VKAPI_ATTR void VKAPI_CALL family_properties(VkPhysicalDevice physical, uint32_t *count,
+                                                    VkQueueFamilyProperties *families)
+{
+    next_families(physical, count, families);
+    if (families && *count && families[0].queueCount < 2)
+        families[0].queueCount = 2;
+}
+
+static VKAPI_ATTR void VKAPI_CALL get_queue(VkDevice device, uint32_t family, uint32_t index,
+                                            VkQueue *out)
+{
+    if (family != 0 || index != 1) {
+        next_get_queue(device, family, index, out);
+        return;
+    }
+    next_get_queue(device, 0, 0, &second.real);
+    second.loader_data = *(void **)second.real; /* the loader sets it again */
+    *out = (VkQueue)(void *)&second;
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL queue_wait_idle(VkQueue queue)
+{
+    return next_wait_idle(real_queue(queue));
+}
+
 static int is_exported(VkSemaphore s)
 {
     for (unsigned i = 0; i < n_exported; i++)
@@ -142,6 +192,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL queue_submit(VkQueue queue, uint32_t count
     VkPipelineStageFlags stages[MAX_LIST][MAX_LIST];
     VkTimelineSemaphoreSubmitInfo timelines[MAX_LIST];
     uint64_t values[MAX_LIST][MAX_LIST];
+    queue = real_queue(queue);
     if (count > MAX_LIST)
         return next_submit(queue, count, submits, fence);
     for (uint32_t i = 0; i < count; i++) {
@@ -233,7 +284,15 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical,
     next_gdpa = l->u.pLayerInfo->pfnNextGetDeviceProcAddr;
     l->u.pLayerInfo = l->u.pLayerInfo->pNext;
     const char *names[MAX_LIST];
+    VkDeviceQueueCreateInfo queues[MAX_LIST];
     VkDeviceCreateInfo asked = *info;
+    for (uint32_t i = 0; i < info->queueCreateInfoCount && i < MAX_LIST; i++) {
+        queues[i] = info->pQueueCreateInfos[i];
+        if (queues[i].queueFamilyIndex == 0 && queues[i].queueCount > 1)
+            queues[i].queueCount = 1; /* the second is this layer's */
+    }
+    if (info->queueCreateInfoCount <= MAX_LIST)
+        asked.pQueueCreateInfos = queues;
     asked.enabledExtensionCount = 0;
     asked.ppEnabledExtensionNames = names;
     for (uint32_t i = 0; i < info->enabledExtensionCount && i < MAX_LIST - 1; i++) {
@@ -247,6 +306,8 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical,
     VkResult r = create(physical, &asked, cb, out);
     if (r == VK_SUCCESS) {
         next_submit = (PFN_vkQueueSubmit)next_gdpa(*out, "vkQueueSubmit");
+        next_get_queue = (PFN_vkGetDeviceQueue)next_gdpa(*out, "vkGetDeviceQueue");
+        next_wait_idle = (PFN_vkQueueWaitIdle)next_gdpa(*out, "vkQueueWaitIdle");
         next_create_semaphore = (PFN_vkCreateSemaphore)next_gdpa(*out, "vkCreateSemaphore");
         next_wait = (PFN_vkWaitSemaphores)next_gdpa(*out, "vkWaitSemaphores");
         if (!next_wait)
@@ -273,6 +334,10 @@ static PFN_vkVoidFunction ours(const char *name)
                {"vkGetSemaphoreFdKHR", (PFN_vkVoidFunction)get_semaphore_fd},
                {"vkCreateSemaphore", (PFN_vkVoidFunction)create_semaphore},
                {"vkQueueSubmit", (PFN_vkVoidFunction)queue_submit},
+               {"vkGetPhysicalDeviceQueueFamilyProperties",
+                (PFN_vkVoidFunction)family_properties},
+               {"vkGetDeviceQueue", (PFN_vkVoidFunction)get_queue},
+               {"vkQueueWaitIdle", (PFN_vkVoidFunction)queue_wait_idle},
                {"vkWaitSemaphores", (PFN_vkVoidFunction)wait_semaphores},
                {"vkWaitSemaphoresKHR", (PFN_vkVoidFunction)wait_semaphores},
                {"vkCmdBindDescriptorSets2KHR", (PFN_vkVoidFunction)bind_descriptor_sets2},

@@ -38,11 +38,12 @@ static void release_handle(uintptr_t base, int kind)
     (void)kind;
     released_handles++;
 }
-static bool buffer_memory(uintptr_t handle, uintptr_t *memory)
+static bool buffer_memory(uintptr_t handle, uintptr_t *memory, uint64_t *offset)
 {
     if (handle != 0xb0)
         return false;
     *memory = 0xa0;
+    *offset = 0x40;
     return true;
 }
 static const ds_device_api handle_api = {

@@ -93,6 +93,31 @@ static void test_unsynchronized_handoff_is_reported(void **state)
     free(log);
 }
 
+/* A tensor that carries a handle (kDLVulkan): its bytes are offsets in its
+ * memory (space 7), where the producer's write is found and the consumer's
+ * uses are, and nowhere else. */
+static void test_a_handoff_in_a_memory_is_used_only_there(void **state)
+{
+    (void)state;
+    start_with_a_and_b("check");
+    const ds_range in_memory = {.start = 0x100, .len = BYTES, .write = true, .space = 7};
+    ds_sync_op(api, A, false, &in_memory, 1, NULL);
+    ds_sync_import(0x9a00, 0, BYTES, &in_memory, ds_name_intern("producer"),
+                   ds_name_intern("consumer"));
+    /* The same offsets in another memory, or as addresses: not a use. */
+    const ds_range other = {.start = 0x100, .len = BYTES, .space = 8},
+                   addresses = {.start = 0x100, .len = BYTES};
+    ds_sync_op(api, B, false, &other, 1, NULL);
+    ds_sync_op(api, B, false, &addresses, 1, NULL);
+    assert_int_equal(races(), 0);
+    const ds_range last_byte = {.start = 0x100 + BYTES - 1, .len = 1, .space = 7};
+    ds_sync_op(api, B, false, &last_byte, 1, NULL);
+    assert_int_equal(races(), 1);
+    char *log = harness_read_log();
+    assert_non_null(strstr(log, "\"memory_offset\":256"));
+    free(log);
+}
+
 static void record_on_a_and_wait_on_b(void)
 {
     ds_sync_event_recorded(api, EV, A, false);
@@ -627,6 +652,7 @@ int main(void)
         cmocka_unit_test(test_settled_streams_need_no_sync_lock),
         cmocka_unit_test(test_a_threads_default_stream_needs_no_sync_lock),
         cmocka_unit_test(test_unsynchronized_handoff_is_reported),
+        cmocka_unit_test(test_a_handoff_in_a_memory_is_used_only_there),
         cmocka_unit_test(test_synchronized_handoffs_are_silent),
         cmocka_unit_test(test_a_non_blocking_stream_escapes_the_legacy_ordering),
         cmocka_unit_test(test_an_event_recorded_before_the_write_covers_nothing),

@@ -20,6 +20,8 @@ void open_device(void)
     open_device_with(VK_API_VERSION_1_1, NULL, NULL);
 }
 
+uint32_t device_queues = 1;
+
 void open_device_with(uint32_t api, const void *features, const char *extension)
 {
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = api};
@@ -39,10 +41,11 @@ void open_device_with(uint32_t api, const void *features, const char *extension)
         printf("no Vulkan device\n");
         exit(77);
     }
-    float priority = 1.0f;
+    float priority[2] = {1.0f, 1.0f};
     VkDeviceQueueCreateInfo queue = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-                                     .queueFamilyIndex = 0, .queueCount = 1,
-                                     .pQueuePriorities = &priority};
+                                     .queueFamilyIndex = 0,
+                                     .queueCount = device_queues < 2 ? device_queues : 2,
+                                     .pQueuePriorities = priority};
     const char *extensions[] = {VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME, extension};
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = features,
                               .queueCreateInfoCount = 1, .pQueueCreateInfos = &queue,

@@ -19,6 +19,8 @@ extern VkPhysicalDevice physical;
 extern VkDevice device;
 
 void open_device(void);
+/* Queues of the first family open_device asks for (1 unless set before). */
+extern uint32_t device_queues;
 /* The same at Vulkan version `api`, with a feature chain for the device
  * and one more device extension (or NULL); exit 77 where the device lacks
  * either. */

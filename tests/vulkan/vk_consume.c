@@ -1,0 +1,153 @@
+/*
+ * A queue's write handed to another queue as a kDLVulkan tensor: a fill of
+ * a buffer on device memory (neither host-visible nor exportable),
+ * submitted to the first queue, the buffer exported as a kDLVulkan tensor
+ * by "vkproducer" and imported by "vkconsumer", which copies it into the
+ * rig's mapped buffer on a second queue: `vk_consume MODE`.  Real Vulkan
+ * calls only.
+ *
+ * The fill is held back as vk_queue's is (its command buffer first waits
+ * for an event the host sets): in unsynced, memory and apart until the
+ * consumer's copy has been submitted, in the others until just before.
+ *
+ *   unsynced   the copy submitted with nothing waited for (race)
+ *   opened     the event set, the copy submitted with nothing waited for:
+ *              what it reads depends on timing (race)
+ *   semaphore  the copy's submission waits for a semaphore the fill's
+ *              signals
+ *   timeline   the same through a timeline semaphore's value
+ *   fence      the event set and the fill's fence waited for first
+ *   memory     as unsynced, the tensor carrying the VkDeviceMemory itself
+ *   apart      as unsynced, but the fill writes the buffer's first half and
+ *              the tensor is its second (byte_offset): nothing it holds
+ *              was written
+ *
+ * Needs two queues in the first family: lavapipe has one, and the
+ * simulated device's layer (tests/simdev/vk_simulated.c) gives a second,
+ * which runs on the driver's one (so the copy always reads the fill: the
+ * race is the model's to see).  Without two queues it exits 77.  It prints
+ * what the copy read ("consumer saw N": 16843009 the fill's value, 1 the
+ * old) and exits 0 when every call it made succeeded.
+ */
+#include <dlshim.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_setup.h"
+
+static int64_t shape[1] = {BYTES / 8};
+
+static void no_deleter(DLManagedTensor *t)
+{
+    (void)t;
+}
+
+static void submit(VkQueue queue, VkCommandBuffer cb, VkFence fence, const VkSemaphore *wait,
+                   const VkSemaphore *signal, const uint64_t *value)
+{
+    VkPipelineStageFlags stage = VK_PIPELINE_STAGE_TRANSFER_BIT;
+    VkTimelineSemaphoreSubmitInfo tv = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                        .waitSemaphoreValueCount = wait ? 1 : 0,
+                                        .pWaitSemaphoreValues = value,
+                                        .signalSemaphoreValueCount = signal ? 1 : 0,
+                                        .pSignalSemaphoreValues = value};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = value ? &tv : NULL,
+                       .waitSemaphoreCount = wait ? 1 : 0, .pWaitSemaphores = wait,
+                       .pWaitDstStageMask = &stage, .commandBufferCount = 1,
+                       .pCommandBuffers = &cb, .signalSemaphoreCount = signal ? 1 : 0,
+                       .pSignalSemaphores = signal};
+    VK_CHECK(vkQueueSubmit(queue, 1, &si, fence));
+}
+
+static VkSemaphore semaphore_made(int timeline)
+{
+    VkSemaphoreTypeCreateInfo type = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                      .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
+    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
+                                 .pNext = timeline ? &type : NULL};
+    VkSemaphore s;
+    VK_CHECK(vkCreateSemaphore(device, &sci, NULL, &s));
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "unsynced";
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    device_queues = 2;
+    open_device();
+    uint32_t families = 1;
+    VkQueueFamilyProperties family;
+    vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, &family);
+    if (families < 1 || family.queueCount < 2) {
+        printf("one queue only\n");
+        return 77;
+    }
+    queue_rig rig;
+    rig_open(&rig);
+    VkQueue second;
+    vkGetDeviceQueue(device, 0, 1, &second);
+
+    /* The producer's buffer, on memory the host never sees. */
+    VkBuffer buffer;
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = BYTES,
+                              .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+    VK_CHECK(vkCreateBuffer(device, &bci, NULL, &buffer));
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(device, buffer, &req);
+    VkDeviceMemory memory = memory_for(&req);
+    VK_CHECK(vkBindBufferMemory(device, buffer, memory, 0));
+
+    int apart = !strcmp(mode, "apart"), timeline = !strcmp(mode, "timeline");
+    VkSemaphore sem = !strcmp(mode, "semaphore") || timeline ? semaphore_made(timeline) : 0;
+    uint64_t one = 1;
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkFence fence;
+    VK_CHECK(vkCreateFence(device, &fci, NULL, &fence));
+
+    /* The late fill, of the tensor's bytes (apart: of the others). */
+    VkCommandBuffer fill = rig_begin(&rig, 1);
+    vkCmdFillBuffer(fill, buffer, 0, apart ? BYTES / 2 : VK_WHOLE_SIZE, 0x01010101u);
+    VK_CHECK(vkEndCommandBuffer(fill));
+    submit(rig.queue, fill, fence, NULL, sem ? &sem : NULL, timeline ? &one : NULL);
+
+    /* The handoff: the second half of the buffer where `apart`, the first
+     * otherwise. */
+    DLManagedTensor t = {
+        .dl_tensor = {.data = !strcmp(mode, "memory") ? (void *)memory : (void *)buffer,
+                      .device = {kDLVulkan, 0}, .ndim = 1, .dtype = {kDLUInt, 32, 1},
+                      .shape = shape, .byte_offset = apart ? BYTES / 2 : 0},
+        .deleter = no_deleter};
+    dlshim_export(&t, "vkproducer");
+    dlshim_import(&t, "vkconsumer");
+
+    int racy = !strcmp(mode, "unsynced") || !strcmp(mode, "memory") || apart;
+    if (!racy)
+        VK_CHECK(vkSetEvent(device, rig.gate));
+    if (!strcmp(mode, "fence"))
+        VK_CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
+
+    /* The consumer's copy of the tensor's bytes, on the second queue. */
+    VkCommandBuffer copy = rig_begin(&rig, 0);
+    VkBufferCopy region = {.srcOffset = t.dl_tensor.byte_offset, .dstOffset = 0,
+                           .size = BYTES / 2};
+    vkCmdCopyBuffer(copy, buffer, rig.buffer, 1, &region);
+    VK_CHECK(vkEndCommandBuffer(copy));
+    submit(second, copy, VK_NULL_HANDLE, sem ? &sem : NULL, NULL, timeline ? &one : NULL);
+
+    VK_CHECK(vkSetEvent(device, rig.gate));
+    VK_CHECK(vkQueueWaitIdle(second));
+    VK_CHECK(vkQueueWaitIdle(rig.queue));
+    printf("consumer saw %u\n", rig.p[1]);
+    t.deleter(&t);
+
+    vkDestroyFence(device, fence, NULL);
+    if (sem)
+        vkDestroySemaphore(device, sem, NULL);
+    vkDestroyBuffer(device, buffer, NULL);
+    vkFreeMemory(device, memory, NULL);
+    rig_close(&rig);
+    return 0;
+}
