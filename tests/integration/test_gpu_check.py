@@ -33,14 +33,14 @@ def test_gpu_check_on_the_simulated_device(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     rows = result["rows"]
     device = [r for r in rows if r["group"] == "device"]
-    assert len(device) == 32 and all(r["status"] == "pass" for r in device), device
+    assert len(device) == 35 and all(r["status"] == "pass" for r in device), device
     # The cost of a stream operation: measured, never a failure on timing.
     hot = [r for r in rows if r["group"] == "hot-path"]
     assert len(hot) == 3 * 2 and all(r["status"] == "pass" and r["ns_without"] > 0 for r in hot)
     others = [r for r in rows if r["group"] not in ("device", "hot-path")]
     assert len(others) == 6 * 2 * 2 + 2 + 1
     assert all(r["status"] == "unavailable" and r["detail"] for r in others), others
-    assert result["counts"] == {"pass": 32 + 6, "FAIL": 0, "unavailable": len(others)}
+    assert result["counts"] == {"pass": 35 + 6, "FAIL": 0, "unavailable": len(others)}
     assert result["machine"]["device"].startswith("simulated")
 
 
@@ -53,6 +53,9 @@ SEMAPHORE_ROWS = {"Vulkan semaphore waited for by a CUDA stream, check",
                   "CUDA timeline value waited for by a submission, check",
                   "Vulkan write after the timeline value CUDA waited for, check",
                   "CUDA write after the timeline value the submission waited for, check"}
+CONSUME_ROWS = {"kDLVulkan tensor copied on a second queue before the write, check",
+                "kDLVulkan tensor copied on a second queue, enforce",
+                "kDLVulkan tensor copied after a semaphore, check"}
 
 
 def test_a_program_the_loader_cannot_start_is_unavailable_not_failed(tmp_path):
@@ -77,7 +80,10 @@ def test_a_program_the_loader_cannot_start_is_unavailable_not_failed(tmp_path):
     for name in SEMAPHORE_ROWS:  # not copied into this build
         assert (rows[name]["status"], rows[name]["detail"]) == \
             ("unavailable", "vulkan/vk_extsem not built")
-    assert result["counts"] == {"pass": 22, "FAIL": 0, "unavailable": 10}
+    for name in CONSUME_ROWS:
+        assert (rows[name]["status"], rows[name]["detail"]) == \
+            ("unavailable", "vulkan/vk_consume not built")
+    assert result["counts"] == {"pass": 22, "FAIL": 0, "unavailable": 13}
 
 
 def test_a_machine_without_a_vulkan_driver_is_unavailable_not_failed(tmp_path):
@@ -86,6 +92,6 @@ def test_a_machine_without_a_vulkan_driver_is_unavailable_not_failed(tmp_path):
                           env={"VK_DRIVER_FILES": no_driver, "VK_ICD_FILENAMES": no_driver})
     assert p.returncode == 0, p.stdout + p.stderr
     rows = {r["name"]: r for r in result["rows"]}
-    for name in VULKAN_ROWS | SEMAPHORE_ROWS:
+    for name in VULKAN_ROWS | SEMAPHORE_ROWS | CONSUME_ROWS:
         assert (rows[name]["status"], rows[name]["detail"]) == ("unavailable", "no Vulkan driver")
-    assert result["counts"] == {"pass": 22, "FAIL": 0, "unavailable": 10}
+    assert result["counts"] == {"pass": 22, "FAIL": 0, "unavailable": 13}
