@@ -314,8 +314,10 @@ def test_enforce_never_waits_forever_for_a_timeline_the_program_holds_back(dlshi
 # through a push descriptor update template;
 # texel…: bound as a storage texel buffer, through a buffer view; pushed2… and
 # bind2…: VK_KHR_maintenance6's vkCmdPushDescriptorSet2KHR and
-# vkCmdBindDescriptorSets2KHR, and core…/tcore…: vkCmdPushDescriptorSet and
-# vkCmdPushDescriptorSetWithTemplate, Vulkan 1.4's core names, all of which
+# vkCmdBindDescriptorSets2KHR, tpushed2…: vkCmdPushDescriptorSetWithTemplate2KHR, and
+# core…/tcore…/core2…/bcore2…/tcore2…: vkCmdPushDescriptorSet,
+# vkCmdPushDescriptorSetWithTemplate, vkCmdPushDescriptorSet2, vkCmdBindDescriptorSets2 and
+# vkCmdPushDescriptorSetWithTemplate2, Vulkan 1.4's core names, all of which
 # lavapipe 22.3 lacks: the simulated
 # device's layer gives them, below dlshim's, as it gives vk_extsem its
 # exported semaphores)
@@ -325,7 +327,7 @@ SIMULATED_LAYER = "VK_LAYER_DLSHIM_simulated_vulkan"
 
 def dispatch(dlshim, mode, sync=None, shim=True):
     env = {"DLSHIM_SYNC": sync} if sync else {}
-    if mode.startswith(("pushed2", "bind2", "core", "tcore")):
+    if mode.startswith(("pushed2", "bind2", "core", "tcore", "tpushed2", "bcore2")):
         env["VK_ADD_LAYER_PATH"] = str(BUILD / "simdev" / "vulkan")
         env["VK_INSTANCE_LAYERS"] = ("VK_LAYER_DLSHIM_ledger:" if shim else "") + \
             SIMULATED_LAYER
@@ -334,7 +336,7 @@ def dispatch(dlshim, mode, sync=None, shim=True):
 
 @pytest.mark.parametrize("mode", ["unsynced", "dynamic", "copied", "templated", "indirect",
                                   "pushed", "pushed2", "bind2", "texel", "core", "tpushed",
-                                  "tcore"])
+                                  "tcore", "tpushed2", "core2", "bcore2", "tcore2"])
 def test_a_dispatch_writes_the_storage_buffers_bound(dlshim, mode):
     assert OLD in dispatch(dlshim, mode, shim=False).stdout  # the race is real
     r = dispatch(dlshim, mode, "check")
@@ -344,7 +346,9 @@ def test_a_dispatch_writes_the_storage_buffers_bound(dlshim, mode):
 
 @pytest.mark.parametrize("sync", ["check", "enforce"])
 @pytest.mark.parametrize("mode", ["fence", "pushed_fence", "pushed2_fence", "bind2_fence",
-                                  "texel_fence", "core_fence", "tpushed_fence", "tcore_fence"])
+                                  "texel_fence", "core_fence", "tpushed_fence", "tcore_fence",
+                                  "tpushed2_fence", "core2_fence", "bcore2_fence",
+                                  "tcore2_fence"])
 def test_a_dispatch_waited_for_is_silent(dlshim, mode, sync):
     bare, r = dispatch(dlshim, mode, shim=False), dispatch(dlshim, mode, sync)
     assert FILLED in r.stdout and r.stdout == bare.stdout
@@ -353,7 +357,8 @@ def test_a_dispatch_waited_for_is_silent(dlshim, mode, sync):
 
 @pytest.mark.parametrize("mode", ["unwaited", "pushed_unwaited", "pushed2_unwaited",
                                   "bind2_unwaited", "texel_unwaited", "core_unwaited",
-                                  "tpushed_unwaited", "tcore_unwaited"])
+                                  "tpushed_unwaited", "tcore_unwaited", "tpushed2_unwaited",
+                                  "core2_unwaited", "bcore2_unwaited", "tcore2_unwaited"])
 def test_enforce_waits_for_the_dispatch_on_the_consumers_behalf(dlshim, mode):
     r = dispatch(dlshim, mode, "enforce")
     assert FILLED in r.stdout
@@ -363,7 +368,8 @@ def test_enforce_waits_for_the_dispatch_on_the_consumers_behalf(dlshim, mode):
 
 @pytest.mark.parametrize("mode", ["unbound", "replaced", "reset", "template", "dynamic_far",
                                   "pushed_replaced", "pushed2_replaced", "bind2_replaced",
-                                  "texel_replaced", "core_replaced", "tpushed_replaced"])
+                                  "texel_replaced", "core_replaced", "tpushed_replaced",
+                                  "tpushed2_replaced", "core2_replaced", "bcore2_replaced"])
 def test_bytes_no_dispatch_writes_are_not_counted(dlshim, mode):
     # The buffer is in a set, but not one bound when the dispatch is
     # recorded: the dispatch writes another buffer, and this one is not

@@ -22,12 +22,15 @@
  *                        other API had signalled)
  *   vkWaitSemaphores(KHR)  the same for the host's wait: an exported
  *                        timeline semaphore's value is taken as reached
- *   vkCmdBindDescriptorSets2KHR, vkCmdPushDescriptorSet2KHR
- *                        the compute bind point's vkCmdBindDescriptorSets
- *                        and vkCmdPushDescriptorSetKHR (maintenance6 asked
- *                        for, the driver is asked for VK_KHR_push_descriptor)
+ *   vkCmdBindDescriptorSets2KHR, vkCmdPushDescriptorSet2KHR,
+ *   vkCmdPushDescriptorSetWithTemplate2KHR
+ *                        the compute bind point's vkCmdBindDescriptorSets,
+ *                        vkCmdPushDescriptorSetKHR and
+ *                        vkCmdPushDescriptorSetWithTemplateKHR (maintenance6
+ *                        asked for, the driver is asked for
+ *                        VK_KHR_push_descriptor)
  *   vkCmdBindDescriptorSets2, vkCmdPushDescriptorSet(2),
- *   vkCmdPushDescriptorSetWithTemplate
+ *   vkCmdPushDescriptorSetWithTemplate(2)
  *                        Vulkan 1.4's core names of the same, and of
  *                        vkCmdPushDescriptorSet(WithTemplate)KHR (lavapipe
  *                        22.3 is 1.3, with VK_KHR_push_descriptor)
@@ -271,6 +274,12 @@ static VKAPI_ATTR void VKAPI_CALL push_descriptor_set_with_template(
     next_push_template(cb, update, layout, set, data);
 }
 
+static VKAPI_ATTR void VKAPI_CALL push_descriptor_set_with_template2(
+    VkCommandBuffer cb, const VkPushDescriptorSetWithTemplateInfoKHR *i)
+{
+    next_push_template(cb, i->descriptorUpdateTemplate, i->layout, i->set, i->pData);
+}
+
 static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice physical,
                                                     const VkDeviceCreateInfo *info,
                                                     const VkAllocationCallbacks *cb,
@@ -346,7 +355,11 @@ static PFN_vkVoidFunction ours(const char *name)
                {"vkCmdPushDescriptorSet2", (PFN_vkVoidFunction)push_descriptor_set2},
                {"vkCmdPushDescriptorSet", (PFN_vkVoidFunction)push_descriptor_set},
                {"vkCmdPushDescriptorSetWithTemplate",
-                (PFN_vkVoidFunction)push_descriptor_set_with_template}};
+                (PFN_vkVoidFunction)push_descriptor_set_with_template},
+               {"vkCmdPushDescriptorSetWithTemplate2KHR",
+                (PFN_vkVoidFunction)push_descriptor_set_with_template2},
+               {"vkCmdPushDescriptorSetWithTemplate2",
+                (PFN_vkVoidFunction)push_descriptor_set_with_template2}};
     for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
         if (!strcmp(name, fns[i].name))
             return fns[i].fn;

@@ -43,8 +43,12 @@
  * core name (maintenance6 asked for: the simulated device's layer gives
  * the 1.4 names too); prefixed tpushed_, pushed through a push descriptor
  * update template (vkCmdPushDescriptorSetWithTemplateKHR), and tcore_, the
- * same through its 1.4 core name vkCmdPushDescriptorSetWithTemplate; prefixed texel_, the set holds the buffer as a storage texel buffer
- * (a VK_FORMAT_R32_UINT view).  Of the modes above, unsynced, fence,
+ * same through its 1.4 core name vkCmdPushDescriptorSetWithTemplate;
+ * prefixed tpushed2_, through vkCmdPushDescriptorSetWithTemplate2KHR
+ * (maintenance6); core2_, bcore2_ and tcore2_, through the 1.4 core names
+ * vkCmdPushDescriptorSet2, vkCmdBindDescriptorSets2 and
+ * vkCmdPushDescriptorSetWithTemplate2; prefixed texel_, the set holds the
+ * buffer as a storage texel buffer (a VK_FORMAT_R32_UINT view).  Of the modes above, unsynced, fence,
  * unwaited and replaced.
  *
  * It prints what the consumer read (1 is the old value, 16843009 the
@@ -63,14 +67,17 @@ static int far; /* dynamic_far */
 
 /* How the buffer reaches the shader: by the mode's prefix (TEXEL: bound as
  * a storage texel buffer). */
-enum { BOUND, PUSHED, PUSHED2, BOUND2, TEXEL, CORE, TPUSHED, TCORE } way;
-static const char *const prefixes[] = {"",      "pushed", "pushed2", "bind2",
-                                       "texel", "core",   "tpushed", "tcore"};
+enum { BOUND, PUSHED, PUSHED2, BOUND2, TEXEL, CORE, TPUSHED, TCORE, TPUSHED2, CORE2, BCORE2,
+       TCORE2 } way;
+static const char *const prefixes[] = {"",      "pushed",   "pushed2", "bind2",
+                                       "texel", "core",     "tpushed", "tcore",
+                                       "tpushed2", "core2", "bcore2",  "tcore2"};
 static PFN_vkCmdPushDescriptorSetKHR push;
 static PFN_vkCmdPushDescriptorSet2KHR push2;
 static PFN_vkCmdBindDescriptorSets2KHR bind2;
 static PFN_vkCmdPushDescriptorSetWithTemplateKHR tpush;
-static VkDescriptorUpdateTemplate ptemplate; /* tpushed, tcore */
+static PFN_vkCmdPushDescriptorSetWithTemplate2KHR tpush2;
+static VkDescriptorUpdateTemplate ptemplate; /* tpushed, tcore, tpushed2, tcore2 */
 
 /* The mode past its prefix, which sets `way` (a prefix alone: unsynced). */
 static const char *way_of(const char *mode)
@@ -107,6 +114,11 @@ static void bind(VkCommandBuffer cb, VkDescriptorSet set, VkBuffer buffer, int d
         push2(cb, &pi);
     if (way == TPUSHED)
         tpush(cb, ptemplate, c.layout, 0, &bi);
+    VkPushDescriptorSetWithTemplateInfoKHR ti = {
+        .sType = VK_STRUCTURE_TYPE_PUSH_DESCRIPTOR_SET_WITH_TEMPLATE_INFO_KHR,
+        .descriptorUpdateTemplate = ptemplate, .layout = c.layout, .set = 0, .pData = &bi};
+    if (way == TPUSHED2)
+        tpush2(cb, &ti);
     if (way == BOUND2)
         bind2(cb, &si);
     if (way != BOUND)
@@ -142,12 +154,19 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "unsynced";
     setvbuf(stdout, NULL, _IOLBF, 0);
     mode = way_of(mode);
-    int core = way == CORE || way == TCORE;
+    int core = way == CORE || way == TCORE || way == CORE2 || way == BCORE2 || way == TCORE2;
     if (way == CORE)
         way = PUSHED;
     if (way == TCORE)
         way = TPUSHED;
-    int pushed = way == PUSHED || way == PUSHED2 || way == TPUSHED, texel = way == TEXEL;
+    if (way == CORE2)
+        way = PUSHED2;
+    if (way == BCORE2)
+        way = BOUND2;
+    if (way == TCORE2)
+        way = TPUSHED2;
+    int pushed = way == PUSHED || way == PUSHED2 || way == TPUSHED || way == TPUSHED2,
+        texel = way == TEXEL;
     if (texel)
         way = BOUND;
     if (way == BOUND)
@@ -159,10 +178,13 @@ int main(int argc, char **argv)
                              : VK_KHR_MAINTENANCE_6_EXTENSION_NAME);
     push = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(
         device, core ? "vkCmdPushDescriptorSet" : "vkCmdPushDescriptorSetKHR");
-    push2 = (PFN_vkCmdPushDescriptorSet2KHR)vkGetDeviceProcAddr(device,
-                                                                "vkCmdPushDescriptorSet2KHR");
-    bind2 = (PFN_vkCmdBindDescriptorSets2KHR)vkGetDeviceProcAddr(device,
-                                                                 "vkCmdBindDescriptorSets2KHR");
+    push2 = (PFN_vkCmdPushDescriptorSet2KHR)vkGetDeviceProcAddr(
+        device, core ? "vkCmdPushDescriptorSet2" : "vkCmdPushDescriptorSet2KHR");
+    bind2 = (PFN_vkCmdBindDescriptorSets2KHR)vkGetDeviceProcAddr(
+        device, core ? "vkCmdBindDescriptorSets2" : "vkCmdBindDescriptorSets2KHR");
+    tpush2 = (PFN_vkCmdPushDescriptorSetWithTemplate2KHR)vkGetDeviceProcAddr(
+        device, core ? "vkCmdPushDescriptorSetWithTemplate2"
+                     : "vkCmdPushDescriptorSetWithTemplate2KHR");
     tpush = (PFN_vkCmdPushDescriptorSetWithTemplateKHR)vkGetDeviceProcAddr(
         device, core ? "vkCmdPushDescriptorSetWithTemplate" : "vkCmdPushDescriptorSetWithTemplateKHR");
     queue_rig rig;
@@ -175,7 +197,7 @@ int main(int argc, char **argv)
                                     : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     compute_open(&c, type,
                  pushed ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0);
-    if (way == TPUSHED)
+    if (way == TPUSHED || way == TPUSHED2)
         ptemplate = make_template(type, VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_PUSH_DESCRIPTORS_KHR);
 
     /* The indirect dispatch's arguments: 16 x 1 x 1. */
