@@ -2,9 +2,9 @@
  * ledger.h — the ledger layer: what was shared, by whom, and what broke.
  * Tensors and their records (tensor.c, registry.c, dlpack.c), the device
  * APIs and their allocations (devices.c, allocs.c, external.c), the
- * happens-before model over streams (sync.c, timelines.c), copy
- * accounting (copies.c), the counters (stats.c), violations (violation.c)
- * and the exit summary (summary.c).
+ * happens-before model over streams (sync.c and its parts, timelines.c),
+ * copy accounting (copies.c), the counters (stats.c), violations
+ * (violation.c) and the exit summary (summary.c).
  * What hook families use of it is in shim.h; here is what only the core
  * shares.  Below it: output, image and base.
  */
@@ -270,7 +270,7 @@ const char *ds_alloc_kind_name(int kind);
 /* ---- external.c --------------------------------------------------------- */
 void ds_extmem_after_fork(void);
 
-/* ---- sync.c ------------------------------------------------------------- */
+/* ---- sync_handoffs.c ---------------------------------------------------- */
 /* A device tensor was imported: the last write to its bytes must be covered
  * by the consumer's first use.  `alias` (or NULL): the same bytes as
  * another allocation's, whose writes count too (ds_alloc_alias_range).

@@ -1,4 +1,4 @@
-/* Unit tests of the stream model (shim/ledger/sync.c) on the core alone,
+/* Unit tests of the stream model (shim/ledger/sync*.c) on the core alone,
  * with a fake device API: vector clocks across event records, stream waits,
  * host synchronizes and the legacy default stream's implicit ordering; the
  * handoff check; the barrier DLSHIM_SYNC=enforce asks the API for, never
