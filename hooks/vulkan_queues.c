@@ -36,7 +36,7 @@
  *
  * Wraps (vulkan_queues.def): vkBeginCommandBuffer, vkResetCommandBuffer,
  * vkCmdFillBuffer, vkCmdUpdateBuffer, vkCmdCopyBuffer, vkCmdCopyImageToBuffer,
- * vkCmdCopyBufferToImage,
+ * vkCmdCopyBufferToImage and their copy2 forms (core and KHR),
  * vkCmdExecuteCommands, vkQueueSubmit, vkQueueSubmit2(KHR), vkQueueWaitIdle, vkDeviceWaitIdle,
  * vkWaitForFences, vkGetFenceStatus, vkDestroyFence, vkCreateSemaphore,
  * vkDestroySemaphore, vkGetSemaphoreFdKHR, vkWaitSemaphores(KHR),
@@ -162,20 +162,56 @@ static void recorded_copies(VkCommandBuffer cb, VkBuffer src, VkBuffer dst, uint
     }
 }
 
+static void recorded_copies2(VkCommandBuffer cb, const VkCopyBufferInfo2 *info)
+{
+    for (uint32_t i = 0; info && info->pRegions && i < info->regionCount && i < DS_VK_RECORDED;
+         i++) {
+        const VkBufferCopy2 *r = &info->pRegions[i];
+        recorded_use(cb, info->srcBuffer, r->srcOffset, r->size, false);
+        ds_vk_recorded_write(cb, info->dstBuffer, r->dstOffset, r->size);
+    }
+}
+
 /* An image copied into a buffer (write), or a buffer into an image: of
  * each region, the buffer's bytes it writes or reads whatever the format (a
  * texel or a block is at least a byte, a block row at least as many bytes
  * as it has texels): its first row's first `width` bytes at bufferOffset.
  * Fewer than it touches: an unseen byte can hide a race, never make one. */
+static void recorded_image_region(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
+                                  const VkImageSubresourceLayers *layers,
+                                  const VkExtent3D *extent, bool write)
+{
+    if (extent->width && extent->height && extent->depth && layers->layerCount)
+        recorded_use(cb, buffer, offset, extent->width, write);
+}
+
 static void recorded_image_copies(VkCommandBuffer cb, VkBuffer buffer, uint32_t count,
                                   const VkBufferImageCopy *regions, bool write)
 {
-    for (uint32_t i = 0; regions && i < count && i < DS_VK_RECORDED; i++) {
-        const VkBufferImageCopy *r = &regions[i];
-        if (r->imageExtent.width && r->imageExtent.height && r->imageExtent.depth &&
-            r->imageSubresource.layerCount)
-            recorded_use(cb, buffer, r->bufferOffset, r->imageExtent.width, write);
-    }
+    for (uint32_t i = 0; regions && i < count && i < DS_VK_RECORDED; i++)
+        recorded_image_region(cb, buffer, regions[i].bufferOffset, &regions[i].imageSubresource,
+                              &regions[i].imageExtent, write);
+}
+
+/* The same of a copy2 form's regions. */
+static void recorded_image_copies2(VkCommandBuffer cb, VkBuffer buffer, uint32_t count,
+                                   const VkBufferImageCopy2 *regions, bool write)
+{
+    for (uint32_t i = 0; regions && i < count && i < DS_VK_RECORDED; i++)
+        recorded_image_region(cb, buffer, regions[i].bufferOffset, &regions[i].imageSubresource,
+                              &regions[i].imageExtent, write);
+}
+
+static void image_to_buffer2(VkCommandBuffer cb, const VkCopyImageToBufferInfo2 *info)
+{
+    if (info)
+        recorded_image_copies2(cb, info->dstBuffer, info->regionCount, info->pRegions, true);
+}
+
+static void buffer_to_image2(VkCommandBuffer cb, const VkCopyBufferToImageInfo2 *info)
+{
+    if (info)
+        recorded_image_copies2(cb, info->srcBuffer, info->regionCount, info->pRegions, false);
 }
 
 /* ---- timeline semaphores: a clock per value signalled --------------------------

@@ -353,6 +353,56 @@ typedef struct VkBufferImageCopy {
     VkExtent3D imageExtent;
 } VkBufferImageCopy;
 
+/* The copy2 forms (Vulkan 1.3, VK_KHR_copy_commands2): the same regions,
+ * each a structure of its own, in one info. */
+typedef struct VkBufferCopy2 {
+    VkStructureType sType;
+    const void *pNext;
+    VkDeviceSize srcOffset;
+    VkDeviceSize dstOffset;
+    VkDeviceSize size;
+} VkBufferCopy2;
+
+typedef struct VkCopyBufferInfo2 {
+    VkStructureType sType;
+    const void *pNext;
+    VkBuffer srcBuffer;
+    VkBuffer dstBuffer;
+    uint32_t regionCount;
+    const VkBufferCopy2 *pRegions;
+} VkCopyBufferInfo2;
+
+typedef struct VkBufferImageCopy2 {
+    VkStructureType sType;
+    const void *pNext;
+    VkDeviceSize bufferOffset;
+    uint32_t bufferRowLength;
+    uint32_t bufferImageHeight;
+    VkImageSubresourceLayers imageSubresource;
+    VkOffset3D imageOffset;
+    VkExtent3D imageExtent;
+} VkBufferImageCopy2;
+
+typedef struct VkCopyBufferToImageInfo2 {
+    VkStructureType sType;
+    const void *pNext;
+    VkBuffer srcBuffer;
+    VkImage dstImage;
+    VkImageLayout dstImageLayout;
+    uint32_t regionCount;
+    const VkBufferImageCopy2 *pRegions;
+} VkCopyBufferToImageInfo2;
+
+typedef struct VkCopyImageToBufferInfo2 {
+    VkStructureType sType;
+    const void *pNext;
+    VkImage srcImage;
+    VkImageLayout srcImageLayout;
+    VkBuffer dstBuffer;
+    uint32_t regionCount;
+    const VkBufferImageCopy2 *pRegions;
+} VkCopyImageToBufferInfo2;
+
 /* Descriptor sets: their layouts, what is written into them, copies. */
 typedef struct VkDescriptorSetLayoutBinding {
     uint32_t binding;
@@ -541,6 +591,18 @@ typedef void (*PFN_vkCmdUpdateBuffer)(VkCommandBuffer commandBuffer, VkBuffer ds
     VkDeviceSize dstOffset, VkDeviceSize dataSize, const void *pData);
 typedef void (*PFN_vkCmdCopyBuffer)(VkCommandBuffer commandBuffer, VkBuffer srcBuffer,
     VkBuffer dstBuffer, uint32_t regionCount, const VkBufferCopy *pRegions);
+typedef void (*PFN_vkCmdCopyBuffer2)(VkCommandBuffer commandBuffer,
+    const VkCopyBufferInfo2 *pCopyBufferInfo);
+typedef void (*PFN_vkCmdCopyBuffer2KHR)(VkCommandBuffer commandBuffer,
+    const VkCopyBufferInfo2 *pCopyBufferInfo);
+typedef void (*PFN_vkCmdCopyBufferToImage2)(VkCommandBuffer commandBuffer,
+    const VkCopyBufferToImageInfo2 *pCopyBufferToImageInfo);
+typedef void (*PFN_vkCmdCopyBufferToImage2KHR)(VkCommandBuffer commandBuffer,
+    const VkCopyBufferToImageInfo2 *pCopyBufferToImageInfo);
+typedef void (*PFN_vkCmdCopyImageToBuffer2)(VkCommandBuffer commandBuffer,
+    const VkCopyImageToBufferInfo2 *pCopyImageToBufferInfo);
+typedef void (*PFN_vkCmdCopyImageToBuffer2KHR)(VkCommandBuffer commandBuffer,
+    const VkCopyImageToBufferInfo2 *pCopyImageToBufferInfo);
 typedef VkResult (*PFN_vkQueueSubmit)(VkQueue queue, uint32_t submitCount,
     const VkSubmitInfo *pSubmits, VkFence fence);
 typedef VkResult (*PFN_vkQueueWaitIdle)(VkQueue queue);

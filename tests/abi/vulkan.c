@@ -10,6 +10,10 @@
 #include "facts.h"
 
 #define DS_HEADER_FIELDS(T) DS_TYPE(T), DS_FIELD(T, sType), DS_FIELD(T, pNext)
+/* A region between a buffer and an image, in either form of the copies. */
+#define DS_IMAGE_REGION_FIELDS(T)                                                  \
+    DS_FIELD(T, bufferOffset), DS_FIELD(T, bufferRowLength), DS_FIELD(T, bufferImageHeight), \
+        DS_FIELD(T, imageSubresource), DS_FIELD(T, imageOffset), DS_FIELD(T, imageExtent)
 
 DS_FACTS(vulkan) = {
     DS_FACT(VK_SUCCESS), DS_FACT(VK_NOT_READY), DS_FACT(VK_TIMEOUT),
@@ -101,10 +105,19 @@ DS_FACTS(vulkan) = {
     DS_TYPE(VkImageSubresourceLayers), DS_FIELD(VkImageSubresourceLayers, aspectMask),
     DS_FIELD(VkImageSubresourceLayers, layerCount),
     DS_TYPE(VkOffset3D), DS_FIELD(VkOffset3D, z), DS_TYPE(VkExtent3D), DS_FIELD(VkExtent3D, depth),
-    DS_TYPE(VkBufferImageCopy), DS_FIELD(VkBufferImageCopy, bufferOffset),
-    DS_FIELD(VkBufferImageCopy, bufferRowLength), DS_FIELD(VkBufferImageCopy, bufferImageHeight),
-    DS_FIELD(VkBufferImageCopy, imageSubresource), DS_FIELD(VkBufferImageCopy, imageOffset),
-    DS_FIELD(VkBufferImageCopy, imageExtent),
+    DS_TYPE(VkBufferImageCopy), DS_IMAGE_REGION_FIELDS(VkBufferImageCopy),
+    DS_HEADER_FIELDS(VkBufferCopy2), DS_FIELD(VkBufferCopy2, srcOffset),
+    DS_FIELD(VkBufferCopy2, dstOffset), DS_FIELD(VkBufferCopy2, size),
+    DS_HEADER_FIELDS(VkCopyBufferInfo2), DS_FIELD(VkCopyBufferInfo2, srcBuffer),
+    DS_FIELD(VkCopyBufferInfo2, dstBuffer), DS_FIELD(VkCopyBufferInfo2, regionCount),
+    DS_FIELD(VkCopyBufferInfo2, pRegions),
+    DS_HEADER_FIELDS(VkBufferImageCopy2), DS_IMAGE_REGION_FIELDS(VkBufferImageCopy2),
+    DS_HEADER_FIELDS(VkCopyBufferToImageInfo2), DS_FIELD(VkCopyBufferToImageInfo2, srcBuffer),
+    DS_FIELD(VkCopyBufferToImageInfo2, dstImage), DS_FIELD(VkCopyBufferToImageInfo2, dstImageLayout),
+    DS_FIELD(VkCopyBufferToImageInfo2, regionCount), DS_FIELD(VkCopyBufferToImageInfo2, pRegions),
+    DS_HEADER_FIELDS(VkCopyImageToBufferInfo2), DS_FIELD(VkCopyImageToBufferInfo2, srcImage),
+    DS_FIELD(VkCopyImageToBufferInfo2, srcImageLayout), DS_FIELD(VkCopyImageToBufferInfo2, dstBuffer),
+    DS_FIELD(VkCopyImageToBufferInfo2, regionCount), DS_FIELD(VkCopyImageToBufferInfo2, pRegions),
     DS_FACT(VK_DESCRIPTOR_TYPE_STORAGE_BUFFER),
     DS_FACT(VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC), DS_FACT(VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC),
     DS_FACT(VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK), DS_FACT(sizeof(VkDescriptorType)),

@@ -180,7 +180,8 @@ def queue(dlshim, mode, sync=None, shim=True):
 
 @pytest.mark.parametrize("mode", ["unsynced", "early_fence", "image_unsynced",
                                   "image_early_fence", "secondary_unsynced",
-                                  "secondary_early_fence"])
+                                  "secondary_early_fence", "image2_unsynced", "copy2_unsynced",
+                                  "copy2_early_fence"])
 def test_a_queue_write_read_on_the_host_before_it_is_waited_for(dlshim, mode):
     assert OLD in queue(dlshim, mode, shim=False).stdout  # the race is real
     r = queue(dlshim, mode, "check")
@@ -194,14 +195,16 @@ def test_a_queue_write_read_on_the_host_before_it_is_waited_for(dlshim, mode):
 
 @pytest.mark.parametrize("sync", ["check", "enforce"])
 @pytest.mark.parametrize("mode", ["fence", "fence_status", "queue_idle", "device_idle",
-                                  "image_fence", "image_queue_idle", "secondary_fence"])
+                                  "image_fence", "image_queue_idle", "secondary_fence",
+                                  "image2_fence", "copy2_fence"])
 def test_a_queue_write_waited_for_is_silent(dlshim, mode, sync):
     bare, r = queue(dlshim, mode, shim=False), queue(dlshim, mode, sync)
     assert FILLED in r.stdout and r.stdout == bare.stdout
     assert r.violations() == [] and r.of("sync") == []
 
 
-@pytest.mark.parametrize("mode", ["unwaited", "image_unwaited", "secondary_unwaited"])
+@pytest.mark.parametrize("mode", ["unwaited", "image_unwaited", "secondary_unwaited",
+                                  "image2_unwaited", "copy2_unwaited"])
 def test_enforce_waits_for_the_queue_on_the_consumers_behalf(dlshim, mode):
     # The fill (or the image's copy) may run, but nothing waits for it: the
     # shim waits for the submission's fence before the consumer reads.
@@ -404,12 +407,13 @@ def assert_queue_to_queue(e, offset=0):
 
 
 @pytest.mark.parametrize("sync", ["check", "enforce"])
-@pytest.mark.parametrize("mode", ["unsynced", "memory"])
+@pytest.mark.parametrize("mode", ["unsynced", "memory", "copy2"])
 def test_a_kdlvulkan_tensor_used_on_another_queue_before_the_write_is_ordered(dlshim, mode,
                                                                              sync):
     # The fill runs only after the consumer's copy is submitted: under
     # enforce the host's wait for the producer's queue gives up (a second)
-    # and reports.  memory: the tensor carries the VkDeviceMemory itself.
+    # and reports.  memory: the tensor carries the VkDeviceMemory itself;
+    # copy2: the consumer copies with vkCmdCopyBuffer2.
     r = consume(dlshim, mode, sync)
     assert handoff(r) == (["export", "import", "violation", "release"],
                           ["unsynchronized_handoff"])

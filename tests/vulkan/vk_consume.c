@@ -7,7 +7,7 @@
  * calls only.
  *
  * The fill is held back as vk_queue's is (its command buffer first waits
- * for an event the host sets): in unsynced, memory and apart until the
+ * for an event the host sets): in unsynced, memory, copy2 and apart until the
  * consumer's copy has been submitted, in the others until just before.
  *
  *   unsynced   the copy submitted with nothing waited for (race)
@@ -18,6 +18,7 @@
  *   timeline   the same through a timeline semaphore's value
  *   fence      the event set and the fill's fence waited for first
  *   memory     as unsynced, the tensor carrying the VkDeviceMemory itself
+ *   copy2      as unsynced, the copy made by vkCmdCopyBuffer2 (Vulkan 1.3)
  *   apart      as unsynced, but the fill writes the buffer's first half and
  *              the tensor is its second (byte_offset): nothing it holds
  *              was written
@@ -75,8 +76,18 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "unsynced";
     setvbuf(stdout, NULL, _IOLBF, 0);
+    int copy2 = !strcmp(mode, "copy2");
     device_queues = 2;
-    open_device();
+    if (copy2)
+        open_device_with(VK_API_VERSION_1_3, NULL, NULL);
+    else
+        open_device();
+    PFN_vkCmdCopyBuffer2 copy_buffer2 =
+        (PFN_vkCmdCopyBuffer2)vkGetDeviceProcAddr(device, "vkCmdCopyBuffer2");
+    if (copy2 && !copy_buffer2) {
+        printf("no vkCmdCopyBuffer2\n");
+        return 77;
+    }
     uint32_t families = 1;
     VkQueueFamilyProperties family;
     vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, &family);
@@ -90,15 +101,8 @@ int main(int argc, char **argv)
     vkGetDeviceQueue(device, 0, 1, &second);
 
     /* The producer's buffer, on memory the host never sees. */
-    VkBuffer buffer;
-    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = BYTES,
-                              .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT};
-    VK_CHECK(vkCreateBuffer(device, &bci, NULL, &buffer));
-    VkMemoryRequirements req;
-    vkGetBufferMemoryRequirements(device, buffer, &req);
-    VkDeviceMemory memory = memory_for(&req);
-    VK_CHECK(vkBindBufferMemory(device, buffer, memory, 0));
+    VkDeviceMemory memory;
+    VkBuffer buffer = device_buffer(&memory);
 
     int apart = !strcmp(mode, "apart"), timeline = !strcmp(mode, "timeline");
     VkSemaphore sem = !strcmp(mode, "semaphore") || timeline ? semaphore_made(timeline) : 0;
@@ -123,7 +127,7 @@ int main(int argc, char **argv)
     dlshim_export(&t, "vkproducer");
     dlshim_import(&t, "vkconsumer");
 
-    int racy = !strcmp(mode, "unsynced") || !strcmp(mode, "memory") || apart;
+    int racy = !strcmp(mode, "unsynced") || !strcmp(mode, "memory") || apart || copy2;
     if (!racy)
         VK_CHECK(vkSetEvent(device, rig.gate));
     if (!strcmp(mode, "fence"))
@@ -133,7 +137,14 @@ int main(int argc, char **argv)
     VkCommandBuffer copy = rig_begin(&rig, 0);
     VkBufferCopy region = {.srcOffset = t.dl_tensor.byte_offset, .dstOffset = 0,
                            .size = BYTES / 2};
-    vkCmdCopyBuffer(copy, buffer, rig.buffer, 1, &region);
+    VkBufferCopy2 region2 = {.sType = VK_STRUCTURE_TYPE_BUFFER_COPY_2,
+                             .srcOffset = region.srcOffset, .size = region.size};
+    VkCopyBufferInfo2 info = {.sType = VK_STRUCTURE_TYPE_COPY_BUFFER_INFO_2, .srcBuffer = buffer,
+                              .dstBuffer = rig.buffer, .regionCount = 1, .pRegions = &region2};
+    if (copy2)
+        copy_buffer2(copy, &info);
+    else
+        vkCmdCopyBuffer(copy, buffer, rig.buffer, 1, &region);
     VK_CHECK(vkEndCommandBuffer(copy));
     submit(second, copy, VK_NULL_HANDLE, sem ? &sem : NULL, NULL, timeline ? &one : NULL);
 

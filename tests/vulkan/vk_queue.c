@@ -19,8 +19,10 @@
  *                 what the consumer reads depends on timing (race)
  *
  * Prefixed image_, the buffer is written by an image's copy instead of the
- * fill; prefixed secondary_, the fill is recorded in a secondary command
- * buffer that the gated primary executes (vkCmdExecuteCommands).
+ * fill, image2_ the same through vkCmdCopyImageToBuffer2 (Vulkan 1.3);
+ * prefixed copy2_, by vkCmdCopyBuffer2 from a buffer filled first;
+ * prefixed secondary_, the fill is recorded in a secondary command buffer
+ * that the gated primary executes (vkCmdExecuteCommands).
  *
  * It prints what the consumer read (1 is the old value, 16843009 the
  * fill's) and exits 0 when every call it made succeeded.
@@ -38,6 +40,11 @@ static VkFence fence_made(void)
     VK_CHECK(vkCreateFence(device, &fci, NULL, &fence));
     return fence;
 }
+
+/* Vulkan 1.3's copy2 forms (image2_, copy2_), and whether the mode asks. */
+static PFN_vkCmdCopyImageToBuffer2 copy_image2;
+static PFN_vkCmdCopyBuffer2 copy_buffer2;
+static int copy2;
 
 /* A 64 x 1 RGBA8 image on device memory of its own, for image_ modes. */
 static VkImage image;
@@ -84,7 +91,39 @@ static void image_copied(VkCommandBuffer cb, VkImage img, VkBuffer buffer)
     layout(cb, img, VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL, VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL);
     VkBufferImageCopy region = {.imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1},
                                 .imageExtent = {64, 1, 1}};
-    vkCmdCopyImageToBuffer(cb, img, VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL, buffer, 1, &region);
+    if (!copy2) {
+        vkCmdCopyImageToBuffer(cb, img, VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL, buffer, 1, &region);
+        return;
+    }
+    VkBufferImageCopy2 region2 = {.sType = VK_STRUCTURE_TYPE_BUFFER_IMAGE_COPY_2,
+                                  .imageSubresource = region.imageSubresource,
+                                  .imageExtent = region.imageExtent};
+    VkCopyImageToBufferInfo2 info = {.sType = VK_STRUCTURE_TYPE_COPY_IMAGE_TO_BUFFER_INFO_2,
+                                     .srcImage = img,
+                                     .srcImageLayout = VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL,
+                                     .dstBuffer = buffer, .regionCount = 1,
+                                     .pRegions = &region2};
+    copy_image2(cb, &info);
+}
+
+/* A buffer filled with the fill's bytes, copied into `buffer` by
+ * vkCmdCopyBuffer2. */
+static VkBuffer staging;
+static VkDeviceMemory staging_memory;
+
+static void copied2(VkCommandBuffer cb, VkBuffer buffer)
+{
+    staging = device_buffer(&staging_memory);
+    vkCmdFillBuffer(cb, staging, 0, VK_WHOLE_SIZE, 0x01010101u);
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT};
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
+                         &mb, 0, NULL, 0, NULL);
+    VkBufferCopy2 region = {.sType = VK_STRUCTURE_TYPE_BUFFER_COPY_2, .size = BYTES};
+    VkCopyBufferInfo2 info = {.sType = VK_STRUCTURE_TYPE_COPY_BUFFER_INFO_2, .srcBuffer = staging,
+                              .dstBuffer = buffer, .regionCount = 1, .pRegions = &region};
+    copy_buffer2(cb, &info);
 }
 
 /* The fill recorded in a secondary command buffer, executed from cb. */
@@ -106,12 +145,25 @@ static void submit(VkQueue queue, VkCommandBuffer cb, VkFence fence)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "unsynced";
-    int from_image = !strncmp(mode, "image_", 6);
-    mode += from_image ? 6 : 0;
+    int from_image = !strncmp(mode, "image_", 6) || !strncmp(mode, "image2_", 7);
+    copy2 = !strncmp(mode, "image2_", 7) || !strncmp(mode, "copy2_", 6);
+    int from_copy2 = !strncmp(mode, "copy2_", 6);
+    mode += from_image ? (copy2 ? 7 : 6) : from_copy2 ? 6 : 0;
     int from_secondary = !strncmp(mode, "secondary_", 10);
     mode += from_secondary ? 10 : 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
-    open_device();
+    if (copy2) {
+        open_device_with(VK_API_VERSION_1_3, NULL, NULL);
+        copy_image2 =
+            (PFN_vkCmdCopyImageToBuffer2)vkGetDeviceProcAddr(device, "vkCmdCopyImageToBuffer2");
+        copy_buffer2 = (PFN_vkCmdCopyBuffer2)vkGetDeviceProcAddr(device, "vkCmdCopyBuffer2");
+        if (!copy_image2 || !copy_buffer2) {
+            printf("no Vulkan 1.3 copy commands\n");
+            return 77;
+        }
+    } else {
+        open_device();
+    }
     queue_rig rig;
     rig_open(&rig);
     VkQueue queue = rig.queue;
@@ -128,6 +180,8 @@ int main(int argc, char **argv)
     VkCommandBuffer cb = rig_begin(&rig, 1);
     if (from_image)
         image_copied(cb, image_made(), rig.buffer);
+    else if (from_copy2)
+        copied2(cb, rig.buffer);
     else if (from_secondary)
         fill_executed(&rig, cb);
     else
@@ -159,6 +213,10 @@ int main(int argc, char **argv)
     if (from_image) {
         vkDestroyImage(device, image, NULL);
         vkFreeMemory(device, image_memory, NULL);
+    }
+    if (from_copy2) {
+        vkDestroyBuffer(device, staging, NULL);
+        vkFreeMemory(device, staging_memory, NULL);
     }
     rig_close(&rig);
     return 0;

@@ -113,6 +113,20 @@ VkDeviceMemory memory_for(const VkMemoryRequirements *req)
     return memory;
 }
 
+VkBuffer device_buffer(VkDeviceMemory *memory)
+{
+    VkBuffer buffer;
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = BYTES,
+                              .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+    VK_CHECK(vkCreateBuffer(device, &bci, NULL, &buffer));
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(device, buffer, &req);
+    *memory = memory_for(&req);
+    VK_CHECK(vkBindBufferMemory(device, buffer, *memory, 0));
+    return buffer;
+}
+
 int memory_fd(VkDeviceMemory memory)
 {
     VkMemoryGetFdInfoKHR gfi = {.sType = VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR,

@@ -33,6 +33,9 @@ DLManagedTensor mapped_tensor(uint32_t *p);
 /* Memory of the first type `req` accepts, for a buffer or an image that
  * the host never reads. */
 VkDeviceMemory memory_for(const VkMemoryRequirements *req);
+/* A buffer of BYTES (a transfer source and destination) bound to memory of
+ * its own of memory_for's. */
+VkBuffer device_buffer(VkDeviceMemory *memory);
 /* A tensor of the BYTES / 4 uint32 at data on a device of `type` (kDLCUDA:
  * a device buffer), whose deleter frees nothing. */
 DLManagedTensor device_tensor(void *data, DLDeviceType type);
