@@ -1,7 +1,7 @@
 /*
- * vulkan_descriptors.c — what a compute dispatch writes: the storage
- * buffers bound to the compute bind point through descriptor sets when it
- * is recorded (the Vulkan family's third file; vulkan_family.h says what
+ * vulkan_descriptors.c — what a compute dispatch writes and reads: the
+ * storage and uniform buffers bound to the compute bind point through
+ * descriptor sets when it is recorded (the Vulkan family's third file; vulkan_family.h says what
  * the files share).
  *
  * A shader's writes go through descriptors, so the layer follows what each
@@ -21,8 +21,10 @@
  * the data it gives, by the entries kept when the template was made).  A
  * dispatch then counts as a write of every storage buffer (plain, dynamic, or a storage texel buffer:
  * the bytes of its buffer view, followed from vkCreateBufferView) bound or
- * pushed: recorded into the command buffer as its fills are
- * (ds_vk_recorded_write), submitted with it.
+ * pushed, and as a read of every uniform buffer (plain or dynamic: the
+ * first use of a kDLVulkan tensor on its consumer's queue): recorded into
+ * the command buffer as its fills are (ds_vk_recorded_use), submitted with
+ * it.
  *
  * Conservative: whether a shader only reads a storage buffer is in its
  * SPIR-V, which is not parsed, and a set bound but unused by the pipeline
@@ -93,8 +95,11 @@ typedef struct {
     shape s;
 } known_layout;
 
+/* A buffer's bytes a descriptor gives the shader: a storage buffer's, which
+ * count as written, or a uniform buffer's, read (write false). */
 typedef struct {
     uint64_t buffer, offset, range; /* buffer 0: nothing known there */
+    bool write;
 } descriptor;
 
 typedef struct {
@@ -107,7 +112,7 @@ typedef struct {
  * under the binding and array element it was written to. */
 typedef struct {
     uint32_t set, number, element;
-    uint64_t buffer, offset, range; /* buffer 0: a free entry */
+    descriptor d; /* d.buffer 0: a free entry */
 } pushed;
 
 /* The sets bound to a command buffer's compute bind point, and the
@@ -214,6 +219,14 @@ static bool is_storage(VkDescriptorType type)
     return type == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER ||
            type == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC ||
            type == VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER;
+}
+
+/* A uniform buffer: read by the shader, a use of a kDLVulkan tensor by its
+ * consumer's queue (a uniform texel buffer: not followed). */
+static bool is_uniform(VkDescriptorType type)
+{
+    return type == VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER ||
+           type == VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC;
 }
 
 /* Whether a binding's descriptors take dynamic offsets (uniform ones
@@ -358,7 +371,7 @@ static void view_created(VkBufferView view, const VkBufferViewCreateInfo *info)
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     known_view *v = view_of(P(view), true);
     if (v)
-        *v = (known_view){P(view), {P(info->buffer), info->offset, info->range}};
+        *v = (known_view){P(view), {P(info->buffer), info->offset, info->range, true}};
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
@@ -381,8 +394,10 @@ static descriptor written(const VkWriteDescriptorSet *w, uint32_t k)
                                                   : NULL;
         return v ? v->d : (descriptor){0};
     }
-    const VkDescriptorBufferInfo *b = is_storage(w->descriptorType) ? w->pBufferInfo : NULL;
-    return b ? (descriptor){P(b[k].buffer), b[k].offset, b[k].range} : (descriptor){0};
+    bool storage = is_storage(w->descriptorType);
+    const VkDescriptorBufferInfo *b =
+        storage || is_uniform(w->descriptorType) ? w->pBufferInfo : NULL;
+    return b ? (descriptor){P(b[k].buffer), b[k].offset, b[k].range, storage} : (descriptor){0};
 }
 
 /* Lock held. */
@@ -465,7 +480,7 @@ static void slot_emptied(binder *b, uint32_t at)
     b->push_slots &= (uint8_t)~(1u << at);
     for (unsigned i = 0; i < DS_VK_PUSHED; i++)
         if (b->p[i].set == at)
-            b->p[i].buffer = 0;
+            b->p[i].d.buffer = 0;
 }
 
 /* Sets bound at the compute bind point from `first` on.  Dynamic offsets
@@ -543,19 +558,19 @@ static void descriptor_pushed(binder *b, uint32_t at, uint32_t number, uint32_t 
     pushed *slot = NULL, *empty = NULL;
     for (unsigned i = 0; i < DS_VK_PUSHED && !slot; i++) {
         pushed *p = &b->p[i];
-        if (p->buffer && p->set == at && p->number == number && p->element == element)
+        if (p->d.buffer && p->set == at && p->number == number && p->element == element)
             slot = p;
-        else if (!p->buffer && !empty)
+        else if (!p->d.buffer && !empty)
             empty = p;
     }
     if (!d.buffer) {
         if (slot)
-            slot->buffer = 0;
+            slot->d.buffer = 0;
         return;
     }
     slot = slot ? slot : empty; /* none: unseen */
     if (slot)
-        *slot = (pushed){at, number, element, d.buffer, d.offset, d.range};
+        *slot = (pushed){at, number, element, d};
 }
 
 /* Push descriptors written into the compute bind point's slot `set`: the
@@ -639,9 +654,10 @@ static descriptor template_read(const template_entry *e, const char *data, uint3
         return v ? v->d : (descriptor){0};
     }
     VkDescriptorBufferInfo b;
-    if (!is_storage(e->type) || ds_safe_read(&b, at, sizeof(b)) != sizeof(b))
+    if (!(is_storage(e->type) || is_uniform(e->type)) ||
+        ds_safe_read(&b, at, sizeof(b)) != sizeof(b))
         return (descriptor){0};
-    return (descriptor){P(b.buffer), b.offset, b.range};
+    return (descriptor){P(b.buffer), b.offset, b.range, is_storage(e->type)};
 }
 
 /* A set updated through a template: each entry's descriptors read from
@@ -717,9 +733,9 @@ static void descriptors_pushed2(VkCommandBuffer cb, const VkPushDescriptorSetInf
                            i->pDescriptorWrites);
 }
 
-/* Lock held.  The storage buffers of one bound set, as (buffer, offset,
- * range) into w[n..max); the new n. */
-static unsigned set_writes(const binder *b, uint32_t at, descriptor *w, unsigned n, unsigned max)
+/* Lock held.  The storage and uniform buffers of one bound set, as
+ * descriptors into w[n..max); the new n. */
+static unsigned set_uses(const binder *b, uint32_t at, descriptor *w, unsigned n, unsigned max)
 {
     const known_set *s = set_of(b->bound[at], false);
     uint32_t dynamic = 0; /* dynamic descriptors before this one */
@@ -729,18 +745,19 @@ static unsigned set_writes(const binder *b, uint32_t at, descriptor *w, unsigned
         for (uint32_t k = 0; k < bd->count && bd->first + k < DS_VK_SET_DESCRIPTORS; k++) {
             const descriptor *d = &s->d[bd->first + k];
             uint32_t nth = dyn ? dynamic++ : 0;
-            if (!is_storage(bd->type) || !d->buffer || n >= max ||
-                (dyn && nth >= b->dynamic_known[at]))
+            if (!d->buffer || n >= max || (dyn && nth >= b->dynamic_known[at]))
                 continue;
             w[n++] = (descriptor){d->buffer, d->offset + (dyn ? b->dynamic[at][nth] : 0),
-                                  d->range};
+                                  d->range, d->write};
         }
     }
     return n;
 }
 
 /* A dispatch recorded (`any`: it runs at least one workgroup): a write of
- * every storage buffer bound, recorded into the command buffer. */
+ * every storage buffer bound, and a read of every uniform buffer, recorded
+ * into the command buffer (the writes first: where the recording is full,
+ * a read is what goes unseen). */
 static void dispatched(VkCommandBuffer cb, bool any)
 {
     if (!any || !ds_sync_enabled())
@@ -751,13 +768,16 @@ static void dispatched(VkCommandBuffer cb, bool any)
     const binder *b = binder_of(P(cb), false);
     for (uint32_t at = 0; b && at < DS_VK_BOUND_SETS; at++)
         if (b->bound[at] && known_sets)
-            n = set_writes(b, at, w, n, (unsigned)DS_ARRAY_LEN(w));
+            n = set_uses(b, at, w, n, (unsigned)DS_ARRAY_LEN(w));
     for (unsigned i = 0; b && i < DS_VK_PUSHED && n < DS_ARRAY_LEN(w); i++)
-        if (b->p[i].buffer)
-            w[n++] = (descriptor){b->p[i].buffer, b->p[i].offset, b->p[i].range};
+        if (b->p[i].d.buffer)
+            w[n++] = b->p[i].d;
     ds_lock_give(DS_LOCK_HOOK_TABLES);
-    for (unsigned i = 0; i < n; i++)
-        ds_vk_recorded_write(cb, (VkBuffer)(uintptr_t)w[i].buffer, w[i].offset, w[i].range);
+    for (int write = 1; write >= 0; write--)
+        for (unsigned i = 0; i < n; i++)
+            if (w[i].write == (bool)write)
+                ds_vk_recorded_use(cb, (VkBuffer)(uintptr_t)w[i].buffer, w[i].offset,
+                                   w[i].range, write);
 }
 
 /* ---- the wrappers ---------------------------------------------------------------- */

@@ -14,7 +14,7 @@
  * (ds_vk_queue_wrapper) and the host's bounded wait (ds_vk_queue_host_wait);
  * vulkan_descriptors.c owns the descriptor sets, hands vulkan.c its
  * wrappers (ds_vk_descriptor_wrapper) and records a dispatch's writes
- * through vulkan_queues.c's ds_vk_recorded_write, which empties its
+ * through vulkan_queues.c's ds_vk_recorded_use, which empties its
  * bindings when a command buffer begins (ds_vk_bindings_reset).
  */
 #ifndef DS_VULKAN_FAMILY_H
@@ -73,10 +73,10 @@ bool ds_vk_buffer_in_memory(uint64_t buffer, uint64_t offset, uint64_t size, boo
 PFN_vkVoidFunction ds_vk_queue_wrapper(const ds_vk_device *d, const char *name);
 /* The descriptor's host_wait: the host waits, bounded, for a queue. */
 bool ds_vk_queue_host_wait(uintptr_t queue);
-/* A write the command buffer records: `size` bytes at `offset` of the
- * buffer (VK_WHOLE_SIZE: to its end), made when it is submitted. */
-void ds_vk_recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
-                          VkDeviceSize size);
+/* A write (or a read) the command buffer records: `size` bytes at `offset`
+ * of the buffer (VK_WHOLE_SIZE: to its end), made when it is submitted. */
+void ds_vk_recorded_use(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
+                        VkDeviceSize size, bool write);
 
 /* ---- vulkan_descriptors.c ------------------------------------------------------ */
 /* The wrapper of a function of vulkan_descriptors.def, as ds_vk_queue_wrapper. */

@@ -9,7 +9,7 @@
  * What a submission writes is what its command buffers recorded: fills,
  * updates, buffer copies and image-to-buffer copies (their surely written
  * bytes) into buffers, and the storage buffers a dispatch has bound
- * (vulkan_descriptors.c records them here: ds_vk_recorded_write), as bytes
+ * (vulkan_descriptors.c records them here: ds_vk_recorded_use), as bytes
  * of their memory's host mapping (where a CPU tensor over it is read:
  * ds_sync_host_reads) and as offsets in the memory itself
  * (ds_vk_buffer_in_memory), where a CUDA or HIP tensor over their mapping
@@ -54,7 +54,7 @@
  * whole buffer: a conservative overflow would report handoffs of bytes no
  * command wrote, which the model never does (an unseen write can hide a
  * race, never make one).  Distinct writes are few (a write kept once: see
- * ds_vk_recorded_write), so the bound is 32, twice a single command
+ * ds_vk_recorded_use), so the bound is 32, twice a single command
  * buffer's old 16, for a primary that gathers a few secondaries' writes. */
 #define DS_VK_RECORDED 32u
 
@@ -106,19 +106,30 @@ static void recording_reset(VkCommandBuffer cb)
     ds_vk_bindings_reset(cb);
 }
 
-/* Lock held.  A write kept once: dispatch after dispatch through the same
- * sets writes the same ranges, which would otherwise fill the recording. */
+/* Lock held.  A use kept once: dispatch after dispatch through the same
+ * sets writes the same ranges, which would otherwise fill the recording.
+ * Full, a write takes the place of a read (whose bytes then go unseen as a
+ * kDLVulkan tensor's first use, rather than a write's as the last). */
 static void kept(recording *r, const recorded *w)
 {
     uint32_t k = 0;
     while (r && k < r->n && memcmp(&r->w[k], w, sizeof(*w)) != 0)
         k++;
-    if (r && k == r->n && r->n < DS_VK_RECORDED)
+    if (!r || k < r->n)
+        return;
+    if (r->n < DS_VK_RECORDED) {
         r->w[r->n++] = *w;
+        return;
+    }
+    for (k = 0; w->write && k < r->n; k++)
+        if (!r->w[k].write) {
+            r->w[k] = *w;
+            return;
+        }
 }
 
-static void recorded_use(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
-                         VkDeviceSize size, bool write)
+void ds_vk_recorded_use(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
+                        VkDeviceSize size, bool write)
 {
     if (!ds_sync_enabled())
         return;
@@ -126,12 +137,6 @@ static void recorded_use(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offse
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     kept(recording_of(cb, true), &w);
     ds_lock_give(DS_LOCK_HOOK_TABLES);
-}
-
-void ds_vk_recorded_write(VkCommandBuffer cb, VkBuffer buffer, VkDeviceSize offset,
-                          VkDeviceSize size)
-{
-    recorded_use(cb, buffer, offset, size, true);
 }
 
 /* Secondary command buffers executed from a primary: their writes, as
@@ -157,8 +162,8 @@ static void recorded_copies(VkCommandBuffer cb, VkBuffer src, VkBuffer dst, uint
                             const VkBufferCopy *regions)
 {
     for (uint32_t i = 0; regions && i < count && i < DS_VK_RECORDED; i++) {
-        recorded_use(cb, src, regions[i].srcOffset, regions[i].size, false);
-        ds_vk_recorded_write(cb, dst, regions[i].dstOffset, regions[i].size);
+        ds_vk_recorded_use(cb, src, regions[i].srcOffset, regions[i].size, false);
+        ds_vk_recorded_use(cb, dst, regions[i].dstOffset, regions[i].size, true);
     }
 }
 
@@ -167,8 +172,8 @@ static void recorded_copies2(VkCommandBuffer cb, const VkCopyBufferInfo2 *info)
     for (uint32_t i = 0; info && info->pRegions && i < info->regionCount && i < DS_VK_RECORDED;
          i++) {
         const VkBufferCopy2 *r = &info->pRegions[i];
-        recorded_use(cb, info->srcBuffer, r->srcOffset, r->size, false);
-        ds_vk_recorded_write(cb, info->dstBuffer, r->dstOffset, r->size);
+        ds_vk_recorded_use(cb, info->srcBuffer, r->srcOffset, r->size, false);
+        ds_vk_recorded_use(cb, info->dstBuffer, r->dstOffset, r->size, true);
     }
 }
 
@@ -182,7 +187,7 @@ static void recorded_image_region(VkCommandBuffer cb, VkBuffer buffer, VkDeviceS
                                   const VkExtent3D *extent, bool write)
 {
     if (extent->width && extent->height && extent->depth && layers->layerCount)
-        recorded_use(cb, buffer, offset, extent->width, write);
+        ds_vk_recorded_use(cb, buffer, offset, extent->width, write);
 }
 
 static void recorded_image_copies(VkCommandBuffer cb, VkBuffer buffer, uint32_t count,

@@ -407,13 +407,14 @@ def assert_queue_to_queue(e, offset=0):
 
 
 @pytest.mark.parametrize("sync", ["check", "enforce"])
-@pytest.mark.parametrize("mode", ["unsynced", "memory", "copy2"])
+@pytest.mark.parametrize("mode", ["unsynced", "memory", "copy2", "uniform"])
 def test_a_kdlvulkan_tensor_used_on_another_queue_before_the_write_is_ordered(dlshim, mode,
                                                                              sync):
     # The fill runs only after the consumer's copy is submitted: under
     # enforce the host's wait for the producer's queue gives up (a second)
     # and reports.  memory: the tensor carries the VkDeviceMemory itself;
-    # copy2: the consumer copies with vkCmdCopyBuffer2.
+    # copy2: the consumer copies with vkCmdCopyBuffer2; uniform: its use is a
+    # dispatch with the tensor bound as a uniform buffer (a read).
     r = consume(dlshim, mode, sync)
     assert handoff(r) == (["export", "import", "violation", "release"],
                           ["unsynchronized_handoff"])

@@ -19,6 +19,8 @@
  *   fence      the event set and the fill's fence waited for first
  *   memory     as unsynced, the tensor carrying the VkDeviceMemory itself
  *   copy2      as unsynced, the copy made by vkCmdCopyBuffer2 (Vulkan 1.3)
+ *   uniform    as unsynced, the consumer's use a dispatch with the tensor's
+ *              buffer bound as a uniform buffer (its output the rig's)
  *   apart      as unsynced, but the fill writes the buffer's first half and
  *              the tensor is its second (byte_offset): nothing it holds
  *              was written
@@ -127,7 +129,8 @@ int main(int argc, char **argv)
     dlshim_export(&t, "vkproducer");
     dlshim_import(&t, "vkconsumer");
 
-    int racy = !strcmp(mode, "unsynced") || !strcmp(mode, "memory") || apart || copy2;
+    int uniform = !strcmp(mode, "uniform");
+    int racy = !strcmp(mode, "unsynced") || !strcmp(mode, "memory") || apart || copy2 || uniform;
     if (!racy)
         VK_CHECK(vkSetEvent(device, rig.gate));
     if (!strcmp(mode, "fence"))
@@ -141,10 +144,21 @@ int main(int argc, char **argv)
                              .srcOffset = region.srcOffset, .size = region.size};
     VkCopyBufferInfo2 info = {.sType = VK_STRUCTURE_TYPE_COPY_BUFFER_INFO_2, .srcBuffer = buffer,
                               .dstBuffer = rig.buffer, .regionCount = 1, .pRegions = &region2};
-    if (copy2)
+    compute_rig c = {.uniform = true};
+    if (uniform) {
+        compute_open(&c, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 0);
+        VkDescriptorSet set = compute_set(&c);
+        compute_write(&c, set, rig.buffer);
+        compute_input(set, buffer);
+        vkCmdBindPipeline(copy, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipeline);
+        vkCmdBindDescriptorSets(copy, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &set, 0,
+                                NULL);
+        vkCmdDispatch(copy, 16, 1, 1);
+    } else if (copy2) {
         copy_buffer2(copy, &info);
-    else
+    } else {
         vkCmdCopyBuffer(copy, buffer, rig.buffer, 1, &region);
+    }
     VK_CHECK(vkEndCommandBuffer(copy));
     submit(second, copy, VK_NULL_HANDLE, sem ? &sem : NULL, NULL, timeline ? &one : NULL);
 
@@ -154,6 +168,8 @@ int main(int argc, char **argv)
     printf("consumer saw %u\n", rig.p[1]);
     t.deleter(&t);
 
+    if (uniform)
+        compute_close(&c);
     vkDestroyFence(device, fence, NULL);
     if (sem)
         vkDestroySemaphore(device, sem, NULL);

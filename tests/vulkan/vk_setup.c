@@ -118,7 +118,8 @@ VkBuffer device_buffer(VkDeviceMemory *memory)
     VkBuffer buffer;
     VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = BYTES,
                               .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                                       VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT};
     VK_CHECK(vkCreateBuffer(device, &bci, NULL, &buffer));
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(device, buffer, &req);
@@ -275,12 +276,14 @@ void compute_open(compute_rig *c, VkDescriptorType type, VkDescriptorSetLayoutCr
 {
     c->type = type;
     c->views = 0;
-    VkDescriptorSetLayoutBinding b = {.binding = 0, .descriptorType = type,
-                                      .descriptorCount = 1,
-                                      .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    VkDescriptorSetLayoutBinding b[2] = {
+        {.binding = 0, .descriptorType = type, .descriptorCount = 1,
+         .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT},
+        {.binding = 1, .descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, .descriptorCount = 1,
+         .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT}};
     VkDescriptorSetLayoutCreateInfo lci = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .flags = flags,
-        .bindingCount = 1, .pBindings = &b};
+        .bindingCount = c->uniform ? 2 : 1, .pBindings = b};
     VK_CHECK(vkCreateDescriptorSetLayout(device, &lci, NULL, &c->set_layout));
     VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                       .setLayoutCount = 1, .pSetLayouts = &c->set_layout};
@@ -300,10 +303,13 @@ void compute_open(compute_rig *c, VkDescriptorType type, VkDescriptorSetLayoutCr
         .layout = c->layout};
     VK_CHECK(vkCreateComputePipelines(device, VK_NULL_HANDLE, 1, &cpi, NULL, &c->pipeline));
     vkDestroyShaderModule(device, module, NULL);
-    VkDescriptorPoolSize size = {.type = type, .descriptorCount = 8};
+    VkDescriptorPoolSize size[2] = {{.type = type, .descriptorCount = 8},
+                                    {.type = VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER,
+                                     .descriptorCount = 8}};
     VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                       .flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
-                                      .maxSets = 8, .poolSizeCount = 1, .pPoolSizes = &size};
+                                      .maxSets = 8, .poolSizeCount = c->uniform ? 2 : 1,
+                                      .pPoolSizes = size};
     VK_CHECK(vkCreateDescriptorPool(device, &dpi, NULL, &c->pool));
 }
 
@@ -315,6 +321,16 @@ VkDescriptorSet compute_set(const compute_rig *c)
     VkDescriptorSet set;
     VK_CHECK(vkAllocateDescriptorSets(device, &ai, &set));
     return set;
+}
+
+void compute_input(VkDescriptorSet set, VkBuffer buffer)
+{
+    VkDescriptorBufferInfo bi = {.buffer = buffer, .offset = 0, .range = 4096};
+    VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set,
+                              .dstBinding = 1, .descriptorCount = 1,
+                              .descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER,
+                              .pBufferInfo = &bi};
+    vkUpdateDescriptorSets(device, 1, &w, 0, NULL);
 }
 
 void compute_write(compute_rig *c, VkDescriptorSet set, VkBuffer buffer)

@@ -3,6 +3,7 @@
 #define VK_SETUP_H
 
 #include <dlpack/dlpack.h>
+#include <stdbool.h>
 #include <vulkan/vulkan.h>
 
 #define BYTES 65536u
@@ -33,7 +34,7 @@ DLManagedTensor mapped_tensor(uint32_t *p);
 /* Memory of the first type `req` accepts, for a buffer or an image that
  * the host never reads. */
 VkDeviceMemory memory_for(const VkMemoryRequirements *req);
-/* A buffer of BYTES (a transfer source and destination) bound to memory of
+/* A buffer of BYTES (a transfer source and destination, a uniform buffer) bound to memory of
  * its own of memory_for's. */
 VkBuffer device_buffer(VkDeviceMemory *memory);
 /* A tensor of the BYTES / 4 uint32 at data on a device of `type` (kDLCUDA:
@@ -92,8 +93,10 @@ VkSemaphore exported_semaphore(VkSemaphoreType type, int *fd);
  * dispatch of 16 x 1 x 1), bound as `type` (a plain, a dynamic or a texel
  * storage buffer), and a pool of 8 sets of its layout that can be freed; the set
  * layout created with `flags` (its push descriptor bit: set 0 is pushed,
- * VK_KHR_push_descriptor). */
+ * VK_KHR_push_descriptor).  With `uniform` set before, the layout has a
+ * binding 1 too, a uniform buffer the shader does not read (compute_input). */
 typedef struct {
+    bool uniform;
     VkDescriptorType type;
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout layout;
@@ -109,6 +112,8 @@ VkDescriptorSet compute_set(const compute_rig *c);
 /* The buffer's first 4 KiB written to the set's binding 0 (a storage
  * texel buffer: through a view of them as VK_FORMAT_R32_UINT). */
 void compute_write(compute_rig *c, VkDescriptorSet set, VkBuffer buffer);
+/* The buffer's first 4 KiB written to the set's binding 1 (uniform). */
+void compute_input(VkDescriptorSet set, VkBuffer buffer);
 /* Everything destroyed (before rig_close). */
 void compute_close(compute_rig *c);
 
