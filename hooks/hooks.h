@@ -37,7 +37,7 @@ void ds_python_package_name(const char *file, char *out, size_t cap);
 /* Whether the file is part of an installed framework's package (or dlshim's). */
 bool ds_python_framework_file(const char *file);
 
-/* ---- python_frames.c: the Python code behind a call ---------------------- */
+/* ---- python_frames.c, python_locations.c: the Python code behind a call -- */
 /* Finds CPython's C API beside one of its functions (once).  Every capsule
  * call that hands a tensor over asks: after the first, a load. */
 extern atomic_bool ds_py_bind_tried;
@@ -72,7 +72,8 @@ bool ds_py_at_mark(const ds_py_mark *m);
  * Python C API call, so it holds the GIL): source lines are then read from
  * the frame list without asking Python whether it may. */
 extern DS_TLS unsigned ds_py_in_capsule_call;
-/* The package of the innermost frame's file (ds_python_package_name). */
+/* The package of the innermost frame's file (ds_python_package_name):
+ * python_locations.c. */
 bool ds_py_package_here(char *out, size_t cap);
 
 /* ---- entry.c: DLSHIM_ENTRY specs ----------------------------------------- */

@@ -61,10 +61,12 @@ $(BUILD)/tests/unit/test_elf: EXTRA_UNIT_FLAGS = -DELF_TEST_DIR='"$(abspath $(EL
 # The names of modules and Python files: hooks/frameworks.c on its own.
 $(BUILD)/tests/unit/test_names: hooks/frameworks.c
 $(BUILD)/tests/unit/test_names: EXTRA_UNIT_FLAGS = -Ihooks hooks/frameworks.c
-# python_frames.c against the fake interpreter the test defines (its C API
-# found in the test's own dynamic symbols).
-$(BUILD)/tests/unit/test_py_frames: hooks/python_frames.c hooks/frameworks.c hooks/hooks.h
-$(BUILD)/tests/unit/test_py_frames: EXTRA_UNIT_FLAGS = -Ihooks hooks/python_frames.c \
+# python_frames.c and python_locations.c against the fake interpreter the
+# test defines (its C API found in the test's own dynamic symbols).
+PY_FRAMES_SRCS := hooks/python_frames.c hooks/python_locations.c
+$(BUILD)/tests/unit/test_py_frames: $(PY_FRAMES_SRCS) hooks/python_frames.h hooks/frameworks.c \
+    hooks/hooks.h
+$(BUILD)/tests/unit/test_py_frames: EXTRA_UNIT_FLAGS = -Ihooks $(PY_FRAMES_SRCS) \
     hooks/frameworks.c -rdynamic
 
 # ---- integration test programs (annotation API users, no dlshim link) -----

@@ -181,7 +181,10 @@ def test_copied_shares_are_drawn_and_rows_name_pair_and_line(forked_run, tmp_pat
     tip = copied[4]
     assert "dlpack1ext \u2192 dlpack1ext (copied): 256 B int32 cpu:0" in tip
     assert f"exported at {WORKER}:{line_of('IS_COPIED))')} in copied_share" in tip
-    assert f"imported at {WORKER}:" in tip and "lifetime 0.0" in tip
+    assert f"imported at {WORKER}:" in tip
+    # Its lifetime in milliseconds (well under one; under ThreadSanitizer on
+    # a loaded machine a few).
+    assert re.search(r"lifetime \d+\.\d{3} ms", tip), tip
     # The worker's last share is never released (os._exit): said so.
     assert "never released" in bars(svg_of(text, worker))[-1][4]
     # Rows are named by pair and line, not by an address the allocator reuses.

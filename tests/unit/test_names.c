@@ -14,7 +14,7 @@
 #define VENV "/opt/torch/.venv/lib/python3.12/site-packages"
 
 /* frameworks.c names a ctypes caller by the running Python line's package,
- * which lives in python_frames.c: with no interpreter here, there is none. */
+ * which lives in python_locations.c: with no interpreter here, there is none. */
 bool ds_py_package_here(char *out, size_t cap)
 {
     (void)out;

@@ -1,10 +1,11 @@
-/* Unit tests of hooks/python_frames.c with threads truly in parallel, as a
- * free-threaded CPython (3.13t, 3.14t) runs them, against a fake interpreter
- * defined here: CPython 3.13's frame layout, thread states, code objects and
- * compact ASCII strings, and the C API functions the shim binds (found in
- * this executable's dynamic symbols, -rdynamic).  No free-threaded Python
- * can be installed on this machine, so the argument of docs/design.md ("Free-
- * threaded CPython") is proven here, under TSan by `make check-tsan`.
+/* Unit tests of hooks/python_frames.c and python_locations.c with threads
+ * truly in parallel, as a free-threaded CPython (3.13t, 3.14t) runs them,
+ * against a fake interpreter defined here: CPython 3.13's frame layout,
+ * thread states, code objects and compact ASCII strings, and the C API
+ * functions the shim binds (found in this executable's dynamic symbols,
+ * -rdynamic).  No free-threaded Python can be installed on this machine, so
+ * the argument of docs/design.md ("Free-threaded CPython") is proven here,
+ * under TSan by `make check-tsan`.
  *
  * Eight threads bind the API and check the layout at once (one wins), then
  * each, in every round, rewrites its own frames (another code object of a
