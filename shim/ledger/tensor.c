@@ -483,15 +483,13 @@ static void report_changed(void *m, const record_copy *c, const ds_tensor_view *
     ds_violation_with(DS_VIO_TENSOR_CHANGED, "tensor", (uintptr_t)m, detail, write_share_fields, &f);
 }
 
-/* A share whose device memory was freed before the consumer took it. */
-/* A tensor that carries a handle (a Vulkan buffer or memory): its bytes
- * as offsets in the allocation found at its export, the space its
- * queues' writes and its consumer's uses are kept in (ds_range).  False
- * where the handle no longer leads there. */
-static bool handle_bytes(const ds_tensor_view *v, const record_copy *c, ds_range *out)
+/* A tensor that carries a handle of `api` (a Vulkan buffer or memory):
+ * its bytes as offsets in the allocation found at its export, the space
+ * its queues' writes and its consumer's uses are kept in (ds_range).
+ * False where the handle no longer leads there. */
+static bool handle_bytes(int api, const ds_tensor_view *v, const record_copy *c, ds_range *out)
 {
-    int api = ds_device_api_for_tensors(c->device_type);
-    if (api < 0 || !c->alloc_base || !v->tensor_valid || !v->t.data || !c->bytes)
+    if (!c->alloc_base || !v->tensor_valid || !v->t.data || !c->bytes)
         return false;
     const ds_device_api *d = ds_device_api_at(api);
     uintptr_t memory = (uintptr_t)v->t.data;
@@ -507,6 +505,7 @@ static bool handle_bytes(const ds_tensor_view *v, const record_copy *c, ds_range
     return true;
 }
 
+/* A share whose device memory was freed before the consumer took it. */
 static void report_import_of_freed(void *m, const record_copy *c, uint16_t id, const char *name)
 {
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX + DS_SITE_MAX], site[DS_SITE_MAX + 16];
@@ -556,16 +555,21 @@ import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t a
             if (has_alloc && !ds_alloc_live(c.alloc_base, c.alloc_generation))
                 report_import_of_freed(m, &c, id, name);
             if (device) {
-                /* Over another API's mapping of exported memory: that
-                 * memory's own writes (a Vulkan queue's) are the same bytes. */
                 ds_range alias;
-                bool mapped = c.aliased && ds_alloc_alias_range(c.alloc_base, c.alloc_generation,
-                                                                c.data, c.bytes, &alias);
-                if (!mapped && readable && handle_bytes(&v, &c, &alias))
-                    ds_sync_import(c.tensor, 0, c.bytes, &alias, c.producer, c.consumer);
-                else
+                int handles = ds_device_api_for_tensors(c.device_type);
+                if (handles >= 0) { /* no address: where in its memory, if known */
+                    if (readable && handle_bytes(handles, &v, &c, &alias))
+                        ds_sync_import(c.tensor, 0, c.bytes, &alias, c.producer, c.consumer);
+                } else {
+                    /* Over another API's mapping of exported memory: that
+                     * memory's own writes (a Vulkan queue's) are the same
+                     * bytes. */
+                    bool mapped = c.aliased && ds_alloc_alias_range(c.alloc_base,
+                                                                    c.alloc_generation, c.data,
+                                                                    c.bytes, &alias);
                     ds_sync_import(c.tensor, c.data, c.bytes, mapped ? &alias : NULL,
                                    c.producer, c.consumer);
+                }
             }
             else if (has_alloc) /* a CPU tensor in a device API's memory: read on the host */
                 ds_sync_host_reads(c.tensor, c.data, c.bytes, c.producer, c.consumer);
