@@ -384,20 +384,32 @@ static void view_destroyed(VkBufferView view)
     ds_lock_give(DS_LOCK_HOOK_TABLES);
 }
 
+/* A storage or uniform buffer's descriptor (a write's or a template's),
+ * by its type: whether the shader's use of its bytes counts as a write. */
+static descriptor of_buffer(VkDescriptorType type, const VkDescriptorBufferInfo *b)
+{
+    return (descriptor){P(b->buffer), b->offset, b->range, is_storage(type)};
+}
+
+/* Lock held.  A storage texel buffer's: its view's bytes, or nothing ({0})
+ * for a view not followed. */
+static descriptor of_view(VkBufferView view)
+{
+    const known_view *v = view_of(P(view), false);
+    return v ? v->d : (descriptor){0};
+}
+
 /* Lock held.  What the k-th descriptor of a write holds, where it is a
- * storage buffer (a storage texel buffer: its view's bytes); nothing
- * ({0}) for any other, or a view not followed. */
+ * storage or uniform buffer (a storage texel buffer: its view's bytes);
+ * nothing ({0}) for any other, or a view not followed. */
 static descriptor written(const VkWriteDescriptorSet *w, uint32_t k)
 {
-    if (w->descriptorType == VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER) {
-        const known_view *v = w->pTexelBufferView ? view_of(P(w->pTexelBufferView[k]), false)
-                                                  : NULL;
-        return v ? v->d : (descriptor){0};
-    }
-    bool storage = is_storage(w->descriptorType);
-    const VkDescriptorBufferInfo *b =
-        storage || is_uniform(w->descriptorType) ? w->pBufferInfo : NULL;
-    return b ? (descriptor){P(b[k].buffer), b[k].offset, b[k].range, storage} : (descriptor){0};
+    VkDescriptorType type = w->descriptorType;
+    if (type == VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER)
+        return w->pTexelBufferView ? of_view(w->pTexelBufferView[k]) : (descriptor){0};
+    return (is_storage(type) || is_uniform(type)) && w->pBufferInfo
+               ? of_buffer(type, &w->pBufferInfo[k])
+               : (descriptor){0};
 }
 
 /* Lock held. */
@@ -640,24 +652,22 @@ static void template_destroyed(VkDescriptorUpdateTemplate handle)
 }
 
 /* Lock held.  The k-th descriptor of a template entry, read from the
- * push's data (a storage buffer's VkDescriptorBufferInfo, a storage texel
- * buffer's VkBufferView): nothing ({0}) for any other type, or data that
- * cannot be read. */
+ * push's data (a storage or uniform buffer's VkDescriptorBufferInfo, a
+ * storage texel buffer's VkBufferView): nothing ({0}) for any other type,
+ * or data that cannot be read. */
 static descriptor template_read(const template_entry *e, const char *data, uint32_t k)
 {
     const char *at = data + e->offset + (size_t)k * e->stride;
     if (e->type == VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER) {
         VkBufferView view;
-        const known_view *v = ds_safe_read(&view, at, sizeof(view)) == sizeof(view)
-                                  ? view_of(P(view), false)
-                                  : NULL;
-        return v ? v->d : (descriptor){0};
+        return ds_safe_read(&view, at, sizeof(view)) == sizeof(view) ? of_view(view)
+                                                                     : (descriptor){0};
     }
     VkDescriptorBufferInfo b;
-    if (!(is_storage(e->type) || is_uniform(e->type)) ||
-        ds_safe_read(&b, at, sizeof(b)) != sizeof(b))
-        return (descriptor){0};
-    return (descriptor){P(b.buffer), b.offset, b.range, is_storage(e->type)};
+    return (is_storage(e->type) || is_uniform(e->type)) &&
+                   ds_safe_read(&b, at, sizeof(b)) == sizeof(b)
+               ? of_buffer(e->type, &b)
+               : (descriptor){0};
 }
 
 /* A set updated through a template: each entry's descriptors read from

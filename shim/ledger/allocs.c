@@ -598,20 +598,25 @@ uint64_t ds_alloc_changes(void)
     return __atomic_load_n(&changes, __ATOMIC_ACQUIRE);
 }
 
+uintptr_t ds_alloc_memory_of(int api, uintptr_t handle, uint64_t *offset)
+{
+    /* Outside the lock: the family's tables have their own. */
+    const ds_device_api *d = ds_device_api_at(api);
+    uintptr_t memory;
+    if (d->memory_of && d->memory_of(handle, &memory, offset))
+        return memory;
+    *offset = 0;
+    return handle;
+}
+
 bool ds_alloc_lookup_tensor(int api, uintptr_t data, uintptr_t address, ds_alloc_info *out)
 {
     if (api < 0)
         return ds_alloc_lookup(address, out);
     if (__atomic_load_n(&live_count, __ATOMIC_RELAXED) == 0)
         return false;
-    /* A handle: the allocation's own, or what the API maps it to (outside
-     * the lock: the family's tables have their own). */
-    const ds_device_api *d = ds_device_api_at(api);
-    uintptr_t memory = data;
     uint64_t offset;
-    if (d->memory_of && !d->memory_of(data, &memory, &offset))
-        memory = data;
-    return ds_alloc_lookup_in(api, memory, out);
+    return ds_alloc_lookup_in(api, ds_alloc_memory_of(api, data, &offset), out);
 }
 
 bool ds_alloc_lookup_in(int api, uintptr_t p, ds_alloc_info *out)

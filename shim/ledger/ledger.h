@@ -250,6 +250,10 @@ uint64_t ds_alloc_changes(void);
  * -1: none) says the tensor carries one of its handles in `data`, the
  * allocation of that handle. */
 bool ds_alloc_lookup_tensor(int api, uintptr_t data, uintptr_t address, ds_alloc_info *out);
+/* The allocation handle a tensor's handle of `api` names (the handle
+ * itself, or what the API maps it to: a buffer's memory), and in *offset
+ * where in it the handle's bytes start. */
+uintptr_t ds_alloc_memory_of(int api, uintptr_t handle, uint64_t *offset);
 void ds_alloc_share(uintptr_t base, uint32_t generation, int delta);
 /* Whether that allocation (that generation of it) is still live. */
 bool ds_alloc_live(uintptr_t base, uint32_t generation);

@@ -199,13 +199,6 @@ static bool on_a_device(int32_t type)
            type == kDLCUDAManaged;
 }
 
-/* Whether a tensor's bytes are written by streams or queues of the model:
- * device memory, or a handle of an API whose queues write it (kDLVulkan). */
-static bool in_the_stream_model(int32_t type)
-{
-    return type != kDLCPU && (on_a_device(type) || ds_device_api_for_tensors(type) >= 0);
-}
-
 /* An event's fields, taken from the record under the registry lock where
  * the event is wanted (only what it shows: copying the whole record first
  * was a twentieth of the event).  `api`: the importer's route. */
@@ -491,14 +484,8 @@ static bool handle_bytes(int api, const ds_tensor_view *v, const record_copy *c,
 {
     if (!c->alloc_base || !v->tensor_valid || !v->t.data || !c->bytes)
         return false;
-    const ds_device_api *d = ds_device_api_at(api);
-    uintptr_t memory = (uintptr_t)v->t.data;
-    uint64_t offset = 0;
-    if (!d->memory_of || !d->memory_of(memory, &memory, &offset)) {
-        memory = (uintptr_t)v->t.data;
-        offset = 0;
-    }
-    if (memory != c->alloc_base)
+    uint64_t offset;
+    if (ds_alloc_memory_of(api, (uintptr_t)v->t.data, &offset) != c->alloc_base)
         return false;
     *out = (ds_range){.start = (uintptr_t)(offset + v->t.byte_offset), .len = c->bytes,
                       .space = c->alloc_generation};
@@ -541,7 +528,12 @@ import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t a
             bool changed = r->fingerprint && r->fingerprint != found;
             /* The whole record only where something reads it: an event, a
              * violation, or the sync model for device memory. */
-            bool show = ds_event_wanted(DS_EV_IMPORT), device = in_the_stream_model(r->device_type);
+            /* In the stream model: device memory, or a handle of an API
+             * whose queues write it (kDLVulkan). */
+            int handles = r->device_type == kDLCPU ? -1
+                                                   : ds_device_api_for_tensors(r->device_type);
+            bool show = ds_event_wanted(DS_EV_IMPORT),
+                 device = on_a_device(r->device_type) || handles >= 0;
             ds_import_fields shown;
             record_copy c;
             if (show)
@@ -556,7 +548,6 @@ import_tensor(void *m, bool versioned, uint16_t id, const char *name, uint16_t a
                 report_import_of_freed(m, &c, id, name);
             if (device) {
                 ds_range alias;
-                int handles = ds_device_api_for_tensors(c.device_type);
                 if (handles >= 0) { /* no address: where in its memory, if known */
                     if (readable && handle_bytes(handles, &v, &c, &alias))
                         ds_sync_import(c.tensor, 0, c.bytes, &alias, c.producer, c.consumer);

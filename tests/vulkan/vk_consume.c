@@ -46,34 +46,6 @@ static void no_deleter(DLManagedTensor *t)
     (void)t;
 }
 
-static void submit(VkQueue queue, VkCommandBuffer cb, VkFence fence, const VkSemaphore *wait,
-                   const VkSemaphore *signal, const uint64_t *value)
-{
-    VkPipelineStageFlags stage = VK_PIPELINE_STAGE_TRANSFER_BIT;
-    VkTimelineSemaphoreSubmitInfo tv = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-                                        .waitSemaphoreValueCount = wait ? 1 : 0,
-                                        .pWaitSemaphoreValues = value,
-                                        .signalSemaphoreValueCount = signal ? 1 : 0,
-                                        .pSignalSemaphoreValues = value};
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = value ? &tv : NULL,
-                       .waitSemaphoreCount = wait ? 1 : 0, .pWaitSemaphores = wait,
-                       .pWaitDstStageMask = &stage, .commandBufferCount = 1,
-                       .pCommandBuffers = &cb, .signalSemaphoreCount = signal ? 1 : 0,
-                       .pSignalSemaphores = signal};
-    VK_CHECK(vkQueueSubmit(queue, 1, &si, fence));
-}
-
-static VkSemaphore semaphore_made(int timeline)
-{
-    VkSemaphoreTypeCreateInfo type = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-                                      .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
-    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
-                                 .pNext = timeline ? &type : NULL};
-    VkSemaphore s;
-    VK_CHECK(vkCreateSemaphore(device, &sci, NULL, &s));
-    return s;
-}
-
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "unsynced";
@@ -107,8 +79,11 @@ int main(int argc, char **argv)
     VkBuffer buffer = device_buffer(&memory);
 
     int apart = !strcmp(mode, "apart"), timeline = !strcmp(mode, "timeline");
-    VkSemaphore sem = !strcmp(mode, "semaphore") || timeline ? semaphore_made(timeline) : 0;
-    uint64_t one = 1;
+    VkSemaphore sem =
+        !strcmp(mode, "semaphore") || timeline
+            ? semaphore_made(timeline ? VK_SEMAPHORE_TYPE_TIMELINE : VK_SEMAPHORE_TYPE_BINARY)
+            : VK_NULL_HANDLE;
+    uint64_t value = timeline ? 1 : 0; /* signalled and waited for; 0: a binary semaphore */
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VkFence fence;
     VK_CHECK(vkCreateFence(device, &fci, NULL, &fence));
@@ -117,7 +92,7 @@ int main(int argc, char **argv)
     VkCommandBuffer fill = rig_begin(&rig, 1);
     vkCmdFillBuffer(fill, buffer, 0, apart ? BYTES / 2 : VK_WHOLE_SIZE, 0x01010101u);
     VK_CHECK(vkEndCommandBuffer(fill));
-    submit(rig.queue, fill, fence, NULL, sem ? &sem : NULL, timeline ? &one : NULL);
+    submit_to(rig.queue, fill, VK_NULL_HANDLE, sem, value, fence);
 
     /* The handoff: the second half of the buffer where `apart`, the first
      * otherwise. */
@@ -160,7 +135,7 @@ int main(int argc, char **argv)
         vkCmdCopyBuffer(copy, buffer, rig.buffer, 1, &region);
     }
     VK_CHECK(vkEndCommandBuffer(copy));
-    submit(second, copy, VK_NULL_HANDLE, sem ? &sem : NULL, NULL, timeline ? &one : NULL);
+    submit_to(second, copy, sem, VK_NULL_HANDLE, value, VK_NULL_HANDLE);
 
     VK_CHECK(vkSetEvent(device, rig.gate));
     VK_CHECK(vkQueueWaitIdle(second));

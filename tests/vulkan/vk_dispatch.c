@@ -280,9 +280,7 @@ int main(int argc, char **argv)
     vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
                          1, &host, 0, NULL, 0, NULL);
     VK_CHECK(vkEndCommandBuffer(cb));
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
-                       .pCommandBuffers = &cb};
-    VK_CHECK(vkQueueSubmit(rig.queue, 1, &si, fence));
+    rig_submit(&rig, cb, VK_NULL_HANDLE, VK_NULL_HANDLE, fence);
 
     if (!strcmp(mode, "fence") || !strcmp(mode, "unwaited"))
         VK_CHECK(vkSetEvent(device, rig.gate));

@@ -135,13 +135,6 @@ static void fill_executed(const queue_rig *rig, VkCommandBuffer cb)
     vkCmdExecuteCommands(cb, 1, &secondary);
 }
 
-static void submit(VkQueue queue, VkCommandBuffer cb, VkFence fence)
-{
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
-                       .pCommandBuffers = &cb};
-    VK_CHECK(vkQueueSubmit(queue, 1, &si, fence));
-}
-
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "unsynced";
@@ -172,7 +165,7 @@ int main(int argc, char **argv)
     VkFence early = fence_made();
     VkCommandBuffer empty = rig_begin(&rig, 0);
     VK_CHECK(vkEndCommandBuffer(empty));
-    submit(queue, empty, early);
+    rig_submit(&rig, empty, VK_NULL_HANDLE, VK_NULL_HANDLE, early);
     VK_CHECK(vkWaitForFences(device, 1, &early, VK_TRUE, UINT64_MAX));
 
     /* The late fill. */
@@ -187,7 +180,7 @@ int main(int argc, char **argv)
     else
         vkCmdFillBuffer(cb, rig.buffer, 0, VK_WHOLE_SIZE, 0x01010101u);
     VK_CHECK(vkEndCommandBuffer(cb));
-    submit(queue, cb, fence);
+    rig_submit(&rig, cb, VK_NULL_HANDLE, VK_NULL_HANDLE, fence);
 
     int racy = !strcmp(mode, "unsynced") || !strcmp(mode, "early_fence");  /* held back */
     if (!racy)

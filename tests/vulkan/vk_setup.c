@@ -362,16 +362,37 @@ void compute_close(compute_rig *c)
     vkDestroyDescriptorSetLayout(device, c->set_layout, NULL);
 }
 
-void rig_submit(const queue_rig *r, VkCommandBuffer cb, VkSemaphore wait, VkSemaphore signal,
-                VkFence fence)
+void submit_to(VkQueue queue, VkCommandBuffer cb, VkSemaphore wait, VkSemaphore signal,
+               uint64_t value, VkFence fence)
 {
     VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+    VkTimelineSemaphoreSubmitInfo tv = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                        .waitSemaphoreValueCount = wait ? 1 : 0,
+                                        .pWaitSemaphoreValues = &value,
+                                        .signalSemaphoreValueCount = signal ? 1 : 0,
+                                        .pSignalSemaphoreValues = &value};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = value ? &tv : NULL,
                        .waitSemaphoreCount = wait ? 1 : 0, .pWaitSemaphores = &wait,
                        .pWaitDstStageMask = &stage, .commandBufferCount = 1,
                        .pCommandBuffers = &cb, .signalSemaphoreCount = signal ? 1 : 0,
                        .pSignalSemaphores = &signal};
-    VK_CHECK(vkQueueSubmit(r->queue, 1, &si, fence));
+    VK_CHECK(vkQueueSubmit(queue, 1, &si, fence));
+}
+
+void rig_submit(const queue_rig *r, VkCommandBuffer cb, VkSemaphore wait, VkSemaphore signal,
+                VkFence fence)
+{
+    submit_to(r->queue, cb, wait, signal, 0, fence);
+}
+
+VkSemaphore semaphore_made(VkSemaphoreType type)
+{
+    VkSemaphoreTypeCreateInfo tci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                     .semaphoreType = type};
+    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &tci};
+    VkSemaphore s;
+    VK_CHECK(vkCreateSemaphore(device, &sci, NULL, &s));
+    return s;
 }
 
 void rig_signal_value(const queue_rig *r, VkCommandBuffer cb, VkSemaphore timeline,

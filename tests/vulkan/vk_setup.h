@@ -67,10 +67,17 @@ void rig_handoff(const queue_rig *r, int64_t words);
 /* The gate set, the queue idle, then everything destroyed, the device and
  * the instance last. */
 void rig_close(queue_rig *r);
-/* One submission of cb on the rig's queue: it waits for `wait` and signals
- * `signal` (either VK_NULL_HANDLE: none), then `fence` (or none). */
+/* One submission of cb on `queue`: it waits for `wait` and signals
+ * `signal` (either VK_NULL_HANDLE: none), timeline semaphores for and to
+ * `value` (0: binary ones), then `fence` (or none). */
+void submit_to(VkQueue queue, VkCommandBuffer cb, VkSemaphore wait, VkSemaphore signal,
+               uint64_t value, VkFence fence);
+/* The same on the rig's queue, of binary semaphores. */
 void rig_submit(const queue_rig *r, VkCommandBuffer cb, VkSemaphore wait, VkSemaphore signal,
                 VkFence fence);
+/* A semaphore of `type` (binary, or timeline: open the device with the
+ * feature). */
+VkSemaphore semaphore_made(VkSemaphoreType type);
 /* One submission of cb (or of no command buffer) on the rig's queue that
  * signals the timeline semaphore `timeline` to `value`. */
 void rig_signal_value(const queue_rig *r, VkCommandBuffer cb, VkSemaphore timeline,

@@ -38,16 +38,6 @@
 static const char *how = "submit";
 static VkQueue queue;
 
-static VkSemaphore semaphore_made(VkSemaphoreType type)
-{
-    VkSemaphoreTypeCreateInfo tci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-                                     .semaphoreType = type};
-    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &tci};
-    VkSemaphore s;
-    VK_CHECK(vkCreateSemaphore(device, &sci, NULL, &s));
-    return s;
-}
-
 /* One submission: at most one semaphore waited for and up to two
  * signalled, each with its value (ignored for a binary one). */
 typedef struct {
