@@ -44,7 +44,7 @@ static void wait_value(VkSemaphore s, uint64_t value)
 static int dispatches(queue_rig *rig, long n)
 {
     compute_rig c;
-    compute_open(&c, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 0);
+    compute_open(&c, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 0, false);
     VkDescriptorSet set = compute_set(&c);
     compute_write(&c, set, rig->buffer);
     VkCommandBuffer cb = rig_begin(rig, 0);

@@ -119,9 +119,9 @@ int main(int argc, char **argv)
                              .srcOffset = region.srcOffset, .size = region.size};
     VkCopyBufferInfo2 info = {.sType = VK_STRUCTURE_TYPE_COPY_BUFFER_INFO_2, .srcBuffer = buffer,
                               .dstBuffer = rig.buffer, .regionCount = 1, .pRegions = &region2};
-    compute_rig c = {.uniform = true};
+    compute_rig c;
     if (uniform) {
-        compute_open(&c, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 0);
+        compute_open(&c, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 0, true);
         VkDescriptorSet set = compute_set(&c);
         compute_write(&c, set, rig.buffer);
         compute_input(set, buffer);

@@ -195,8 +195,8 @@ int main(int argc, char **argv)
     VkDescriptorType type = dynamic ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC
                             : texel ? VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER
                                     : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    compute_open(&c, type,
-                 pushed ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0);
+    compute_open(&c, type, pushed ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0,
+                 false);
     if (way == TPUSHED || way == TPUSHED2)
         ptemplate = make_template(type, VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_PUSH_DESCRIPTORS_KHR);
 

@@ -272,7 +272,8 @@ static const uint32_t texel_shader[] = {
     0x00010038
 };
 
-void compute_open(compute_rig *c, VkDescriptorType type, VkDescriptorSetLayoutCreateFlags flags)
+void compute_open(compute_rig *c, VkDescriptorType type, VkDescriptorSetLayoutCreateFlags flags,
+                  bool uniform)
 {
     c->type = type;
     c->views = 0;
@@ -283,7 +284,7 @@ void compute_open(compute_rig *c, VkDescriptorType type, VkDescriptorSetLayoutCr
          .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT}};
     VkDescriptorSetLayoutCreateInfo lci = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .flags = flags,
-        .bindingCount = c->uniform ? 2 : 1, .pBindings = b};
+        .bindingCount = uniform ? 2 : 1, .pBindings = b};
     VK_CHECK(vkCreateDescriptorSetLayout(device, &lci, NULL, &c->set_layout));
     VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                       .setLayoutCount = 1, .pSetLayouts = &c->set_layout};
@@ -308,7 +309,7 @@ void compute_open(compute_rig *c, VkDescriptorType type, VkDescriptorSetLayoutCr
                                      .descriptorCount = 8}};
     VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                       .flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
-                                      .maxSets = 8, .poolSizeCount = c->uniform ? 2 : 1,
+                                      .maxSets = 8, .poolSizeCount = uniform ? 2 : 1,
                                       .pPoolSizes = size};
     VK_CHECK(vkCreateDescriptorPool(device, &dpi, NULL, &c->pool));
 }

@@ -100,10 +100,9 @@ VkSemaphore exported_semaphore(VkSemaphoreType type, int *fd);
  * dispatch of 16 x 1 x 1), bound as `type` (a plain, a dynamic or a texel
  * storage buffer), and a pool of 8 sets of its layout that can be freed; the set
  * layout created with `flags` (its push descriptor bit: set 0 is pushed,
- * VK_KHR_push_descriptor).  With `uniform` set before, the layout has a
- * binding 1 too, a uniform buffer the shader does not read (compute_input). */
+ * VK_KHR_push_descriptor).  With `uniform`, the layout has a binding 1
+ * too, a uniform buffer the shader does not read (compute_input). */
 typedef struct {
-    bool uniform;
     VkDescriptorType type;
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout layout;
@@ -113,7 +112,8 @@ typedef struct {
     unsigned views;
 } compute_rig;
 /* After open_device. */
-void compute_open(compute_rig *c, VkDescriptorType type, VkDescriptorSetLayoutCreateFlags flags);
+void compute_open(compute_rig *c, VkDescriptorType type, VkDescriptorSetLayoutCreateFlags flags,
+                  bool uniform);
 /* A set allocated from the pool, empty. */
 VkDescriptorSet compute_set(const compute_rig *c);
 /* The buffer's first 4 KiB written to the set's binding 0 (a storage
