@@ -6,10 +6,18 @@
  *
  *   threads cycle T N    each thread N times dlshim_export + dlshim_import +
  *                        deleter of its own tensor (the annotation API)
+ *   threads gcycle T N   the same with a device tensor: each thread's own
+ *                        cudaMalloc'd buffer exported as kDLCUDA (in a
+ *                        process with device allocations, every handoff
+ *                        looks its tensor up among them)
  *   threads device T N   each thread N times a cudaLaunchKernel, a
  *                        cudaMemcpyAsync device to device and a
  *                        cudaEventRecord on its own stream, between its own
  *                        buffers; synchronized at the end
+ *   threads pdevice T N  the same, while a handoff waits: each thread first
+ *                        hands over a tensor its stream wrote, which nothing
+ *                        then uses (a tensor given to a consumer that has
+ *                        not used it yet)
  *
  * Prints {"mode":…,"threads":T,"ns":<wall time of the whole run>,
  * "per_s":<cycles per second, all threads together>,"cores":<the
@@ -23,6 +31,7 @@
 #include <dlpack/dlpack.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,36 +67,58 @@ static void deleter(DLManagedTensor *t)
     my_deletes++;
 }
 
+static void tensor_over(DLManagedTensor *t, void *data, DLDeviceType type, int64_t *shape)
+{
+    memset(t, 0, sizeof(*t));
+    t->dl_tensor = (DLTensor){data, {type, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0};
+    t->deleter = deleter;
+}
+
+/* arg NULL: a host tensor (the thread's own array); else a device tensor
+ * over the thread's own cudaMalloc. */
 static void *cycle_thread(void *arg)
 {
-    (void)arg;
-    static _Thread_local float data[16];
+    static _Thread_local float host[16];
+    void *data = host;
+    bool device = arg != NULL;
+    if (device)
+        CHECK(cudaMalloc(&data, sizeof(host)));
     int64_t shape[1] = {16};
     DLManagedTensor t;
     pthread_barrier_wait(&start);
     for (long i = 0; i < cycles; i++) {
-        memset(&t, 0, sizeof(t));
-        t.dl_tensor = (DLTensor){data, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0};
-        t.deleter = deleter;
+        tensor_over(&t, data, device ? kDLCUDA : kDLCPU, shape);
         dlshim_export(&t, "bench-producer");
         dlshim_import(&t, "bench-consumer");
         t.deleter(&t);
     }
     atomic_fetch_add(&deleted, my_deletes);
+    if (device)
+        CHECK(cudaFree(data));
     return NULL;
 }
 
+/* arg non-NULL: with a handoff waiting (pdevice). */
 static void *device_thread(void *arg)
 {
-    (void)arg;
+    bool pending = arg != NULL;
     cudaStream_t s;
     cudaEvent_t ev;
-    void *src, *dst;
+    void *src, *dst, *handed = NULL;
+    int64_t shape[1] = {BYTES / sizeof(float)};
+    DLManagedTensor t;
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     CHECK(cudaMalloc(&src, BYTES));
     CHECK(cudaMalloc(&dst, BYTES));
     CHECK(cudaMemsetAsync(src, 2, BYTES, s));
+    if (pending) {
+        CHECK(cudaMalloc(&handed, BYTES));
+        CHECK(cudaMemsetAsync(handed, 3, BYTES, s));
+        tensor_over(&t, handed, kDLCUDA, shape);
+        dlshim_export(&t, "bench-producer");
+        dlshim_import(&t, "bench-consumer");
+    }
     dim3 one = {1, 1, 1};
     pthread_barrier_wait(&start);
     for (long i = 0; i < cycles; i++) {
@@ -96,6 +127,10 @@ static void *device_thread(void *arg)
         CHECK(cudaEventRecord(ev, s));
     }
     CHECK(cudaStreamSynchronize(s));
+    if (pending) {
+        t.deleter(&t);
+        CHECK(cudaFree(handed));
+    }
     CHECK(cudaFree(src));
     CHECK(cudaFree(dst));
     CHECK(cudaEventDestroy(ev));
@@ -106,7 +141,7 @@ static void *device_thread(void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 4) {
-        fprintf(stderr, "usage: threads cycle|device T N\n");
+        fprintf(stderr, "usage: threads cycle|gcycle|device|pdevice T N\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -116,9 +151,9 @@ int main(int argc, char **argv)
         return 2;
     void *(*body)(void *);
     cudaLibrary_t lib = NULL;
-    if (!strcmp(mode, "cycle")) {
+    if (!strcmp(mode, "cycle") || !strcmp(mode, "gcycle")) {
         body = cycle_thread;
-    } else if (!strcmp(mode, "device")) {
+    } else if (!strcmp(mode, "device") || !strcmp(mode, "pdevice")) {
         body = device_thread;
         CHECK(cudaLibraryLoadData(&lib, noop_ptx, NULL, NULL, 0, NULL, NULL, 0));
         CHECK(cudaLibraryGetKernel(&kernel, lib, "noop"));
@@ -129,7 +164,7 @@ int main(int argc, char **argv)
     pthread_t tid[MAX_THREADS];
     pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
     for (int i = 0; i < threads; i++)
-        if (pthread_create(&tid[i], NULL, body, NULL) != 0)
+        if (pthread_create(&tid[i], NULL, body, mode[0] == 'g' || mode[0] == 'p' ? (void *)1 : NULL) != 0)
             return 1;
     pthread_barrier_wait(&start);
     double t0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);

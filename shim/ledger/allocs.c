@@ -95,6 +95,31 @@ static uintptr_t *recent_slot(uintptr_t base)
     return &recent[((base >> 8) ^ (base >> 20)) & (DS_RECENT_FREES - 1)];
 }
 
+/* ---- who may read and who may change ------------------------------------- */
+/* A lookup, a liveness check or a share count takes one shard of ALLOCS,
+ * this thread's (by its thread id), so that threads handing over device
+ * tensors at once share no lock: in a process with device allocations every
+ * handoff, of a host tensor too, looks its tensor up here.  What changes the
+ * index or an allocation's state (recorded, freed, a free deferred, the
+ * leak report) takes every shard, so no reader is inside meanwhile and the
+ * table may move.  A share count changes under a shard: it is the one field
+ * written there, atomically (see ds_alloc_share). */
+static DS_TLS unsigned char reader_shard; /* + 1; 0: not chosen yet */
+
+static inline __attribute__((always_inline)) unsigned read_begin(void)
+{
+    if (!reader_shard) /* kept across fork: any shard is right, this one is spread */
+        reader_shard = (unsigned char)(1 + (unsigned long)ds_tid() % ds_lock_shards[DS_LOCK_ALLOCS]);
+    unsigned s = reader_shard - 1u;
+    ds_lock_take_shard(DS_LOCK_ALLOCS, s);
+    return s;
+}
+
+static inline __attribute__((always_inline)) void read_end(unsigned shard)
+{
+    ds_lock_give_shard(DS_LOCK_ALLOCS, shard);
+}
+
 /* ---- the index: size classes hashed by granule, records in the table -------- */
 
 /* Level k holds the allocations of at most 256 B << 2k bytes (and more than a
@@ -585,11 +610,11 @@ bool ds_alloc_lookup(uintptr_t p, ds_alloc_info *out)
      * One inserted meanwhile is as if inserted after the lookup. */
     if (__atomic_load_n(&live_count, __ATOMIC_RELAXED) == 0)
         return false;
-    ds_lock_take(DS_LOCK_ALLOCS);
+    unsigned shard = read_begin();
     uint32_t n = containing(p, false);
     if (n != DS_NO_SLOT)
         fill_info(&table[n], out);
-    ds_lock_give(DS_LOCK_ALLOCS);
+    read_end(shard);
     return n != DS_NO_SLOT;
 }
 
@@ -621,12 +646,12 @@ bool ds_alloc_lookup_tensor(int api, uintptr_t data, uintptr_t address, ds_alloc
 
 bool ds_alloc_lookup_in(int api, uintptr_t p, ds_alloc_info *out)
 {
-    ds_lock_take(DS_LOCK_ALLOCS);
+    unsigned shard = read_begin();
     uint32_t n = containing(p, ds_device_api_at(api)->handles);
     bool found = n != DS_NO_SLOT && table[n].api == api;
     if (found)
         fill_info(&table[n], out);
-    ds_lock_give(DS_LOCK_ALLOCS);
+    read_end(shard);
     return found;
 }
 
@@ -645,7 +670,7 @@ bool ds_alloc_alias_range(uintptr_t base, uint32_t generation, uintptr_t data, u
                           ds_range *out)
 {
     bool found = false;
-    ds_lock_take(DS_LOCK_ALLOCS);
+    unsigned shard = read_begin();
     uint32_t n = exact(base, generation);
     if (n != DS_NO_SLOT) {
         const node *e = &table[n];
@@ -657,7 +682,7 @@ bool ds_alloc_alias_range(uintptr_t base, uint32_t generation, uintptr_t data, u
             found = true;
         }
     }
-    ds_lock_give(DS_LOCK_ALLOCS);
+    read_end(shard);
     return found;
 }
 
@@ -750,9 +775,9 @@ void ds_alloc_forget(uintptr_t base, int api, const char *caller)
 
 bool ds_alloc_live(uintptr_t base, uint32_t generation)
 {
-    ds_lock_take(DS_LOCK_ALLOCS);
+    unsigned shard = read_begin();
     bool live = exact(base, generation) != DS_NO_SLOT;
-    ds_lock_give(DS_LOCK_ALLOCS);
+    read_end(shard);
     return live;
 }
 
@@ -761,7 +786,7 @@ bool ds_alloc_freed_at(uintptr_t p, ds_alloc_info *out, uint64_t *t_free, uint16
     if (__atomic_load_n(&nfreed, __ATOMIC_RELAXED) == 0)
         return false;
     bool found = false;
-    ds_lock_take(DS_LOCK_ALLOCS);
+    unsigned shard = read_begin();
     uint64_t oldest = nfreed > DS_FREED_KEPT ? nfreed - DS_FREED_KEPT : 0;
     for (uint64_t n = nfreed; n > oldest && !found; n--) {
         const freed *f = &freed_ring[(n - 1) % DS_FREED_KEPT];
@@ -772,7 +797,7 @@ bool ds_alloc_freed_at(uintptr_t p, ds_alloc_info *out, uint64_t *t_free, uint16
             found = true;
         }
     }
-    ds_lock_give(DS_LOCK_ALLOCS);
+    read_end(shard);
     return found;
 }
 
@@ -780,24 +805,38 @@ void ds_alloc_share(uintptr_t base, uint32_t generation, int delta)
 {
     /* The allocation, then what it is an alias of (if any): each counts the
      * share, and a free deferred for either may now be due (the alias's
-     * first: a mapping goes before the memory under it). */
+     * first: a mapping goes before the memory under it).  Under this
+     * thread's shard: the count changes atomically, as other threads' may
+     * at once; `deferred` and `maps` change only under the whole lock, so
+     * the one release that takes a deferred allocation's count to zero sees
+     * them as they are. */
     ds_alloc_info due[2];
     int ndue = 0;
-    ds_lock_take(DS_LOCK_ALLOCS);
+    unsigned shard = read_begin();
     uint32_t n = exact(base, generation);
     for (int hop = 0; n != DS_NO_SLOT && hop < 2; hop++) {
         node *e = &table[n];
-        if (delta > 0)
-            e->shares++;
-        else if (e->shares)
-            e->shares--;
-        if (e->deferred && e->shares == 0 && e->maps == 0) {
+        uint32_t was, now;
+        if (delta > 0) {
+            was = __atomic_fetch_add(&e->shares, 1, __ATOMIC_RELAXED);
+            now = was + 1;
+        } else {
+            /* never below zero: a release the count never saw */
+            was = __atomic_load_n(&e->shares, __ATOMIC_RELAXED);
+            do
+                now = was ? was - 1 : 0;
+            while (was && !__atomic_compare_exchange_n(&e->shares, &was, now, false,
+                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+        }
+        /* the last share gone (not a release with none left: that one
+         * went before, and its free with it) */
+        if (e->deferred && was && now == 0 && e->maps == 0) {
             fill_info(e, &due[ndue]);
             due[ndue++].kind = e->freed_with;
         }
         n = e->alias_base ? exact(e->alias_base, e->alias_generation) : DS_NO_SLOT;
     }
-    ds_lock_give(DS_LOCK_ALLOCS);
+    read_end(shard);
     for (int i = 0; i < ndue; i++)
         release_deferred(due[i].base, due[i].api, due[i].kind);
 }

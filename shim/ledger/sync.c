@@ -125,12 +125,8 @@ static inline void tick_at(stream *st, int s, const ds_range *r, int n)
  * what it imported: the module is found before the lock (the module
  * table's comes first), and only while handoffs wait. */
 __attribute__((noinline)) static void op_general(int api, uintptr_t handle, bool ptsz,
-                                                 const ds_range *r, int n,
-                                                 const void *caller_addr)
+                                                 const ds_range *r, int n, uint16_t caller)
 {
-    uint16_t caller = n < 0 && atomic_load_explicit(&ds_sync_npending, memory_order_relaxed)
-                          ? ds_module_id_at(caller_addr)
-                          : NO_CALLER;
     ds_lock_take(DS_LOCK_SYNC);
     int s = stream_index(api, handle, ptsz, true);
     if (s >= 0) {
@@ -145,28 +141,29 @@ __attribute__((noinline)) static void op_general(int api, uintptr_t handle, bool
     ds_lock_give(DS_LOCK_SYNC);
 }
 
-/* Always inline, as ds_sync_event_recorded_now. */
-__attribute__((always_inline)) inline bool ds_sync_op_now(int api, uintptr_t handle, bool ptsz,
-                                                          const ds_range *r, int n)
+/* Only writes are ever checked.  An operation that writes nothing the shim
+ * sees (a launch, a host function) and is the first use of no waiting
+ * handoff (none waits, or ds_sync_may_be_due said so) changes nothing a
+ * check reads: its tick orders no write, and what it would merge every
+ * later reader of its stream's clock merges itself (an event record, a
+ * host wait and a barrier merge first; the legacy stream has the host's
+ * and its own).  The legacy stream's own operations are kept: their wait
+ * for the blocking streams is a snapshot that the blocking streams' later
+ * operations inherit from it.  (A handoff imported meanwhile raced with
+ * the operation.) */
+__attribute__((always_inline)) static inline bool changes_nothing(int api, uintptr_t handle,
+                                                                  bool ptsz, int n)
 {
-    if (!ds_sync_enabled())
-        return true;
-    /* Only writes are ever checked.  An operation that writes nothing the
-     * shim sees (a launch, a host function) while no handoff waits for its
-     * first use changes nothing a check reads: its tick orders no write, and
-     * what it would merge every later reader of its stream's clock merges
-     * itself (an event record, a host wait and a barrier merge first; the
-     * legacy stream has the host's and its own).  The legacy stream's own
-     * operations are kept: their wait for the blocking streams is a snapshot
-     * that the blocking streams' later operations inherit from it.  (A
-     * handoff imported meanwhile raced with the operation.) */
-    if (n <= 0 && !atomic_load_explicit(&ds_sync_npending, memory_order_relaxed) &&
-        !names_legacy(api, handle, ptsz))
-        return true;
-    if (atomic_load_explicit(&ds_sync_npending, memory_order_relaxed))
-        return false;
-    /* The stream's shard alone: threads on different streams share no
-     * lock and write no common line here. */
+    return n <= 0 && !names_legacy(api, handle, ptsz);
+}
+
+/* The rest of such operations, on a settled stream: its shard alone, so
+ * that threads on different streams share no lock and write no common
+ * line here.  False: not settled, nothing done. */
+__attribute__((always_inline)) static inline bool op_on_settled(int api, uintptr_t handle,
+                                                                bool ptsz, const ds_range *r,
+                                                                int n)
+{
     int s = settled(api, handle, ptsz);
     if (s < 0)
         return false;
@@ -175,9 +172,36 @@ __attribute__((always_inline)) inline bool ds_sync_op_now(int api, uintptr_t han
     return true;
 }
 
+/* Always inline, as ds_sync_event_recorded_now. */
+__attribute__((always_inline)) inline bool ds_sync_op_now(int api, uintptr_t handle, bool ptsz,
+                                                          const ds_range *r, int n)
+{
+    if (!ds_sync_enabled())
+        return true;
+    if (n <= 0 && !atomic_load_explicit(&ds_sync_npending, memory_order_relaxed) &&
+        changes_nothing(api, handle, ptsz, n))
+        return true;
+    if (atomic_load_explicit(&ds_sync_npending, memory_order_relaxed))
+        return false;
+    return op_on_settled(api, handle, ptsz, r, n);
+}
+
 void ds_sync_op(int api, uintptr_t handle, bool ptsz, const ds_range *r, int n,
                 const void *caller_addr)
 {
-    if (!ds_sync_op_now(api, handle, ptsz, r, n))
-        op_general(api, handle, ptsz, r, n, caller_addr);
+    if (ds_sync_op_now(api, handle, ptsz, r, n))
+        return;
+    uint16_t caller = NO_CALLER;
+    if (atomic_load_explicit(&ds_sync_npending, memory_order_relaxed)) {
+        /* Handoffs wait: one that is the first use of none of them (asked
+         * without SYNC) goes as when none waits, so that threads working on
+         * their own streams do not all take SYNC while a handoff elsewhere
+         * waits for its consumer. */
+        if (n < 0)
+            caller = ds_module_id_at(caller_addr);
+        if (!ds_sync_may_be_due(r, n, caller) &&
+            (changes_nothing(api, handle, ptsz, n) || op_on_settled(api, handle, ptsz, r, n)))
+            return;
+    }
+    op_general(api, handle, ptsz, r, n, caller);
 }

@@ -8,6 +8,7 @@
 
 pending ds_sync_pend[DS_PENDING];
 atomic_int ds_sync_npending;
+_Atomic uint32_t ds_sync_pend_seq;
 static _Atomic uint64_t barriers_inserted;
 
 /* ---- handoffs --------------------------------------------------------------- */
@@ -24,11 +25,10 @@ static inline bool overlaps(const write_rec *wr, uint32_t space, uintptr_t start
     return wr->space == space && wr->start < start + len && start < wr->start + wr->len;
 }
 
-/* SYNC held: the newest write overlapping the addresses [data, data +
- * bytes) (none where data is 0), or `alias` (NULL: none), in the order the
- * host queued them: each
- * stream's newest in its ring (read under its shard, one at a time), the
- * last queued of those.  False: none. */
+/* The newest write overlapping the addresses [data, data + bytes) (none
+ * where data is 0), or `alias` (NULL: none), in the order the host queued
+ * them: each stream's newest in its ring (read under its shard, one at a
+ * time, SYNC held or not), the last queued of those.  False: none. */
 static bool newest_write(uintptr_t data, uint64_t bytes, const ds_range *alias,
                          last_write *out)
 {
@@ -60,25 +60,31 @@ void ds_sync_import(uintptr_t tensor, uintptr_t data, uint64_t bytes, const ds_r
 {
     if (!ds_sync_enabled() || !bytes || (!data && !alias))
         return;
+    /* The streams' writes are read under their own shards, before SYNC:
+     * an import of bytes no stream wrote (a host tensor's, or a device
+     * tensor's not written since the host last waited) changes nothing
+     * here, and takes no lock that every thread's imports would share. */
     last_write last = {0, 0};
+    if (!newest_write(data, bytes, alias, &last))
+        return;
     ds_lock_take(DS_LOCK_SYNC);
-    bool written = newest_write(data, bytes, alias, &last);
     int n = atomic_load_explicit(&ds_sync_npending, memory_order_relaxed), i = 0;
     while (i < n && ds_sync_pend[i].tensor != tensor) /* imported again: replaced */
         i++;
-    if (written && covered_by_host(last.stream, last.tick)) {
+    pend_change_begin();
+    if (covered_by_host(last.stream, last.tick)) {
         if (i < n) /* what waited before is no longer the last write */
-            ds_sync_pend[i] = ds_sync_pend[--n];
-    } else if (written && i < DS_PENDING) {
+            pend_set(i, &ds_sync_pend[--n]);
+    } else if (i < DS_PENDING) {
         /* A tensor that carries a handle is used where its memory is. */
         ds_range at = data ? (ds_range){.start = data, .len = bytes} : *alias;
-        ds_sync_pend[i] = (pending){.tensor = tensor, .start = at.start,
-                                    .end = at.start + at.len, .space = at.space,
-                                    .stream = last.stream, .tick = last.tick,
-                                    .producer = producer, .consumer = consumer};
+        pend_set(i, &(pending){.tensor = tensor, .start = at.start, .end = at.start + at.len,
+                               .space = at.space, .stream = last.stream, .tick = last.tick,
+                               .producer = producer, .consumer = consumer});
         n += i == n;
     }
-    atomic_store_explicit(&ds_sync_npending, n, memory_order_relaxed);
+    atomic_store_explicit(&ds_sync_npending, n, memory_order_release);
+    pend_change_end();
     ds_lock_give(DS_LOCK_SYNC);
 }
 
@@ -165,21 +171,46 @@ static bool touches(const pending *p, const ds_range *r, int n, uint16_t caller)
 static int take_due(int s, const ds_range *r, int n, uint16_t caller, race *out, int max)
 {
     int found = 0, left = atomic_load_explicit(&ds_sync_npending, memory_order_relaxed);
+    bool changing = false;
     for (int i = 0; i < left;) {
         pending p = ds_sync_pend[i];
         if (!touches(&p, r, n, caller)) {
             i++;
             continue;
         }
-        ds_sync_pend[i] = ds_sync_pend[--left];
+        if (!changing)
+            pend_change_begin();
+        changing = true;
+        pend_set(i, &ds_sync_pend[--left]);
         if (ds_sync_streams[s].vc[p.stream] >= p.tick || found == max)
             continue; /* covered: the producer's write happens before */
         race *x = &out[found++];
         race_of(x, &p);
         stream_name(x->consumer_name, sizeof(x->consumer_name), &ds_sync_streams[s]);
     }
-    atomic_store_explicit(&ds_sync_npending, left, memory_order_relaxed);
+    if (changing) {
+        atomic_store_explicit(&ds_sync_npending, left, memory_order_release);
+        pend_change_end();
+    }
     return found;
+}
+
+bool ds_sync_may_be_due(const ds_range *r, int n, uint16_t caller)
+{
+    uint32_t seq = atomic_load_explicit(&ds_sync_pend_seq, memory_order_acquire);
+    if (seq & 1)
+        return true; /* changing now: the general way decides */
+    int count = atomic_load_explicit(&ds_sync_npending, memory_order_acquire);
+    for (int i = 0; i < count && i < DS_PENDING; i++) {
+        const pending *q = &ds_sync_pend[i];
+        pending key = {.start = __atomic_load_n(&q->start, __ATOMIC_ACQUIRE),
+                       .end = __atomic_load_n(&q->end, __ATOMIC_ACQUIRE),
+                       .space = __atomic_load_n(&q->space, __ATOMIC_ACQUIRE),
+                       .consumer = __atomic_load_n(&q->consumer, __ATOMIC_ACQUIRE)};
+        if (touches(&key, r, n, caller))
+            return true;
+    }
+    return atomic_load_explicit(&ds_sync_pend_seq, memory_order_relaxed) != seq;
 }
 
 void ds_sync_host_reads(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16_t producer,

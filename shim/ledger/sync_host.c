@@ -17,10 +17,14 @@ static void host_merges(const uint32_t *from)
     if (ds_sync_streams[HOST].version == before)
         return;
     int n = atomic_load_explicit(&ds_sync_npending, memory_order_relaxed);
+    if (!n)
+        return;
+    pend_change_begin();
     for (int i = n - 1; i >= 0; i--)
         if (covered_by_host(ds_sync_pend[i].stream, ds_sync_pend[i].tick))
-            ds_sync_pend[i] = ds_sync_pend[--n];
-    atomic_store_explicit(&ds_sync_npending, n, memory_order_relaxed);
+            pend_set(i, &ds_sync_pend[--n]);
+    atomic_store_explicit(&ds_sync_npending, n, memory_order_release);
+    pend_change_end();
 }
 
 void ds_sync_host_waits_stream(int api, uintptr_t handle, bool ptsz)

@@ -134,6 +134,40 @@ extern _Atomic uint64_t ds_sync_merges;
 extern event_table ds_sync_event_tables[DS_EVENT_SHARDS];
 extern pending ds_sync_pend[DS_PENDING];  /* [0, ds_sync_npending) */
 extern atomic_int ds_sync_npending; /* read outside the lock: whether to find a launch's module */
+/* The pending handoffs change under SYNC and inside a change of this count
+ * (odd meanwhile), so that an operation on a settled stream can ask without
+ * SYNC whether it is the first use of any (ds_sync_may_be_due): a sequence
+ * lock, read by threads that never write.  Without fences (ThreadSanitizer
+ * has none): a change's fields and count are release stores and a reader's
+ * acquire loads, so a reader that sees any of them sees the sequence made
+ * odd before them, and its second look at the sequence comes after them. */
+extern _Atomic uint32_t ds_sync_pend_seq;
+
+static inline void pend_change_begin(void)
+{
+    uint32_t s = atomic_load_explicit(&ds_sync_pend_seq, memory_order_relaxed);
+    atomic_store_explicit(&ds_sync_pend_seq, s + 1, memory_order_relaxed);
+}
+
+static inline void pend_change_end(void)
+{
+    uint32_t s = atomic_load_explicit(&ds_sync_pend_seq, memory_order_relaxed);
+    atomic_store_explicit(&ds_sync_pend_seq, s + 1, memory_order_release);
+}
+
+/* SYNC held, inside a change: pending handoff i set to *p. */
+static inline void pend_set(int i, const pending *p)
+{
+    pending *d = &ds_sync_pend[i];
+    __atomic_store_n(&d->tensor, p->tensor, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->start, p->start, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->end, p->end, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->space, p->space, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->stream, p->stream, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->tick, p->tick, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->producer, p->producer, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->consumer, p->consumer, __ATOMIC_RELEASE);
+}
 /* Where recent handles led this thread (its own default stream too: a
  * thread's memos are its own, and a forked child's one thread forgets
  * them, ds_sync_after_fork). */
@@ -387,5 +421,10 @@ static inline void events_give(const event_table *et)
  * fixed by a barrier under enforce. */
 void ds_handoffs_due(int api, uintptr_t handle, int s, bool *own, const ds_range *r, int n,
                      uint16_t caller);
+/* Without SYNC: whether an operation touching r[0..n) (n < 0: a launch
+ * by module `caller`) may be the first use of a waiting handoff; true also
+ * when the handoffs changed while they were read (the general way then
+ * decides under SYNC). */
+bool ds_sync_may_be_due(const ds_range *r, int n, uint16_t caller);
 
 #endif

@@ -68,7 +68,8 @@ def test_stream_and_registry_programs(dlshim):
 
 def test_thread_scaling_program_runs_under_the_shim(dlshim):
     """The thread rows (issue 53): every thread's cycles are really handed
-    over through the shim, and its device loop is clean."""
+    over through the shim (host and device tensors), and its device loop is
+    clean."""
     env = {"LD_LIBRARY_PATH": str(SIMDEV), "DLSHIM_EVENTS": "all", "SIMDEV_IMMEDIATE": "1"}
     plain = dlshim.run([BENCH / "threads", "cycle", "3", "50"], shim=False, env=env)
     assert last_json(plain)["threads"] == 3
@@ -76,8 +77,19 @@ def test_thread_scaling_program_runs_under_the_shim(dlshim):
     assert last_json(r)["per_s"] > 0
     assert len(r.of("export")) == len(r.of("import")) == len(r.of("release")) == 150
     assert len({e["tid"] for e in r.of("export")}) == 3
+    # Device tensors: each thread's own allocation, every handoff found in it.
+    r = dlshim.run([BENCH / "threads", "gcycle", "3", "50"], env=env)
+    exports = r.of("export")
+    assert len(exports) == len(r.of("import")) == len(r.of("release")) == 150
+    assert {e["device"] for e in exports} == {"cuda:0"} and r.violations() == []
+    assert len({(e["tid"], e["allocation"]) for e in exports}) == len(r.of("alloc")) == 3
     r = dlshim.run([BENCH / "threads", "device", "3", "20"], env={**env, "DLSHIM_SYNC": "check"})
     assert last_json(r)["mode"] == "device" and r.violations() == []
+    assert r.summary["transfers"] == len(r.of("copy")) == 60
+    # While each thread's handoff waits (its consumer never uses it): no race.
+    r = dlshim.run([BENCH / "threads", "pdevice", "3", "20"], env={**env, "DLSHIM_SYNC": "check"})
+    assert last_json(r)["mode"] == "pdevice" and r.violations() == []
+    assert len(r.of("export")) == len(r.of("import")) == len(r.of("release")) == 3
     assert r.summary["transfers"] == len(r.of("copy")) == 60
 
 

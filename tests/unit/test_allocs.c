@@ -1,5 +1,8 @@
 /* Unit tests of shim/ledger/allocs.c: the allocation index (range lookup, removal,
  * reuse of a base) at scale and across sizes, shares and the free policy. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "ledger/ledger.h"
@@ -503,6 +506,149 @@ static void test_alias_holds_what_it_maps(void **state)
     ds_alloc_forget(0x7500000000, api, "unit");
 }
 
+/* Threads handing over device tensors at once: a lookup, a liveness check
+ * and a share count take the thread's own shard of ALLOCS (by its thread
+ * id), so a thread held inside one (as a thread preempted there is) stops
+ * no other.  With one ALLOCS lock the second thread waited for the first:
+ * this fails instead of hanging (the holder lets go after the wait). */
+static atomic_bool holding, let_go, looked_up, same_shard;
+static atomic_uint holder_shard;
+static uintptr_t shared_base;
+static uint32_t shared_generation;
+
+static unsigned my_alloc_shard(void)
+{
+    return (unsigned)((unsigned long)ds_tid() % ds_lock_shards[DS_LOCK_ALLOCS]);
+}
+
+static void *hold_a_shard(void *arg)
+{
+    (void)arg;
+    unsigned s = my_alloc_shard();
+    atomic_store(&holder_shard, s);
+    ds_lock_take_shard(DS_LOCK_ALLOCS, s);
+    atomic_store(&holding, true);
+    while (!atomic_load(&let_go))
+        sched_yield();
+    ds_lock_give_shard(DS_LOCK_ALLOCS, s);
+    return NULL;
+}
+
+static void *look_up(void *arg)
+{
+    (void)arg;
+    if (ds_lock_shards[DS_LOCK_ALLOCS] > 1 && my_alloc_shard() == atomic_load(&holder_shard)) {
+        atomic_store(&same_shard, true); /* the caller tries another thread */
+        return NULL;
+    }
+    ds_alloc_info a;
+    bool ok = ds_alloc_lookup(shared_base + 8, &a) && a.generation == shared_generation &&
+              ds_alloc_live(shared_base, shared_generation);
+    ds_alloc_share(shared_base, shared_generation, +1);
+    ds_alloc_share(shared_base, shared_generation, -1);
+    atomic_store(&looked_up, ok);
+    return NULL;
+}
+
+static void test_lookups_on_other_threads_do_not_wait(void **state)
+{
+    (void)state;
+    shared_base = 0x7600000000;
+    record(shared_base, 4096);
+    ds_alloc_info a;
+    assert_true(ds_alloc_lookup(shared_base, &a));
+    shared_generation = a.generation;
+    atomic_store(&holding, false);
+    atomic_store(&let_go, false);
+    atomic_store(&looked_up, false);
+    pthread_t holder, other;
+    assert_int_equal(pthread_create(&holder, NULL, hold_a_shard, NULL), 0);
+    while (!atomic_load(&holding))
+        sched_yield();
+    /* Threads made one after another have consecutive ids: the second at
+     * the latest has a shard of its own. */
+    bool running = false;
+    for (int tries = 0; tries < 2 && !running; tries++) {
+        atomic_store(&same_shard, false);
+        assert_int_equal(pthread_create(&other, NULL, look_up, NULL), 0);
+        struct timespec nap = {0, 1000000};
+        for (int ms = 0; ms < 5000 && !atomic_load(&looked_up) && !atomic_load(&same_shard); ms++)
+            nanosleep(&nap, NULL);
+        running = !atomic_load(&same_shard);
+        if (!running)
+            assert_int_equal(pthread_join(other, NULL), 0);
+    }
+    bool done = atomic_load(&looked_up);
+    atomic_store(&let_go, true);
+    assert_true(running);
+    assert_int_equal(pthread_join(other, NULL), 0);
+    assert_int_equal(pthread_join(holder, NULL), 0);
+    assert_true(done);
+    assert_int_equal(ds_alloc_free_check(shared_base, api, DS_ALLOC_DEVICE, "unit"),
+                     DS_FREE_FORWARD);
+    ds_alloc_forget(shared_base, api, "unit");
+}
+
+/* Share counts change under a shard, from many threads at once: none is
+ * lost, and under protect the free deferred by the first thread's shares
+ * comes exactly once, at the last release (a plain increment lost counts
+ * here, and ThreadSanitizer named the race). */
+#define SHARING_THREADS 8
+#define SHARES_EACH 20000
+static atomic_int shares_taken, shares_released;
+static atomic_bool free_deferred;
+
+static void *share_and_release(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < SHARES_EACH; i++)
+        ds_alloc_share(shared_base, shared_generation, +1);
+    atomic_fetch_add(&shares_taken, 1);
+    while (!atomic_load(&free_deferred))
+        sched_yield();
+    for (int i = 0; i < SHARES_EACH; i++) {
+        ds_alloc_share(shared_base, shared_generation, +1);
+        ds_alloc_share(shared_base, shared_generation, -1);
+        ds_alloc_share(shared_base, shared_generation, -1);
+    }
+    atomic_fetch_add(&shares_released, 1);
+    return NULL;
+}
+
+static void test_shares_counted_from_many_threads(void **state)
+{
+    (void)state;
+    const char *env[] = {"DLSHIM_ON_ERROR=protect", NULL};
+    harness_init(env);
+    deferred_frees = 0;
+    shared_base = 0x7700000000;
+    ds_alloc_info a = {.base = shared_base, .size = 1 << 20, .kind = DS_ALLOC_DEVICE, .api = api};
+    ds_alloc_record(&a, ds_name_intern("unit"));
+    assert_true(ds_alloc_lookup(shared_base, &a));
+    shared_generation = a.generation;
+    atomic_store(&shares_taken, 0);
+    atomic_store(&shares_released, 0);
+    atomic_store(&free_deferred, false);
+    pthread_t t[SHARING_THREADS];
+    for (int i = 0; i < SHARING_THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, share_and_release, NULL), 0);
+    while (atomic_load(&shares_taken) < SHARING_THREADS)
+        sched_yield();
+    /* every share counted: the free is deferred, and says how many */
+    assert_int_equal(ds_alloc_free_check(shared_base, api, DS_ALLOC_DEVICE, "unit"),
+                     DS_FREE_DEFER);
+    atomic_store(&free_deferred, true);
+    for (int i = 0; i < SHARING_THREADS; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    assert_int_equal(deferred_frees, 1);
+    assert_false(ds_alloc_lookup(shared_base, &a));
+    char *log = harness_read_log();
+    char expect[96];
+    snprintf(expect, sizeof(expect), "while %d shared tensors in it", SHARING_THREADS * SHARES_EACH);
+    assert_non_null(strstr(log, expect));
+    free(log);
+}
+
 /* Not an assertion on time (CI never fails on timing): prints the cost of a
  * lookup among 1e6 live allocations for docs/performance.md. */
 static void test_million_lookups(void **state)
@@ -541,6 +687,8 @@ int main(void)
         cmocka_unit_test_setup(test_handles_are_apart_from_addresses, setup),
         cmocka_unit_test_setup(test_handles_and_addresses_share_values, setup),
         cmocka_unit_test_setup(test_alias_holds_what_it_maps, setup),
+        cmocka_unit_test_setup(test_lookups_on_other_threads_do_not_wait, setup),
+        cmocka_unit_test_setup(test_shares_counted_from_many_threads, setup),
         cmocka_unit_test_setup(test_million_lookups, setup),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);

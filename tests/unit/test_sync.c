@@ -5,6 +5,8 @@
  * for another thread's per-thread default stream; and a semaphore one API
  * exports and another imports (shim/ledger/external.c), one event for both. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -401,6 +403,95 @@ static void test_settled_streams_need_no_sync_lock(void **state)
     assert_int_equal(races(), 1);
 }
 
+/* An import of bytes no stream wrote (any tensor's in a process with
+ * streams, where nothing on a stream wrote it since the host last waited)
+ * reads the streams' writes under their own shards and takes no SYNC:
+ * threads handing over such tensors at once share no lock.  With the
+ * import under SYNC it waited for the holder: the holder notes it and lets
+ * go after a while, so this fails instead of hanging. */
+static atomic_bool holding_sync, went_on, waited_for_sync;
+#define UNWRITTEN 0x50000000u /* bytes no test writes */
+
+static void *hold_sync_a_while(void *arg)
+{
+    (void)arg;
+    ds_lock_take(DS_LOCK_SYNC);
+    atomic_store(&holding_sync, true);
+    struct timespec nap = {0, 1000000};
+    for (int ms = 0; ms < 5000 && !atomic_load(&went_on); ms++)
+        nanosleep(&nap, NULL);
+    atomic_store(&waited_for_sync, !atomic_load(&went_on));
+    ds_lock_give(DS_LOCK_SYNC);
+    return NULL;
+}
+
+/* SYNC held by another thread a while (up to 5 s, or until this thread
+ * says it went on: sync_was_waited_for). */
+static pthread_t sync_held_a_while(void)
+{
+    atomic_store(&holding_sync, false);
+    atomic_store(&went_on, false);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hold_sync_a_while, NULL), 0);
+    while (!atomic_load(&holding_sync))
+        sched_yield();
+    return t;
+}
+
+static bool sync_was_waited_for(pthread_t t)
+{
+    atomic_store(&went_on, true);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    return atomic_load(&waited_for_sync);
+}
+
+static void test_an_import_of_unwritten_bytes_needs_no_sync_lock(void **state)
+{
+    (void)state;
+    start_with_a_and_b("check");
+    ds_sync_op(api, A, false, &data_write, 1, NULL);
+    pthread_t t = sync_held_a_while();
+    ds_sync_import(0x7900, UNWRITTEN, BYTES, NULL, ds_name_intern("producer"),
+                   ds_name_intern("consumer"));
+    assert_false(sync_was_waited_for(t));
+    /* Nothing pends for those bytes; the written ones still wait for
+     * their consumer's first use. */
+    ds_sync_op(api, B, false, &(ds_range){.start = UNWRITTEN, .len = BYTES}, 1, NULL);
+    assert_int_equal(races(), 0);
+    ds_sync_import(0x7a00, DATA, BYTES, NULL, ds_name_intern("producer"),
+                   ds_name_intern("consumer"));
+    ds_sync_op(api, B, false, &data_read, 1, NULL);
+    assert_int_equal(races(), 1);
+}
+
+/* While a handoff waits for its consumer, an operation on a settled stream
+ * that is the first use of no waiting handoff (bytes apart from it, a
+ * launch by a module that is not its consumer) reads the waiting handoffs
+ * without SYNC and takes its stream's shard alone, as when none waits:
+ * threads on their own streams do not all meet at SYNC while one handoff
+ * waits.  The consumer's first use is still found. */
+static void test_operations_apart_from_a_waiting_handoff_need_no_sync_lock(void **state)
+{
+    (void)state;
+    enum { P = 0x5100, Q = 0x5200 }; /* apart in a thread's memos, as above */
+    start("check");
+    ds_sync_stream_created(api, P, false);
+    ds_sync_stream_created(api, Q, false);
+    const ds_range apart = {.start = UNWRITTEN, .len = BYTES, .write = true};
+    ds_sync_op(api, Q, false, &apart, 1, NULL); /* Q settled */
+    ds_sync_op(api, P, false, &data_write, 1, NULL);
+    ds_sync_import(0x7b00, DATA, BYTES, NULL, ds_name_intern("producer"),
+                   ds_name_intern("consumer"));
+    pthread_t t = sync_held_a_while();
+    ds_sync_op(api, Q, false, &apart, 1, NULL);
+    ds_sync_op(api, Q, false, NULL, -1, (const void *)start); /* this module's launch */
+    assert_false(sync_was_waited_for(t));
+    assert_int_equal(races(), 0);
+    /* the bytes handed over: the general way, the first use found */
+    ds_sync_op(api, Q, false, &data_read, 1, NULL);
+    assert_int_equal(races(), 1);
+}
+
 /* A thread's default stream (stream 0 in a per-thread call, or the API's
  * handle for it) settles as any other stream: once a form of its handle
  * has taken the general way, its operations and records take its shard
@@ -670,6 +761,8 @@ int main(void)
         cmocka_unit_test(test_a_descriptor_links_one_import_only),
         cmocka_unit_test(test_a_timeline_orders_the_two_apis_by_value),
         cmocka_unit_test(test_a_wait_submitted_before_its_signal_orders_from_the_signal_on),
+        cmocka_unit_test(test_an_import_of_unwritten_bytes_needs_no_sync_lock),
+        cmocka_unit_test(test_operations_apart_from_a_waiting_handoff_need_no_sync_lock),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
 }
