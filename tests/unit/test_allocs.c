@@ -591,8 +591,8 @@ static void test_lookups_on_other_threads_do_not_wait(void **state)
 
 /* Share counts change under a shard, from many threads at once: none is
  * lost, and under protect the free deferred by the first thread's shares
- * comes exactly once, at the last release (a plain increment lost counts
- * here, and ThreadSanitizer named the race). */
+ * comes exactly once, at the last release (with a plain increment under
+ * the shards counts can be lost, and ThreadSanitizer names the race). */
 #define SHARING_THREADS 8
 #define SHARES_EACH 20000
 static atomic_int shares_taken, shares_released;

@@ -410,7 +410,7 @@ static void test_settled_streams_need_no_sync_lock(void **state)
  * import under SYNC it waited for the holder: the holder notes it and lets
  * go after a while, so this fails instead of hanging. */
 static atomic_bool holding_sync, went_on, waited_for_sync;
-#define UNWRITTEN 0x50000000u /* bytes no test writes */
+#define UNWRITTEN 0x50000000u /* bytes no test before these writes */
 
 static void *hold_sync_a_while(void *arg)
 {
