@@ -219,10 +219,13 @@ void ds_sync_host_reads(uintptr_t tensor, uintptr_t data, uint64_t bytes, uint16
     if (!ds_sync_enabled() || !bytes)
         return;
     race x;
+    /* As an import: the writes are read before SYNC, and a read of bytes
+     * no stream wrote takes no lock that every thread's reads would share. */
     last_write last = {0, 0};
+    if (!newest_write(data, bytes, NULL, &last))
+        return;
     ds_lock_take(DS_LOCK_SYNC);
-    bool racy =
-        newest_write(data, bytes, NULL, &last) && !covered_by_host(last.stream, last.tick);
+    bool racy = !covered_by_host(last.stream, last.tick);
     if (racy) {
         pending p = {.tensor = tensor, .start = data, .end = data + bytes, .stream = last.stream,
                      .tick = last.tick, .producer = producer, .consumer = consumer};

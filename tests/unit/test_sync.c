@@ -464,6 +464,25 @@ static void test_an_import_of_unwritten_bytes_needs_no_sync_lock(void **state)
     assert_int_equal(races(), 1);
 }
 
+/* A host read (a CPU tensor in a device API's memory, imported) checks the
+ * streams' writes the same way: of bytes no stream wrote, without SYNC;
+ * of bytes a stream wrote and the host never waited for, a race. */
+static void test_a_host_read_of_unwritten_bytes_needs_no_sync_lock(void **state)
+{
+    (void)state;
+    start_with_a_and_b("check");
+    ds_sync_op(api, A, false, &data_write, 1, NULL);
+    pthread_t t = sync_held_a_while();
+    enum { NEVER_WRITTEN = 0x58000000 }; /* UNWRITTEN is written by the test above */
+    ds_sync_host_reads(0x7c00, NEVER_WRITTEN, BYTES, ds_name_intern("producer"),
+                       ds_name_intern("consumer"));
+    assert_false(sync_was_waited_for(t));
+    assert_int_equal(races(), 0);
+    ds_sync_host_reads(0x7d00, DATA, BYTES, ds_name_intern("producer"),
+                       ds_name_intern("consumer"));
+    assert_int_equal(races(), 1);
+}
+
 /* While a handoff waits for its consumer, an operation on a settled stream
  * that is the first use of no waiting handoff (bytes apart from it, a
  * launch by a module that is not its consumer) reads the waiting handoffs
@@ -763,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_a_wait_submitted_before_its_signal_orders_from_the_signal_on),
         cmocka_unit_test(test_an_import_of_unwritten_bytes_needs_no_sync_lock),
         cmocka_unit_test(test_operations_apart_from_a_waiting_handoff_need_no_sync_lock),
+        cmocka_unit_test(test_a_host_read_of_unwritten_bytes_needs_no_sync_lock),
     };
     return cmocka_run_group_tests(tests, NULL, harness_teardown);
 }
