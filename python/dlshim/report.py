@@ -18,7 +18,8 @@ written it; --json the report's numbers for other tools.  --complete-trace
 closes a DLSHIM_TRACE file left open by a process that was killed.
 A log written compressed (DLSHIM_LOG=run.jsonl.zst: zstd frames) is read
 as a plain one, through the system's libzstd.so.1; --jsonl prints the plain
-lines of the logs and nothing else.
+lines of the logs and nothing else, each process's in time order (a log
+written with DLSHIM_LOG_ORDER=thread groups a write's lines by thread).
 
 A malformed or truncated line is reported with its file and line number and
 skipped.  A log that cannot be read, is empty, or holds no event (a text-format
@@ -29,6 +30,7 @@ import argparse
 import html
 import json
 import os
+import re
 import signal
 import sys
 from collections import defaultdict
@@ -105,6 +107,32 @@ def read_bytes(path):
     except OSError as e:
         raise ReportError(f"{path}: cannot read ({e.strerror})") from None
     return zstd_frames(path, data) if data.startswith(ZSTD_MAGIC) else data
+
+
+# The fields every jsonl line begins with, in the order the shim writes them.
+LINE_HEAD = re.compile(rb'\{"event":"[^"]*","pid":(\d+),"tid":\d+,"t_ns":(\d+)')
+
+
+def in_time_order(data):
+    """A log's lines with each process's sorted by time, stably: a log written
+    in thread order (DLSHIM_LOG_ORDER=thread) has a write's lines grouped by
+    thread.  Each process's lines take the places its lines had, so lines of
+    processes that share a file stay where they were; a line that is no
+    event (a torn last line) stays where it is."""
+    lines = data.splitlines(keepends=True)
+    places = defaultdict(list)
+    for i, line in enumerate(lines):
+        m = LINE_HEAD.match(line)
+        if m:
+            places[m.group(1)].append((int(m.group(2)), i))
+    out = list(lines)
+    for at in places.values():
+        if all(a[0] <= b[0] for a, b in zip(at, at[1:])):
+            continue  # already in order: a log in time order is left as written
+        ordered = sorted(at, key=lambda x: x[0])  # stable: one thread's ties keep their order
+        for (_, dst), (_, src) in zip(at, ordered):
+            out[dst] = lines[src]
+    return b"".join(out)
 
 
 def read_log(path):
@@ -673,7 +701,8 @@ def run(a, ap):
         ap.error("give at least one log")
     if a.jsonl:
         # Plain lines, as written (for jq, grep): each file in turn.
-        return to_stdout(lambda out: [out.buffer.write(read_bytes(p)) for p in a.logs])
+        return to_stdout(lambda out: [out.buffer.write(in_time_order(read_bytes(p)))
+                                      for p in a.logs])
     events, problems, empty = [], [], []
     for path in a.logs:
         try:
@@ -716,7 +745,8 @@ def main(argv=None):
                     help="close a DLSHIM_TRACE file whose process was killed")
     ap.add_argument("--quiet", action="store_true", help="no text report on stdout")
     ap.add_argument("--jsonl", action="store_true",
-                    help="print the logs' plain jsonl lines (a .zst log decompressed), no report")
+                    help="print the logs' plain jsonl lines (a .zst log decompressed; each "
+                         "process's in time order), no report")
     a = ap.parse_args(argv)
     try:
         shown = run(a, ap)

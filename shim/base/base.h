@@ -48,6 +48,7 @@ enum ds_format { DS_FORMAT_TEXT, DS_FORMAT_JSONL };
 enum ds_on_error { DS_ON_ERROR_WARN, DS_ON_ERROR_PROTECT, DS_ON_ERROR_ABORT };
 enum ds_sync_mode { DS_SYNC_OFF, DS_SYNC_CHECK, DS_SYNC_ENFORCE };
 enum ds_log_writer { DS_LOG_WRITER_INLINE, DS_LOG_WRITER_THREAD };
+enum ds_log_order { DS_LOG_ORDER_TIME, DS_LOG_ORDER_THREAD };
 
 #define DS_CTYPE_BOOL bool
 #define DS_CTYPE_INT int64_t

@@ -13,7 +13,9 @@
  * one exception to time order: a line whose event came just before a flush
  * but was added just after it goes with the next flush, after later lines
  * of other threads.  One thread alone writes its block where it is, no
- * merge.  Blocks are written whole.  What writes them (under LOG, or the
+ * merge; so does every thread in thread order (DLSHIM_LOG_ORDER=thread:
+ * the lines of one flush grouped by thread, which dlshim-report sorts back
+ * by time), which spares the merge's reading of every line's mark.  Blocks are written whole.  What writes them (under LOG, or the
  * writer thread without it) is below, at write_blocks.
  */
 #include <errno.h>
@@ -79,6 +81,7 @@ typedef struct {
     size_t bytes;
     uint64_t lines;
 } gathered;
+static gathered pieces; /* the writing thread's (see write_blocks) */
 
 static bool write_gathered(int fd, gathered *g)
 {
@@ -128,7 +131,8 @@ static bool put_run(int fd, gathered *g, size_t *out, uint64_t *out_lines, const
 
 /* The blocks of one kind (`out`: the writer's, else the held ones)
  * written, by the one thread that may (LOG held and the writer idle, or the
- * writer while busy).  One alone (one thread) is written where it is; two
+ * writer while busy).  One alone (one thread), or each in thread order
+ * (DLSHIM_LOG_ORDER=thread), is written where it is; in time order two
  * or more are merged by their lines' times, each slot's lines kept in their
  * order: runs of a slot's lines that no other slot's line comes between go
  * out as the pieces of one writev(2) each, where they are (no copy: the
@@ -149,8 +153,20 @@ static bool write_blocks(int fd, bool out)
     }
     if (n == 0)
         return true;
+    bool ok = true;
+    bool merge = n > 1 && ds_cfg.log_order == DS_LOG_ORDER_TIME;
+    if (!merge && n > 1 && !ds_log_zstd) {
+        /* In thread order: each block whole, a piece of one writev each. */
+        size_t unused = 0;
+        uint64_t none = 0;
+        for (int k = 0; k < n; k++) {
+            ok = put_run(fd, &pieces, &unused, &none, b[k]->buf, b[k]->len, b[k]->lines) && ok;
+            b[k]->len = b[k]->lines = 0;
+        }
+        return write_gathered(fd, &pieces) && ok;
+    }
     size_t room = 2 * ds_log_block_bytes();
-    if (n > 1 && ds_log_zstd && merged_size < room) {
+    if (merge && ds_log_zstd && merged_size < room) {
         void *p = ds_map(room, true);
         if (p) {
             ds_unmap(merged, merged_size);
@@ -158,15 +174,15 @@ static bool write_blocks(int fd, bool out)
             merged_size = room;
         }
     }
-    bool ok = true;
-    if (n == 1 || (ds_log_zstd && merged_size < room)) { /* one block, or no memory to merge in */
+    /* One block, compressed in thread order, or no memory to merge in:
+     * each block written as it is. */
+    if (!merge || (ds_log_zstd && merged_size < room)) {
         for (int k = 0; k < n; k++) {
             ok = write_block(fd, b[k]->buf, b[k]->len, b[k]->lines) && ok;
             b[k]->len = b[k]->lines = 0;
         }
         return ok;
     }
-    static gathered g; /* the writing thread's (see above) */
     uint32_t at[DS_LOG_SLOTS] = {0};
     size_t out_len = 0;
     uint64_t out_lines = 0;
@@ -191,7 +207,7 @@ static bool write_blocks(int fd, bool out)
         while (++at[best] < s->lines && s->marks[at[best]].ns <= second) {
         }
         size_t end = s->marks[at[best] - 1].end;
-        ok = put_run(fd, &g, &out_len, &out_lines, s->buf + from, end - from, at[best] - first) &&
+        ok = put_run(fd, &pieces, &out_len, &out_lines, s->buf + from, end - from, at[best] - first) &&
              ok;
         if (at[best] == s->lines) {
             s->len = s->lines = 0;
@@ -199,7 +215,7 @@ static bool write_blocks(int fd, bool out)
             b[best] = b[n], at[best] = at[n];
         }
     }
-    ok = write_gathered(fd, &g) && ok;
+    ok = write_gathered(fd, &pieces) && ok;
     return write_block(fd, merged, out_len, out_lines) && ok;
 }
 

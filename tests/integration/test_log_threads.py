@@ -4,7 +4,8 @@ to a slot of its own, and a flush merges the slots by the lines' times.
 each exporting one, passing it on, importing and releasing its neighbour's,
 N times.  Every line must be in the file once, whole, each thread's in its
 order, each tensor's export before its import before its release, however
-the process ends."""
+the process ends (in thread order, DLSHIM_LOG_ORDER=thread, once
+dlshim-report --jsonl has sorted them)."""
 import collections
 import subprocess
 
@@ -56,6 +57,43 @@ def test_threads_at_once_keep_every_line_in_order(dlshim, buffer):
     check_ring(r.events, N)
     s = r.events[-1]
     assert s["event"] == "summary" and s["shares"] == 8 * N and s["dropped_events"] == 0
+
+
+def longest_run_of_one_thread(events):
+    """The most lines of one thread with no other thread's line between."""
+    longest, run, tid = 0, 0, None
+    for e in events:
+        run = run + 1 if e["tid"] == tid else 1
+        tid = e["tid"]
+        longest = max(longest, run)
+    return longest
+
+
+def test_in_time_order_threads_lines_interleave(dlshim):
+    # The ring keeps its threads within a few exchanges of each other, so in
+    # time order no thread has many lines in a row.
+    r = dlshim.consumer("ring", str(N))
+    assert r.rc == 0, r.stderr
+    assert longest_run_of_one_thread(r.events[:-1]) < 60
+
+
+@pytest.mark.parametrize("log", ["run.jsonl", "run.jsonl.zst"])
+def test_thread_order_writes_each_threads_block_whole(dlshim, tmp_path, log):
+    # DLSHIM_LOG_ORDER=thread: a write's lines grouped by thread (a block a
+    # thread, each far longer than the ring lets one thread run ahead in
+    # time), every line there once; dlshim-report --jsonl gives them back
+    # in time order, a tensor's export before its import on another thread.
+    path = tmp_path / log
+    r = dlshim.consumer("ring", str(N), env={"DLSHIM_LOG": str(path), "DLSHIM_LOG_ORDER": "thread"})
+    assert r.rc == 0, r.stderr
+    events = zst_events(path)
+    check_ring(events, N)
+    assert events[-1]["event"] == "summary" and events[-1]["dropped_events"] == 0
+    if log.endswith(".zst"):
+        return
+    raw = parse_jsonl(path.read_text(), str(path))
+    assert longest_run_of_one_thread(raw[:-1]) >= 60
+    assert sorted(map(str, raw)) == sorted(map(str, events))
 
 
 def test_more_threads_than_slots_share_one(dlshim):

@@ -246,3 +246,21 @@ def test_an_empty_log_beside_others_is_passed_over(dlshim, tmp_path):
     p = report(r.log_path, empty)
     assert p.returncode == 0 and p.stderr == ""
     assert p.stdout.startswith("dlshim report: 1 process(es), 1 shares")
+
+
+def test_jsonl_puts_each_process_in_time_order_in_its_places(tmp_path):
+    # A log in thread order (DLSHIM_LOG_ORDER=thread) from a process 7 that
+    # shares the file with a process 9: 7's lines are sorted by time into
+    # the places 7's lines had; 9's lines and a torn last line stay put.
+    def line(pid, tid, t):
+        return f'{{"event":"export","pid":{pid},"tid":{tid},"t_ns":{t},"tensor":"0x1"}}\n'
+    log = tmp_path / "threads.jsonl"
+    log.write_text(line(7, 7, 10) + line(7, 7, 30) + line(9, 9, 5) + line(7, 8, 20) +
+                   line(7, 8, 40) + '{"event":"rel')
+    p = report("--jsonl", str(log))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == (line(7, 7, 10) + line(7, 8, 20) + line(9, 9, 5) + line(7, 7, 30) +
+                        line(7, 8, 40) + '{"event":"rel')
+    # A log in time order comes out as written.
+    log.write_text(line(7, 7, 10) + line(9, 9, 5) + line(7, 8, 20))
+    assert report("--jsonl", str(log)).stdout == log.read_text()
