@@ -1,12 +1,12 @@
-"""dlshim-report: what happened to every shared buffer, from dlshim jsonl logs.
+"""dlshim-report: what happened to every shared buffer, from dlshim logs.
 
     dlshim-report LOG.jsonl [LOG2.jsonl ...] [--html OUT.html] [--trace OUT.json]
                   [--json OUT.json]
     dlshim-report --complete-trace TRACE.json
     dlshim-report --jsonl LOG.jsonl.zst | jq ...
 
-Reads the logs of one or more processes (DLSHIM_FORMAT=jsonl, e.g. one per
-rank from `dlshim --log run-%r.jsonl`) and prints the summary tables merged
+Reads the logs of one or more processes (DLSHIM_FORMAT=jsonl, or text, the
+default; e.g. one per rank from `dlshim --log run-%r.jsonl`) and prints the summary tables merged
 across them, violations also per rank when the events carry one, each with
 the Python line (`py`) that caused it first, and a table by Python line
 (shares, copies, violations and outstanding shares of each).  --html writes
@@ -19,11 +19,12 @@ closes a DLSHIM_TRACE file left open by a process that was killed.
 A log written compressed (DLSHIM_LOG=run.jsonl.zst: zstd frames) is read
 as a plain one, through the system's libzstd.so.1; --jsonl prints the plain
 lines of the logs and nothing else, each process's in time order (a log
-written with DLSHIM_LOG_ORDER=thread groups a write's lines by thread).
+written with DLSHIM_LOG_ORDER=thread groups a write's lines by thread), a
+text log's events rewritten as jsonl.
 
 A malformed or truncated line is reported with its file and line number and
-skipped.  A log that cannot be read, is empty, or holds no event (a text-format
-log, a Chrome trace) ends the report with one line on stderr and status 2, as
+skipped.  A log that cannot be read, is empty, or holds no event (a text log
+of the shim's messages alone, a Chrome trace) ends the report with one line on stderr and status 2, as
 does an output file that cannot be written.  Python 3 standard library only.
 """
 import argparse
@@ -53,8 +54,7 @@ def not_a_log(path, first):
     """Why a file whose first line is `first` holds no event: what it is, when
     that can be told, and what to give instead."""
     if first.startswith(b"dlshim:"):
-        return (f"{path}: a text-format log; the report reads jsonl logs: run with "
-                "--format jsonl (DLSHIM_FORMAT=jsonl)")
+        return f"{path}: a text-format log with no event line (only the shim's messages)"
     if first.startswith(b"[") and b'"ph":' in first:
         return (f"{path}: a Chrome trace (DLSHIM_TRACE), not an event log; open it in "
                 "ui.perfetto.dev, or give the jsonl log (--format jsonl --log FILE)")
@@ -135,17 +135,129 @@ def in_time_order(data):
     return b"".join(out)
 
 
+# ---- the text format (DLSHIM_FORMAT=text) -------------------------------------
+# The shim's text line is its JSON rewritten (shim/output/text.c): the four
+# common fields become a prefix (seconds to the microsecond, pid/tid, the
+# event), `"k":v` becomes `k=v`, strings lose their quotes unless empty or
+# holding a space (a quote inside one became '?'), null becomes '-', nested
+# objects and arrays keep their brackets with ',' between.  Read back here by
+# hand (no library knows this format); what the rewriting lost stays lost:
+# t_ns to the microsecond, and a string that reads as a number, true, false
+# or '-' comes back as one.
+TEXT_HEAD = re.compile(r"dlshim: +(\d+)\.(\d{6}) (\d+)/(\d+) (\S+) *")
+TEXT_NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?\Z")
+
+
+def text_bare(word):
+    if word in ("true", "false"):
+        return word == "true"
+    if word == "-":
+        return None
+    if TEXT_NUMBER.match(word):
+        return float(word) if any(c in word for c in ".eE") else int(word)
+    return word
+
+
+def text_value(s, i, stop):
+    """The value at s[i] and where it ends; `stop`: what ends a bare word."""
+    if s[i] == '"':
+        end = s.index('"', i + 1)
+        return s[i + 1:end], end + 1
+    if s[i] in "[{":
+        close, object_ = ("}", True) if s[i] == "{" else ("]", False)
+        out, i = ({} if object_ else []), i + 1
+        while s[i] != close:
+            if object_:
+                eq = s.index("=", i)
+                key, (v, i) = s[i:eq], text_value(s, eq + 1, ",]}")
+                out[key] = v
+            else:
+                v, i = text_value(s, i, ",]}")
+                out.append(v)
+            if s[i] == ",":
+                i += 1
+        return out, i + 1
+    end = i
+    while end < len(s) and s[end] not in stop:
+        end += 1
+    return text_bare(s[i:end]), end
+
+
+def text_event(line):
+    """The event of one text line, or None for a line that is none (the
+    summary's tables, the shim's messages, the program's own output)."""
+    m = TEXT_HEAD.match(line)
+    if not m:
+        return None
+    seconds, micros, pid, tid, name = m.groups()
+    ev = {"event": name, "pid": int(pid), "tid": int(tid),
+          "t_ns": int(seconds) * 1000000000 + int(micros) * 1000}
+    s, i = line.rstrip("\n"), m.end()
+    while i < len(s):
+        eq = s.index("=", i)
+        ev[s[i:eq]], i = text_value(s, eq + 1, " ")
+        if i < len(s) and s[i] != " ":
+            raise ValueError("a value runs on")
+        i += 1
+    return ev
+
+
+def text_log(path, lines):
+    """The events of a text log: its event lines (a line that is none is
+    passed over: the tables after a summary, the shim's messages and, in a
+    log written to stderr, the program's own lines)."""
+    events, problems = [], []
+    for number, raw in lines:
+        try:
+            ev = text_event(raw.decode("utf-8", "replace"))
+        except (ValueError, IndexError):
+            why = "truncated" if not raw.endswith(b"\n") else "not a dlshim text line"
+            problems.append(f"{path}:{number}: skipped a malformed line: {why}")
+            continue
+        if ev is not None:
+            events.append(ev)
+    return events, problems
+
+
+def is_text(data):
+    """A text log: its first line is the shim's, or (stderr captured with the
+    program's own lines first) it is no JSON and some line is the shim's."""
+    first = data.lstrip()[:8]
+    return first.startswith(b"dlshim:") or (
+        not first.startswith((b"{", b"[")) and (b"\ndlshim: " in data))
+
+
+def jsonl_of(path):
+    """A log's lines as jsonl: a jsonl log's each process's in time order, a
+    text log's events rewritten as JSON."""
+    data = read_bytes(path)
+    if not is_text(data):
+        return in_time_order(data)
+    lines = [(n, raw) for n, raw in enumerate(data.splitlines(keepends=True), 1) if raw.strip()]
+    events, problems = text_log(path, lines)
+    for p in problems:
+        print(f"dlshim-report: {p}", file=sys.stderr)
+    return in_time_order(
+        "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events).encode())
+
+
 def read_log(path):
     """The well-formed events of one file, in file order, and a line for each
     line skipped."""
-    lines = read_bytes(path).splitlines(keepends=True)
-    lines = [(number, raw) for number, raw in enumerate(lines, 1) if raw.strip()]
+    data = read_bytes(path)
+    lines = [(number, raw) for number, raw in enumerate(data.splitlines(keepends=True), 1)
+             if raw.strip()]
     if not lines:
         raise EmptyLog(f"{path}: empty log (no events)")
     first = lines[0][1].lstrip()
-    # A text log or a trace would otherwise give a warning per line and an
-    # empty report: say what the file is instead.
-    if first.startswith((b"dlshim:", b"[")):
+    if is_text(data):
+        events, problems = text_log(path, lines)
+        if not events:
+            raise ReportError(not_a_log(path, first))
+        return events, problems
+    # A trace would otherwise give a warning per line and an empty report:
+    # say what the file is instead.
+    if first.startswith(b"["):
         raise ReportError(not_a_log(path, first))
     events, problems = [], []
     for number, raw in lines:
@@ -701,8 +813,7 @@ def run(a, ap):
         ap.error("give at least one log")
     if a.jsonl:
         # Plain lines, as written (for jq, grep): each file in turn.
-        return to_stdout(lambda out: [out.buffer.write(in_time_order(read_bytes(p)))
-                                      for p in a.logs])
+        return to_stdout(lambda out: [out.buffer.write(jsonl_of(p)) for p in a.logs])
     events, problems, empty = [], [], []
     for path in a.logs:
         try:
@@ -737,7 +848,7 @@ def run(a, ap):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="dlshim-report", description=__doc__.split("\n")[0])
-    ap.add_argument("logs", nargs="*", help="jsonl logs (DLSHIM_FORMAT=jsonl)")
+    ap.add_argument("logs", nargs="*", help="logs: jsonl (DLSHIM_FORMAT=jsonl, plain or .zst) or text")
     ap.add_argument("--html", metavar="OUT", help="write a self-contained HTML report")
     ap.add_argument("--trace", metavar="OUT", help="write a Chrome trace (Perfetto)")
     ap.add_argument("--json", metavar="OUT", help="write the report's numbers as JSON")

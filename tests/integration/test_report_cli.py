@@ -106,14 +106,16 @@ def test_unusable_logs_stop_the_report_with_one_line(dlshim, tmp_path):
     assert p.stdout == ""
 
 
-def test_a_text_log_or_a_trace_is_named_with_what_to_give_instead(dlshim, tmp_path):
+def test_a_trace_or_a_text_log_of_messages_alone_is_named(dlshim, tmp_path):
     trace, log = tmp_path / "trace.json", tmp_path / "text.log"
     dlshim.consumer("clean", log=False, env={"DLSHIM_FORMAT": "text", "DLSHIM_LOG": str(log),
                                              "DLSHIM_TRACE": str(trace)})
     assert log.read_text().startswith("dlshim: ")
-    line = one_error_line(report(log))
-    assert line.startswith(f"dlshim-report: {log}: a text-format log")
-    assert "--format jsonl" in line and "DLSHIM_FORMAT=jsonl" in line
+    messages = tmp_path / "messages.log"
+    messages.write_text("dlshim: warning: something the shim said\n")
+    line = one_error_line(report(messages))
+    assert line == (f"dlshim-report: {messages}: a text-format log with no event line "
+                    "(only the shim's messages)")
     line = one_error_line(report(trace))
     assert line.startswith(f"dlshim-report: {trace}: a Chrome trace (DLSHIM_TRACE), not an "
                            "event log")
@@ -191,6 +193,86 @@ def test_copied_shares_are_drawn_and_rows_name_pair_and_line(forked_run, tmp_pat
     labels = re.findall(r'<text x="4" y="[\d.]+" font-size="11">([^<]*)</text>', text)
     assert f"dlpack1ext \u2192 dlpack1ext  forked_worker.py:{line_of('IS_COPIED))')}" in labels
     assert not [label for label in labels if "0x" in label]
+
+
+# ---- the text format -------------------------------------------------------------
+
+def numbers(rep):
+    """What a report says, less what differs between two runs (addresses,
+    times, pids)."""
+    return {"totals": rep["totals"], "pairs": rep["pairs"], "by_py": rep["by_py"],
+            "transfers": rep["transfers"], "live_allocations": rep["live_allocations"],
+            "violations": {k: v["count"] for k, v in rep["violations"].items()},
+            "outstanding": [(e["producer"], e["bytes"], e.get("py")) for e in rep["outstanding"]],
+            "summaries": sorted(
+                (p["summary"]["shares"], p["summary"]["copies"], p["summary"]["outstanding"])
+                for p in rep["processes"].values())}
+
+
+def test_a_text_log_gives_the_report_of_its_jsonl_twin(dlshim, forked_run, tmp_path):
+    # The default format, text, read back: the same run logged as text and
+    # as jsonl gives the same report (a copy, an outstanding share, two
+    # processes, Python lines with spaces in them).
+    _, logs = forked_run
+    r = dlshim.python("forked_worker.py", env={"DLSHIM_FORMAT": "text",
+                                               "DLSHIM_LOG": str(tmp_path / "ev-%p.log")})
+    assert r.rc == 0, r.stderr[-2000:]
+    texts = sorted(tmp_path.glob("ev-*.log"))
+    assert len(texts) == 2 and all(t.read_text().startswith("dlshim: ") for t in texts)
+    of_jsonl, of_text = tmp_path / "j.json", tmp_path / "t.json"
+    assert report(*logs, "--json", of_jsonl, "--quiet").returncode == 0
+    p = report(*texts, "--json", of_text, "--quiet")
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert numbers(json.loads(of_text.read_text())) == numbers(json.loads(of_jsonl.read_text()))
+    # --jsonl gives a text log's events as jsonl lines, the fields typed as
+    # the shim writes them (times to the microsecond).
+    p = report("--jsonl", *texts)
+    events = [json.loads(line) for line in p.stdout.splitlines()]
+    [copied] = [e for e in events if e["event"] == "import" and e["zero_copy"] is False]
+    assert copied["bytes"] == 256 and copied["py"].endswith(" in copied_share")
+    assert all(e["t_ns"] % 1000 == 0 for e in events)
+    exports = [e for e in events if e["event"] == "export"]
+    assert exports and all(isinstance(e["shape"], list) and e["versioned"] in (True, False)
+                           for e in exports)
+
+
+def test_a_text_log_captured_from_stderr_among_the_programs_lines(tmp_path):
+    # The program's own lines, and the summary's table, are passed over.
+    log = tmp_path / "stderr.txt"
+    log.write_text(
+        "loading the model\n"
+        'dlshim:    0.000100 7/7 export    py="a.py:3 in <module>" tensor=0x1 producer=torch '
+        "api=capsule bytes=16 shape=[4] strides=- flags=[] meta={k=v,n=[1,2.5]}\n"
+        "50 % done\n"
+        "dlshim:    0.000200 7/8 import    tensor=0x1 consumer=numpy producer=torch "
+        'api=capsule zero_copy=false bytes=16 note=""\n'
+        "dlshim:   producer             consumer               shares\n")
+    p = report("--jsonl", log)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert [json.loads(line) for line in p.stdout.splitlines()] == [
+        {"event": "export", "pid": 7, "tid": 7, "t_ns": 100000, "py": "a.py:3 in <module>",
+         "tensor": "0x1", "producer": "torch", "api": "capsule", "bytes": 16, "shape": [4],
+         "strides": None, "flags": [], "meta": {"k": "v", "n": [1, 2.5]}},
+        {"event": "import", "pid": 7, "tid": 8, "t_ns": 200000, "tensor": "0x1",
+         "consumer": "numpy", "producer": "torch", "api": "capsule", "zero_copy": False,
+         "bytes": 16, "note": ""}]
+    out = tmp_path / "r.json"
+    assert report(log, "--json", out, "--quiet").returncode == 0
+    assert json.loads(out.read_text())["totals"]["copies"] == 1
+
+
+def test_a_text_log_names_its_violations(dlshim, tmp_path):
+    log = tmp_path / "run.log"
+    r = dlshim.consumer("double_release", log=False,
+                        env={"DLSHIM_FORMAT": "text", "DLSHIM_LOG": str(log),
+                             "DLSHIM_ON_ERROR": "protect"})
+    assert r.rc == 0, r.stderr
+    out = tmp_path / "r.json"
+    assert report(log, "--json", out, "--quiet").returncode == 0
+    rep = json.loads(out.read_text())
+    assert {k: v["count"] for k, v in rep["violations"].items()} == {"double_release": 1}
+    first = rep["violations"]["double_release"]["first"]
+    assert first["event"] == "violation" and "detail" in first
 
 
 # ---- by Python line -----------------------------------------------------------
