@@ -261,8 +261,9 @@ def test_a_text_log_captured_from_stderr_among_the_programs_lines(tmp_path):
     assert json.loads(out.read_text())["totals"]["copies"] == 1
 
 
-def test_a_text_log_names_its_violations(dlshim, tmp_path):
-    log = tmp_path / "run.log"
+@pytest.mark.parametrize("name", ["run.log", "run.log.zst"])
+def test_a_text_log_names_its_violations(dlshim, tmp_path, name):
+    log = tmp_path / name
     r = dlshim.consumer("double_release", log=False,
                         env={"DLSHIM_FORMAT": "text", "DLSHIM_LOG": str(log),
                              "DLSHIM_ON_ERROR": "protect"})
