@@ -1,5 +1,6 @@
-/* Unit tests of shim/ledger/allocs.c: the allocation index (range lookup, removal,
- * reuse of a base) at scale and across sizes, shares and the free policy. */
+/* Unit tests of shim/ledger/allocs.c and its index, alloc_index.c (range
+ * lookup, removal, reuse of a base) at scale and across sizes, shares and the
+ * free policy. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
