@@ -1,5 +1,6 @@
 /* Shared helpers of the unit tests: run the core against a temporary jsonl
- * log and read it back; capture stderr diagnostics.  A test includes the
+ * log and read it back; capture stderr diagnostics; hold a lock on another
+ * thread and ask whether work waited for it.  A test includes the
  * header of the layer it tests first: the helpers start that layer and
  * those below it, as start-up would, and nothing above (a test links only
  * those layers' objects, tests/tests.mk). */
@@ -7,12 +8,16 @@
 #define HARNESS_H
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -107,6 +112,49 @@ static inline char *harness_stderr_of(void (*fn)(void *), void *arg)
     unlink(path);
     buf[n > 0 ? n : 0] = '\0';
     return strdup(buf);
+}
+
+/* Whether work waits for a lock another thread holds: harness_hold starts a
+ * thread that takes what `take` takes and keeps it until harness_let_go,
+ * or for 5 s at most, so that work which waits for it ends late instead of
+ * hanging, and harness_let_go says so. */
+typedef struct {
+    void (*take)(void *);
+    void (*give)(void *);
+    void *arg;
+    pthread_t thread;
+    atomic_bool held, let_go, timed_out;
+} harness_holder;
+
+static inline void *harness_holding(void *p)
+{
+    harness_holder *h = p;
+    h->take(h->arg);
+    atomic_store(&h->held, true);
+    struct timespec nap = {0, 1000000};
+    for (int ms = 0; ms < 5000 && !atomic_load(&h->let_go); ms++)
+        nanosleep(&nap, NULL);
+    atomic_store(&h->timed_out, !atomic_load(&h->let_go));
+    h->give(h->arg);
+    return NULL;
+}
+
+static inline void harness_hold(harness_holder *h)
+{
+    atomic_store(&h->held, false);
+    atomic_store(&h->let_go, false);
+    atomic_store(&h->timed_out, false);
+    assert_int_equal(pthread_create(&h->thread, NULL, harness_holding, h), 0);
+    while (!atomic_load(&h->held))
+        sched_yield();
+}
+
+/* True: the work done since harness_hold waited for the holder. */
+static inline bool harness_let_go(harness_holder *h)
+{
+    atomic_store(&h->let_go, true);
+    assert_int_equal(pthread_join(h->thread, NULL), 0);
+    return atomic_load(&h->timed_out);
 }
 
 static inline int harness_teardown(void **state)

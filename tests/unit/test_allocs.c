@@ -509,46 +509,20 @@ static void test_alias_holds_what_it_maps(void **state)
 
 /* Threads handing over device tensors at once: a lookup, a liveness check
  * and a share count take the thread's own shard of ALLOCS (by its thread
- * id), so a thread held inside one (as a thread preempted there is) stops
- * no other.  With one ALLOCS lock the second thread waited for the first:
- * this fails instead of hanging (the holder lets go after the wait). */
-static atomic_bool holding, let_go, looked_up, same_shard;
-static atomic_uint holder_shard;
+ * id), so a thread held inside another shard (as a thread preempted there
+ * is) stops no other.  With one ALLOCS lock this thread waited for the
+ * holder: this fails instead of hanging (the holder lets go after 5 s). */
 static uintptr_t shared_base;
 static uint32_t shared_generation;
 
-static unsigned my_alloc_shard(void)
+static void take_alloc_shard(void *arg)
 {
-    return (unsigned)((unsigned long)ds_tid() % ds_lock_shards[DS_LOCK_ALLOCS]);
+    ds_lock_take_shard(DS_LOCK_ALLOCS, *(const unsigned *)arg);
 }
 
-static void *hold_a_shard(void *arg)
+static void give_alloc_shard(void *arg)
 {
-    (void)arg;
-    unsigned s = my_alloc_shard();
-    atomic_store(&holder_shard, s);
-    ds_lock_take_shard(DS_LOCK_ALLOCS, s);
-    atomic_store(&holding, true);
-    while (!atomic_load(&let_go))
-        sched_yield();
-    ds_lock_give_shard(DS_LOCK_ALLOCS, s);
-    return NULL;
-}
-
-static void *look_up(void *arg)
-{
-    (void)arg;
-    if (ds_lock_shards[DS_LOCK_ALLOCS] > 1 && my_alloc_shard() == atomic_load(&holder_shard)) {
-        atomic_store(&same_shard, true); /* the caller tries another thread */
-        return NULL;
-    }
-    ds_alloc_info a;
-    bool ok = ds_alloc_lookup(shared_base + 8, &a) && a.generation == shared_generation &&
-              ds_alloc_live(shared_base, shared_generation);
-    ds_alloc_share(shared_base, shared_generation, +1);
-    ds_alloc_share(shared_base, shared_generation, -1);
-    atomic_store(&looked_up, ok);
-    return NULL;
+    ds_lock_give_shard(DS_LOCK_ALLOCS, *(const unsigned *)arg);
 }
 
 static void test_lookups_on_other_threads_do_not_wait(void **state)
@@ -559,32 +533,17 @@ static void test_lookups_on_other_threads_do_not_wait(void **state)
     ds_alloc_info a;
     assert_true(ds_alloc_lookup(shared_base, &a));
     shared_generation = a.generation;
-    atomic_store(&holding, false);
-    atomic_store(&let_go, false);
-    atomic_store(&looked_up, false);
-    pthread_t holder, other;
-    assert_int_equal(pthread_create(&holder, NULL, hold_a_shard, NULL), 0);
-    while (!atomic_load(&holding))
-        sched_yield();
-    /* Threads made one after another have consecutive ids: the second at
-     * the latest has a shard of its own. */
-    bool running = false;
-    for (int tries = 0; tries < 2 && !running; tries++) {
-        atomic_store(&same_shard, false);
-        assert_int_equal(pthread_create(&other, NULL, look_up, NULL), 0);
-        struct timespec nap = {0, 1000000};
-        for (int ms = 0; ms < 5000 && !atomic_load(&looked_up) && !atomic_load(&same_shard); ms++)
-            nanosleep(&nap, NULL);
-        running = !atomic_load(&same_shard);
-        if (!running)
-            assert_int_equal(pthread_join(other, NULL), 0);
-    }
-    bool done = atomic_load(&looked_up);
-    atomic_store(&let_go, true);
-    assert_true(running);
-    assert_int_equal(pthread_join(other, NULL), 0);
-    assert_int_equal(pthread_join(holder, NULL), 0);
-    assert_true(done);
+    /* Another thread holds a shard that is not this thread's. */
+    unsigned mine = (unsigned)((unsigned long)ds_tid() % ds_lock_shards[DS_LOCK_ALLOCS]);
+    unsigned other = (mine + 1) % ds_lock_shards[DS_LOCK_ALLOCS];
+    harness_holder holder = {.take = take_alloc_shard, .give = give_alloc_shard, .arg = &other};
+    harness_hold(&holder);
+    bool ok = ds_alloc_lookup(shared_base + 8, &a) && a.generation == shared_generation &&
+              ds_alloc_live(shared_base, shared_generation);
+    ds_alloc_share(shared_base, shared_generation, +1);
+    ds_alloc_share(shared_base, shared_generation, -1);
+    assert_false(harness_let_go(&holder));
+    assert_true(ok);
     assert_int_equal(ds_alloc_free_check(shared_base, api, DS_ALLOC_DEVICE, "unit"),
                      DS_FREE_FORWARD);
     ds_alloc_forget(shared_base, api, "unit");

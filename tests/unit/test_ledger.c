@@ -614,37 +614,25 @@ static void test_summary_names_outstanding_shares(void **state)
     dropped.deleter(&dropped);
 }
 
-/* Issue 53: a thread that holds one tensor's registry and shares shards
- * (as its handoff does, or a thread stopped there) does not stop another
- * thread handing over a tensor of other shards.  With one REGISTRY or one
- * SHARES lock the second thread waited for the first: this fails instead
- * of hanging (the holder lets go after the wait). */
+/* A thread that holds one tensor's registry and shares shards (as its
+ * handoff does, or a thread stopped there) does not stop another thread
+ * handing over a tensor of other shards.  With one REGISTRY or one SHARES
+ * lock this thread waited for the holder: this fails instead of hanging
+ * (the holder lets go after 5 s). */
 static DLManagedTensor pool_of_two[64];
-static atomic_bool holding, let_go, handed_over;
-static uintptr_t held_key;
+static uint64_t held_hash;
 
-static void *hold_shards(void *arg)
+static void take_shards(void *arg)
 {
-    (void)arg;
-    uint64_t hash = ds_reg_lock(held_key);
-    ds_lock_take_shard(DS_LOCK_SHARES, ds_shares_shard(hash));
-    atomic_store(&holding, true);
-    while (!atomic_load(&let_go))
-        sched_yield();
-    ds_lock_give_shard(DS_LOCK_SHARES, ds_shares_shard(hash));
-    ds_reg_unlock(hash);
-    return NULL;
+    held_hash = ds_reg_lock((uintptr_t)arg);
+    ds_lock_take_shard(DS_LOCK_SHARES, ds_shares_shard(held_hash));
 }
 
-static void *hand_over(void *arg)
+static void give_shards(void *arg)
 {
-    DLManagedTensor *t = arg;
-    make(t);
-    ds_tensor_export(t, false, "p", 0);
-    ds_tensor_import(t, false, "c", 0);
-    t->deleter(t);
-    atomic_store(&handed_over, true);
-    return NULL;
+    (void)arg;
+    ds_lock_give_shard(DS_LOCK_SHARES, ds_shares_shard(held_hash));
+    ds_reg_unlock(held_hash);
 }
 
 static void test_handoffs_on_other_shards_do_not_wait(void **state)
@@ -659,23 +647,13 @@ static void test_handoffs_on_other_shards_do_not_wait(void **state)
             y = &pool_of_two[i];
     }
     assert_non_null(y);
-    held_key = (uintptr_t)x;
-    atomic_store(&holding, false);
-    atomic_store(&let_go, false);
-    atomic_store(&handed_over, false);
-    pthread_t holder, other;
-    assert_int_equal(pthread_create(&holder, NULL, hold_shards, NULL), 0);
-    while (!atomic_load(&holding))
-        sched_yield();
-    assert_int_equal(pthread_create(&other, NULL, hand_over, y), 0);
-    struct timespec nap = {0, 1000000};
-    for (int ms = 0; ms < 5000 && !atomic_load(&handed_over); ms++)
-        nanosleep(&nap, NULL);
-    bool done = atomic_load(&handed_over);
-    atomic_store(&let_go, true);
-    assert_int_equal(pthread_join(other, NULL), 0);
-    assert_int_equal(pthread_join(holder, NULL), 0);
-    assert_true(done);
+    harness_holder holder = {.take = take_shards, .give = give_shards, .arg = x};
+    harness_hold(&holder);
+    make(y);
+    ds_tensor_export(y, false, "p", 0);
+    ds_tensor_import(y, false, "c", 0);
+    y->deleter(y);
+    assert_false(harness_let_go(&holder));
     assert_int_equal(deleted, 1);
 }
 

@@ -409,51 +409,31 @@ static void test_settled_streams_need_no_sync_lock(void **state)
  * threads handing over such tensors at once share no lock.  With the
  * import under SYNC it waited for the holder: the holder notes it and lets
  * go after a while, so this fails instead of hanging. */
-static atomic_bool holding_sync, went_on, waited_for_sync;
 #define UNWRITTEN 0x50000000u /* bytes no test before these writes */
 
-static void *hold_sync_a_while(void *arg)
+static void take_sync(void *arg)
 {
     (void)arg;
     ds_lock_take(DS_LOCK_SYNC);
-    atomic_store(&holding_sync, true);
-    struct timespec nap = {0, 1000000};
-    for (int ms = 0; ms < 5000 && !atomic_load(&went_on); ms++)
-        nanosleep(&nap, NULL);
-    atomic_store(&waited_for_sync, !atomic_load(&went_on));
+}
+
+static void give_sync(void *arg)
+{
+    (void)arg;
     ds_lock_give(DS_LOCK_SYNC);
-    return NULL;
 }
 
-/* SYNC held by another thread a while (up to 5 s, or until this thread
- * says it went on: sync_was_waited_for). */
-static pthread_t sync_held_a_while(void)
-{
-    atomic_store(&holding_sync, false);
-    atomic_store(&went_on, false);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, hold_sync_a_while, NULL), 0);
-    while (!atomic_load(&holding_sync))
-        sched_yield();
-    return t;
-}
-
-static bool sync_was_waited_for(pthread_t t)
-{
-    atomic_store(&went_on, true);
-    assert_int_equal(pthread_join(t, NULL), 0);
-    return atomic_load(&waited_for_sync);
-}
+static harness_holder sync_holder = {.take = take_sync, .give = give_sync};
 
 static void test_an_import_of_unwritten_bytes_needs_no_sync_lock(void **state)
 {
     (void)state;
     start_with_a_and_b("check");
     ds_sync_op(api, A, false, &data_write, 1, NULL);
-    pthread_t t = sync_held_a_while();
+    harness_hold(&sync_holder);
     ds_sync_import(0x7900, UNWRITTEN, BYTES, NULL, ds_name_intern("producer"),
                    ds_name_intern("consumer"));
-    assert_false(sync_was_waited_for(t));
+    assert_false(harness_let_go(&sync_holder));
     /* Nothing pends for those bytes; the written ones still wait for
      * their consumer's first use. */
     ds_sync_op(api, B, false, &(ds_range){.start = UNWRITTEN, .len = BYTES}, 1, NULL);
@@ -472,11 +452,11 @@ static void test_a_host_read_of_unwritten_bytes_needs_no_sync_lock(void **state)
     (void)state;
     start_with_a_and_b("check");
     ds_sync_op(api, A, false, &data_write, 1, NULL);
-    pthread_t t = sync_held_a_while();
+    harness_hold(&sync_holder);
     enum { NEVER_WRITTEN = 0x58000000 }; /* UNWRITTEN is written by the test above */
     ds_sync_host_reads(0x7c00, NEVER_WRITTEN, BYTES, ds_name_intern("producer"),
                        ds_name_intern("consumer"));
-    assert_false(sync_was_waited_for(t));
+    assert_false(harness_let_go(&sync_holder));
     assert_int_equal(races(), 0);
     ds_sync_host_reads(0x7d00, DATA, BYTES, ds_name_intern("producer"),
                        ds_name_intern("consumer"));
@@ -501,10 +481,10 @@ static void test_operations_apart_from_a_waiting_handoff_need_no_sync_lock(void 
     ds_sync_op(api, P, false, &data_write, 1, NULL);
     ds_sync_import(0x7b00, DATA, BYTES, NULL, ds_name_intern("producer"),
                    ds_name_intern("consumer"));
-    pthread_t t = sync_held_a_while();
+    harness_hold(&sync_holder);
     ds_sync_op(api, Q, false, &apart, 1, NULL);
     ds_sync_op(api, Q, false, NULL, -1, (const void *)start); /* this module's launch */
-    assert_false(sync_was_waited_for(t));
+    assert_false(harness_let_go(&sync_holder));
     assert_int_equal(races(), 0);
     /* the bytes handed over: the general way, the first use found */
     ds_sync_op(api, Q, false, &data_read, 1, NULL);
