@@ -6,8 +6,8 @@
     dlshim-report --jsonl LOG.jsonl.zst | jq ...
 
 Reads the logs of one or more processes (DLSHIM_FORMAT=jsonl, or text, the
-default; e.g. one per rank from `dlshim --log run-%r.jsonl`) and prints the summary tables merged
-across them, violations also per rank when the events carry one, each with
+default; e.g. one per rank from `dlshim --log run-%r.jsonl`) and prints the
+summary tables merged across them, violations also per rank when the events carry one, each with
 the Python line (`py`) that caused it first, and a table by Python line
 (shares, copies, violations and outstanding shares of each).  --html writes
 one self-contained page (summary and an SVG timeline per rank or process on
@@ -24,8 +24,9 @@ text log's events rewritten as jsonl.
 
 A malformed or truncated line is reported with its file and line number and
 skipped.  A log that cannot be read, is empty, or holds no event (a text log
-of the shim's messages alone, a Chrome trace) ends the report with one line on stderr and status 2, as
-does an output file that cannot be written.  Python 3 standard library only.
+of the shim's messages alone, a Chrome trace) ends the report with one line
+on stderr and status 2, as does an output file that cannot be written.
+Python 3 standard library only.
 """
 import argparse
 import html
@@ -222,7 +223,7 @@ def text_log(path, lines):
 def is_text(data):
     """A text log: its first line is the shim's, or (stderr captured with the
     program's own lines first) it is no JSON and some line is the shim's."""
-    first = data.lstrip()[:8]
+    first = data[:4096].lstrip()[:8]
     return first.startswith(b"dlshim:") or (
         not first.startswith((b"{", b"[")) and (b"\ndlshim: " in data))
 
@@ -812,7 +813,7 @@ def run(a, ap):
     if not a.logs:
         ap.error("give at least one log")
     if a.jsonl:
-        # Plain lines, as written (for jq, grep): each file in turn.
+        # Plain jsonl lines (for jq, grep): each file in turn.
         return to_stdout(lambda out: [out.buffer.write(jsonl_of(p)) for p in a.logs])
     events, problems, empty = [], [], []
     for path in a.logs:
@@ -848,7 +849,8 @@ def run(a, ap):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="dlshim-report", description=__doc__.split("\n")[0])
-    ap.add_argument("logs", nargs="*", help="logs: jsonl (DLSHIM_FORMAT=jsonl, plain or .zst) or text")
+    ap.add_argument("logs", nargs="*",
+                    help="logs: jsonl (DLSHIM_FORMAT=jsonl, plain or .zst) or text")
     ap.add_argument("--html", metavar="OUT", help="write a self-contained HTML report")
     ap.add_argument("--trace", metavar="OUT", help="write a Chrome trace (Perfetto)")
     ap.add_argument("--json", metavar="OUT", help="write the report's numbers as JSON")
@@ -856,8 +858,8 @@ def main(argv=None):
                     help="close a DLSHIM_TRACE file whose process was killed")
     ap.add_argument("--quiet", action="store_true", help="no text report on stdout")
     ap.add_argument("--jsonl", action="store_true",
-                    help="print the logs' plain jsonl lines (a .zst log decompressed; each "
-                         "process's in time order), no report")
+                    help="print the logs' plain jsonl lines (a .zst log decompressed, a "
+                         "text log rewritten; each process's in time order), no report")
     a = ap.parse_args(argv)
     try:
         shown = run(a, ap)

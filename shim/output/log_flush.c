@@ -15,8 +15,9 @@
  * of other threads.  One thread alone writes its block where it is, no
  * merge; so does every thread in thread order (DLSHIM_LOG_ORDER=thread:
  * the lines of one flush grouped by thread, which dlshim-report sorts back
- * by time), which spares the merge's reading of every line's mark.  Blocks are written whole.  What writes them (under LOG, or the
- * writer thread without it) is below, at write_blocks.
+ * by time), which spares the merge's reading of every line's mark.  Blocks
+ * are written whole.  What writes them (under LOG, or the writer thread
+ * without it) is below, at write_blocks.
  */
 #include <errno.h>
 #include <sys/uio.h>
@@ -102,8 +103,9 @@ static bool write_gathered(int fd, gathered *g)
     return ok;
 }
 
-/* A run of lines of one block, from `from` to `end` in it, added to what goes out: into `merged` (compressed), or as a
- * piece of the next writev (the lines written where they are). */
+/* A run of lines of one block added to what goes out: into `merged`
+ * (compressed), or as a piece of the next writev (the lines written where
+ * they are). */
 static bool put_run(int fd, gathered *g, size_t *out, uint64_t *out_lines, const char *p,
                     size_t len, uint64_t lines)
 {
@@ -207,7 +209,8 @@ static bool write_blocks(int fd, bool out)
         while (++at[best] < s->lines && s->marks[at[best]].ns <= second) {
         }
         size_t end = s->marks[at[best] - 1].end;
-        ok = put_run(fd, &pieces, &out_len, &out_lines, s->buf + from, end - from, at[best] - first) &&
+        ok = put_run(fd, &pieces, &out_len, &out_lines, s->buf + from, end - from,
+                     at[best] - first) &&
              ok;
         if (at[best] == s->lines) {
             s->len = s->lines = 0;

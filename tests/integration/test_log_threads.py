@@ -84,7 +84,8 @@ def test_thread_order_writes_each_threads_block_whole(dlshim, tmp_path, log):
     # time), every line there once; dlshim-report --jsonl gives them back
     # in time order, a tensor's export before its import on another thread.
     path = tmp_path / log
-    r = dlshim.consumer("ring", str(N), env={"DLSHIM_LOG": str(path), "DLSHIM_LOG_ORDER": "thread"})
+    r = dlshim.consumer("ring", str(N),
+                        env={"DLSHIM_LOG": str(path), "DLSHIM_LOG_ORDER": "thread"})
     assert r.rc == 0, r.stderr
     events = zst_events(path)
     check_ring(events, N)

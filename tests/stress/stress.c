@@ -16,9 +16,10 @@
  *                      | sigkill (nothing runs: the log ends where it ends)
  *   signal N           cudaMalloc/cudaFree pairs (N at least) until another
  *                      thread sent N SIGUSR1, whose handler allocates and frees
- *   signal_streams N   the same with handoffs of a device tensor (each import takes the
- *                      stream model's lock) while the handler queries an
- *                      event (a stream wrapper, which would take it too)
+ *   signal_streams N   the same with handoffs of a device tensor (each
+ *                      import takes the stream model's lock) while the
+ *                      handler queries an event (a stream wrapper, which
+ *                      would take it too)
  *   log N              N exchanges, for logs that fail (/dev/full, closed pipe)
  *   ledger T N         T threads at once, each N export + import + release
  *                      of its own tensor (producer pI, consumer cI); every
