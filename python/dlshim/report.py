@@ -112,6 +112,7 @@ def read_bytes(path):
 
 # The fields every jsonl line begins with, in the order the shim writes them.
 LINE_HEAD = re.compile(rb'\{"event":"[^"]*","pid":(\d+),"tid":\d+,"t_ns":(\d+)')
+LINE_START = re.compile(rb'^' + LINE_HEAD.pattern, re.M)
 
 
 def in_time_order(data):
@@ -120,6 +121,14 @@ def in_time_order(data):
     thread.  Each process's lines take the places its lines had, so lines of
     processes that share a file stay where they were; a line that is no
     event (a torn last line) stays where it is."""
+    last = {}
+    for m in LINE_START.finditer(data):
+        pid, t = m.group(1), int(m.group(2))
+        if t < last.get(pid, t):
+            break
+        last[pid] = t
+    else:
+        return data  # in order already (a log in time order): as written, not copied
     lines = data.splitlines(keepends=True)
     places = defaultdict(list)
     for i, line in enumerate(lines):
@@ -128,8 +137,6 @@ def in_time_order(data):
             places[m.group(1)].append((int(m.group(2)), i))
     out = list(lines)
     for at in places.values():
-        if all(a[0] <= b[0] for a, b in zip(at, at[1:])):
-            continue  # already in order: a log in time order is left as written
         ordered = sorted(at, key=lambda x: x[0])  # stable: one thread's ties keep their order
         for (_, dst), (_, src) in zip(at, ordered):
             out[dst] = lines[src]
