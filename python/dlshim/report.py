@@ -115,12 +115,27 @@ LINE_HEAD = re.compile(rb'\{"event":"[^"]*","pid":(\d+),"tid":\d+,"t_ns":(\d+)')
 LINE_START = re.compile(rb'^' + LINE_HEAD.pattern, re.M)
 
 
+def time_order(heads):
+    """Where each line goes for each process's lines to be in time order:
+    `heads` holds a line's (pid, t_ns), or None for a line that is no event.
+    Stable (one thread's ties keep their order); each process's lines take
+    the places its lines had, so lines of processes that share a file stay
+    where they were, and a line that is no event (a torn last line) too."""
+    places = defaultdict(list)
+    for i, head in enumerate(heads):
+        if head is not None:
+            places[head[0]].append((head[1], i))
+    order = list(range(len(heads)))
+    for at in places.values():
+        for (_, dst), (_, src) in zip(at, sorted(at, key=lambda x: x[0])):
+            order[dst] = src
+    return order
+
+
 def in_time_order(data):
-    """A log's lines with each process's sorted by time, stably: a log written
-    in thread order (DLSHIM_LOG_ORDER=thread) has a write's lines grouped by
-    thread.  Each process's lines take the places its lines had, so lines of
-    processes that share a file stay where they were; a line that is no
-    event (a torn last line) stays where it is."""
+    """A jsonl log with each process's lines in time order (time_order): a
+    log written in thread order (DLSHIM_LOG_ORDER=thread) has a write's lines
+    grouped by thread."""
     last = {}
     for m in LINE_START.finditer(data):
         pid, t = m.group(1), int(m.group(2))
@@ -130,17 +145,9 @@ def in_time_order(data):
     else:
         return data  # in order already (a log in time order): as written, not copied
     lines = data.splitlines(keepends=True)
-    places = defaultdict(list)
-    for i, line in enumerate(lines):
-        m = LINE_HEAD.match(line)
-        if m:
-            places[m.group(1)].append((int(m.group(2)), i))
-    out = list(lines)
-    for at in places.values():
-        ordered = sorted(at, key=lambda x: x[0])  # stable: one thread's ties keep their order
-        for (_, dst), (_, src) in zip(at, ordered):
-            out[dst] = lines[src]
-    return b"".join(out)
+    heads = [(m.group(1), int(m.group(2))) if (m := LINE_HEAD.match(line)) else None
+             for line in lines]
+    return b"".join(lines[i] for i in time_order(heads))
 
 
 # ---- the text format (DLSHIM_FORMAT=text) -------------------------------------
@@ -245,8 +252,8 @@ def jsonl_of(path):
     events, problems = text_log(path, lines)
     for p in problems:
         print(f"dlshim-report: {p}", file=sys.stderr)
-    return in_time_order(
-        "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events).encode())
+    order = time_order([(e["pid"], e["t_ns"]) for e in events])
+    return "".join(json.dumps(events[i], separators=(",", ":")) + "\n" for i in order).encode()
 
 
 def read_log(path):

@@ -103,20 +103,24 @@ static bool write_gathered(int fd, gathered *g)
     return ok;
 }
 
+/* Lines of one block as a piece of the next writev (written where they
+ * are). */
+static bool put_piece(int fd, gathered *g, const char *p, size_t len, uint64_t lines)
+{
+    bool ok = g->n < IOV_BATCH || write_gathered(fd, g);
+    g->iov[g->n++] = (struct iovec){(void *)(uintptr_t)p, len};
+    g->bytes += len, g->lines += lines;
+    return ok;
+}
+
 /* A run of lines of one block added to what goes out: into `merged`
- * (compressed), or as a piece of the next writev (the lines written where
- * they are). */
+ * (compressed), or as a piece of the next writev. */
 static bool put_run(int fd, gathered *g, size_t *out, uint64_t *out_lines, const char *p,
                     size_t len, uint64_t lines)
 {
+    if (!ds_log_zstd)
+        return put_piece(fd, g, p, len, lines);
     bool ok = true;
-    if (!ds_log_zstd) {
-        if (g->n == IOV_BATCH)
-            ok = write_gathered(fd, g);
-        g->iov[g->n++] = (struct iovec){(void *)(uintptr_t)p, len};
-        g->bytes += len, g->lines += lines;
-        return ok;
-    }
     for (size_t at = 0; at < len;) {
         /* whole lines only: a run is cut at a line's end where merged fills */
         size_t n = len - at;
@@ -159,10 +163,8 @@ static bool write_blocks(int fd, bool out)
     bool merge = n > 1 && ds_cfg.log_order == DS_LOG_ORDER_TIME;
     if (!merge && n > 1 && !ds_log_zstd) {
         /* In thread order: each block whole, a piece of one writev each. */
-        size_t unused = 0;
-        uint64_t none = 0;
         for (int k = 0; k < n; k++) {
-            ok = put_run(fd, &pieces, &unused, &none, b[k]->buf, b[k]->len, b[k]->lines) && ok;
+            ok = put_piece(fd, &pieces, b[k]->buf, b[k]->len, b[k]->lines) && ok;
             b[k]->len = b[k]->lines = 0;
         }
         return write_gathered(fd, &pieces) && ok;

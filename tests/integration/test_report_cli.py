@@ -261,6 +261,20 @@ def test_a_text_log_captured_from_stderr_among_the_programs_lines(tmp_path):
     assert json.loads(out.read_text())["totals"]["copies"] == 1
 
 
+def test_a_text_log_in_thread_order_comes_out_in_time_order(tmp_path):
+    # --jsonl of a text log written in thread order (a thread's block whole):
+    # each process's events sorted by time into the places its lines had.
+    log = tmp_path / "threads.log"
+    log.write_text(
+        "dlshim:    0.000300 7/8 release   tensor=0x1 consumed=true\n"
+        "dlshim:    0.000050 9/9 export    tensor=0x2 producer=numpy\n"
+        "dlshim:    0.000100 7/7 export    tensor=0x1 producer=torch\n")
+    p = report("--jsonl", log)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert [(e["pid"], e["t_ns"], e["event"]) for e in map(json.loads, p.stdout.splitlines())] == [
+        (7, 100000, "export"), (9, 50000, "export"), (7, 300000, "release")]
+
+
 @pytest.mark.parametrize("name", ["run.log", "run.log.zst"])
 def test_a_text_log_names_its_violations(dlshim, tmp_path, name):
     log = tmp_path / name
