@@ -153,15 +153,12 @@ static void write_free_fields(ds_ev *e, void *arg)
         ds_ev_str(e, "export_py", ds_site_text(f->export_site));
 }
 
-int ds_host_free_check(uintptr_t p, uint64_t bytes, int how, const void *caller)
+/* A free that a share lies in: reported, and deferred where the program
+ * asked for protection.  Out of line: the frees that touch no share (nearly
+ * all) then save no registers for it. */
+static __attribute__((noinline)) int free_of_shared(uintptr_t p, uint64_t bytes, int how,
+                                                   const void *caller, uintptr_t tensor)
 {
-    if (!p || !bytes)
-        return DS_FREE_FORWARD;
-    if (watches && watched(p, bytes))
-        return DS_FREE_FORWARD;
-    uintptr_t tensor = ds_shares_host_at(p, bytes);
-    if (!tensor)
-        return DS_FREE_FORWARD;
     /* The share's record, as it is now (released meanwhile: no harm). */
     uint64_t hash = ds_reg_lock(tensor);
     const ds_record *r = ds_reg_find(hash, tensor);
@@ -185,4 +182,14 @@ int ds_host_free_check(uintptr_t p, uint64_t bytes, int how, const void *caller)
     bool prevent = ds_violation_with(DS_VIO_FREE_WHILE_SHARED, "data", p, detail,
                                      write_free_fields, &f);
     return prevent && release_fn && defer(p, bytes, how) ? DS_FREE_DEFER : DS_FREE_FORWARD;
+}
+
+int ds_host_free_check(uintptr_t p, uint64_t bytes, int how, const void *caller)
+{
+    if (!p || !bytes)
+        return DS_FREE_FORWARD;
+    if (watches && watched(p, bytes))
+        return DS_FREE_FORWARD;
+    uintptr_t tensor = ds_shares_host_at(p, bytes);
+    return tensor ? free_of_shared(p, bytes, how, caller, tensor) : DS_FREE_FORWARD;
 }

@@ -445,21 +445,16 @@ static DS_TLS unsigned lookups;
  * emptied (see `emptied`), and every 64th lookup of a thread every live
  * shard, so that those found empty give up their bits in maybe_live (and
  * the host free hooks stop looking once no share is left). */
-static uintptr_t shares_at(uintptr_t a, uint64_t bytes, bool host)
+static __attribute__((noinline)) uintptr_t visit_shards(uintptr_t a, uintptr_t b, bool near,
+                                                        uint32_t live, bool sweep)
 {
-    uint32_t live = atomic_load_explicit(&maybe_live, memory_order_relaxed);
-    if (!live)
-        return 0;
-    uintptr_t b = end_of(a, bytes), t = 0;
-    /* Outside the host hull no candidate, but the sweeps below still go. */
-    bool near = !host || (a < atomic_load_explicit(&host_hi, memory_order_relaxed) &&
-                          b > atomic_load_explicit(&host_lo, memory_order_relaxed));
     uint32_t visit = near ? candidates(a, b, live) : 0;
-    if (++lookups % 64 == 0)
+    if (sweep)
         visit = live;
     else
         visit |= live & emptied;
     emptied = 0;
+    uintptr_t t = 0;
     for (; visit && !t; visit &= visit - 1) {
         unsigned s = (unsigned)__builtin_ctz(visit);
         ds_lock_take_shard(DS_LOCK_SHARES, s);
@@ -470,6 +465,25 @@ static uintptr_t shares_at(uintptr_t a, uint64_t bytes, bool host)
         ds_lock_give_shard(DS_LOCK_SHARES, s);
     }
     return t;
+}
+
+/* Inline: a host free outside the hull with no sweep due (most frees while
+ * a share is live) is answered here, without a call. */
+static inline uintptr_t shares_at(uintptr_t a, uint64_t bytes, bool host)
+{
+    uint32_t live = atomic_load_explicit(&maybe_live, memory_order_relaxed);
+    if (!live)
+        return 0;
+    uintptr_t b = end_of(a, bytes);
+    /* Outside the host hull no candidate, but the sweeps still go. */
+    bool near = !host || (a < atomic_load_explicit(&host_hi, memory_order_relaxed) &&
+                          b > atomic_load_explicit(&host_lo, memory_order_relaxed));
+    bool sweep = ++lookups % 64 == 0;
+    if (!near && !sweep && !(live & emptied)) {
+        emptied = 0;
+        return 0;
+    }
+    return visit_shards(a, b, near, live, sweep);
 }
 
 uintptr_t ds_shares_at(uintptr_t a, uint64_t bytes)
