@@ -17,9 +17,8 @@ void ds_device_allocated(int api, int kind, const void *out_ptr, size_t ptr_size
     if (ds_safe_read(&base, out_ptr, ptr_size) == ptr_size && base) {
         ds_alloc_info a = {.base = base, .size = bytes, .stream = (void *)stream,
                            .device = device, .kind = kind, .api = api};
-        char owner[DS_NAME_MAX]; /* the module, or the Python package behind ctypes */
-        ds_module_name_at(caller, owner, sizeof(owner));
-        ds_alloc_record(&a, ds_name_intern(owner));
+        /* the owner: the module, or the Python package behind ctypes */
+        ds_alloc_record(&a, ds_module_caller_at(caller));
     }
 }
 
@@ -27,18 +26,14 @@ int ds_device_free_check(int api, int kind, uintptr_t ptr, const void *caller)
 {
     if (!ptr)
         return DS_FREE_FORWARD; /* freeing NULL is legal and does nothing */
-    char who[DS_NAME_MAX];
-    ds_module_name_at(caller, who, sizeof(who));
-    return ds_alloc_free_check(ptr, api, kind, who);
+    return ds_alloc_free_check(ptr, api, kind, ds_name(ds_module_caller_at(caller)));
 }
 
 void ds_device_freed(int api, uintptr_t ptr, const void *caller)
 {
     if (!ptr)
         return;
-    char who[DS_NAME_MAX];
-    ds_module_name_at(caller, who, sizeof(who));
-    ds_alloc_forget(ptr, api, who);
+    ds_alloc_forget(ptr, api, ds_name(ds_module_caller_at(caller)));
 }
 
 /* The descriptor of the external memory (or semaphore) being imported on

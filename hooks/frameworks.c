@@ -30,7 +30,10 @@ static const struct {
 
 /* Modules that only pass a call on (ctypes and the libffi under it): a
  * handoff made through them is named after the Python code that called. */
-const char *const ds_call_bridges[] = {"libffi", "_ctypes", NULL};
+static const char *const call_bridges[] = {"libffi", "_ctypes"};
+_Static_assert(DS_ARRAY_LEN(call_bridges) <= DS_BRIDGES_MAX, "room for the bridges' ids");
+uint16_t ds_bridges[DS_BRIDGES_MAX];
+uint64_t ds_bridge_bits;
 
 /* Where installed Python packages live. */
 static const char *const roots[] = {"/site-packages/", "/dist-packages/"};
@@ -127,17 +130,19 @@ bool ds_python_framework_file(const char *file)
 
 /* A call through ctypes (a bridge): named after the Python package that
  * made it, where Python says. */
-static bool name_behind_bridge(const char *module, char *out, size_t cap)
+static bool name_behind_bridge(uint16_t module, char *out, size_t cap)
 {
-    for (int i = 0; ds_call_bridges[i]; i++)
-        if (!strcmp(module, ds_call_bridges[i]))
-            return ds_py_package_here(out, cap);
-    return false;
+    return ds_call_bridge(module) && ds_py_package_here(out, cap);
 }
 
 /* Before any family: producers, consumers and owners are named from here. */
 static void install(void)
 {
+    for (size_t i = 0; i < DS_ARRAY_LEN(call_bridges); i++) {
+        ds_bridges[i] = ds_name_intern(call_bridges[i]);
+        if (ds_bridges[i] < 64)
+            ds_bridge_bits |= 1ull << ds_bridges[i];
+    }
     ds_modules_set_namer(ds_framework_name);
     ds_modules_set_caller_namer(name_behind_bridge);
 }

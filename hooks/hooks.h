@@ -30,8 +30,22 @@ enum {
 
 /* ---- frameworks.c: which framework a module or a Python file belongs to -- */
 void ds_framework_name(const char *path, char *out, size_t cap);
-/* Module names that only pass calls on (libffi, ctypes), NULL-terminated. */
-extern const char *const ds_call_bridges[];
+/* The modules that only pass calls on (libffi, ctypes): their name ids,
+ * interned by the names family's install, before any other family's (0:
+ * none), and the same as a bit per id below 64 (they are among the first):
+ * the common caller, not a bridge, costs one test. */
+#define DS_BRIDGES_MAX 4
+extern uint16_t ds_bridges[DS_BRIDGES_MAX];
+extern uint64_t ds_bridge_bits;
+static inline bool ds_call_bridge(uint16_t id)
+{
+    if (id < 64)
+        return (ds_bridge_bits >> id) & 1;
+    for (int i = 0; i < DS_BRIDGES_MAX && ds_bridges[i]; i++)
+        if (id == ds_bridges[i])
+            return true;
+    return false;
+}
 /* A Python source file's package ("warp"), or a script's stem. */
 void ds_python_package_name(const char *file, char *out, size_t cap);
 /* Whether the file is part of an installed framework's package (or dlshim's). */

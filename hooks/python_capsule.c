@@ -94,23 +94,6 @@ static inline bool active_keeping_errno(void)
 
 /* ---- who made the call ---------------------------------------------------- */
 
-/* Interned names of the modules that only pass calls on (ds_call_bridges),
- * and the same as a bit per name id below 64 (interned at install, they are
- * among the first): the common caller, not a bridge, costs one test. */
-#define DS_BRIDGES_MAX 4
-static uint16_t bridges[DS_BRIDGES_MAX];
-static uint64_t bridge_bits;
-
-static bool is_bridge(uint16_t id)
-{
-    if (id < 64)
-        return (bridge_bits >> id) & 1;
-    for (int i = 0; i < DS_BRIDGES_MAX && bridges[i]; i++)
-        if (id == bridges[i])
-            return true;
-    return false;
-}
-
 /* A call through the bridge `id` (ctypes): the Python package that made it,
  * else the bridge.  Out of line: its name buffer made every caller_id save
  * registers and open a frame. */
@@ -125,7 +108,7 @@ __attribute__((noinline)) static uint16_t package_behind(uint16_t id)
 static inline uint16_t caller_id(const void *caller)
 {
     uint16_t id = ds_module_id_at(caller);
-    if (__builtin_expect(!is_bridge(id), 1))
+    if (__builtin_expect(!ds_call_bridge(id), 1))
         return id;
     return package_behind(id);
 }
@@ -664,11 +647,6 @@ static const ds_got_hook capsule_hooks[] = {
 
 static void install(void)
 {
-    for (int i = 0; i < DS_BRIDGES_MAX && ds_call_bridges[i]; i++) {
-        bridges[i] = ds_name_intern(ds_call_bridges[i]);
-        if (bridges[i] < 64)
-            bridge_bits |= 1ull << bridges[i];
-    }
     ds_tensor_set_release_observer(observe_release);
     ds_got_hooks_add(capsule_hooks, DS_ARRAY_LEN(capsule_hooks));
 }

@@ -289,9 +289,8 @@ static int free_check(VkDeviceMemory memory, const VkAllocationCallbacks *cb, co
 {
     if (!memory)
         return DS_FREE_FORWARD;
-    char who[DS_NAME_MAX];
-    ds_module_name_at(caller, who, sizeof(who));
-    int action = ds_alloc_free_check(P(memory), ds_vk_api, DS_ALLOC_DEVICE, who);
+    int action = ds_alloc_free_check(P(memory), ds_vk_api, DS_ALLOC_DEVICE,
+                                     ds_name(ds_module_caller_at(caller)));
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     object *o = find(&memories, P(memory), false);
     if (o && action == DS_FREE_DEFER && cb) {
@@ -344,27 +343,22 @@ static int unmap_check(VkDeviceMemory memory, const void *caller)
     uintptr_t p = mapping_of(memory, false);
     if (!p)
         return DS_FREE_FORWARD;
-    char who[DS_NAME_MAX];
-    ds_module_name_at(caller, who, sizeof(who));
-    return ds_alloc_free_check(p, ds_mapping_api, DS_ALLOC_MAPPED, who);
+    return ds_alloc_free_check(p, ds_mapping_api, DS_ALLOC_MAPPED,
+                               ds_name(ds_module_caller_at(caller)));
 }
 
 /* The mapping gone: unmapped, or freed with its memory. */
 static void unmapped(VkDeviceMemory memory, const void *caller)
 {
     uintptr_t p = mapping_of(memory, true);
-    char who[DS_NAME_MAX];
-    if (!p)
-        return;
-    ds_module_name_at(caller, who, sizeof(who));
-    ds_alloc_forget(p, ds_mapping_api, who);
+    if (p)
+        ds_alloc_forget(p, ds_mapping_api, ds_name(ds_module_caller_at(caller)));
 }
 
 static void freed(VkDeviceMemory memory, const void *caller)
 {
-    char who[DS_NAME_MAX];
     unmapped(memory, caller); /* freeing mapped memory unmaps it */
-    ds_module_name_at(caller, who, sizeof(who));
+    const char *who = ds_name(ds_module_caller_at(caller));
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     object *o = find(&memories, P(memory), false);
     if (o)

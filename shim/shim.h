@@ -127,13 +127,15 @@ bool ds_hook_named(const char *name);
 /* Patches modules loaded since the last call; forgets unloaded ones. */
 void ds_modules_refresh(void);
 /* Names the caller behind a module that only passes calls on (ctypes'
- * libffi: the Python package that made the call), for ds_module_name_at;
+ * libffi: the Python package that made the call), for ds_module_caller_at;
  * false: the module's own name stands. */
-void ds_modules_set_caller_namer(bool (*fn)(const char *module, char *out, size_t cap));
-/* The module holding `addr` (a return address): its name (or the caller
- * behind it, above), or its interned name id (memoized per thread: the
- * cheap one on hot paths, always the module's own). */
-void ds_module_name_at(const void *addr, char *out, size_t cap);
+void ds_modules_set_caller_namer(bool (*fn)(uint16_t module, char *out, size_t cap));
+/* The module holding `addr` (a return address): the interned name id of
+ * the caller it stands for (the module's, or the one behind it, above), or
+ * the module's own (memoized: the cheap one on hot paths).  An id, not a
+ * copy of the name: an allocation's owner is kept as one, and ds_name
+ * gives the text. */
+uint16_t ds_module_caller_at(const void *addr);
 uint16_t ds_module_id_at(const void *addr);
 /* The loaded range of the module holding addr; false if none does. */
 bool ds_module_range(const void *addr, uintptr_t *lo, uintptr_t *hi);

@@ -641,21 +641,20 @@ inline __attribute__((always_inline)) uint16_t ds_module_id_at(const void *addr)
     return module_id_of_range(a, gen, slot);
 }
 
-static bool (*_Atomic caller_namer)(const char *module, char *out, size_t cap);
+static bool (*_Atomic caller_namer)(uint16_t module, char *out, size_t cap);
 
-void ds_modules_set_caller_namer(bool (*fn)(const char *module, char *out, size_t cap))
+void ds_modules_set_caller_namer(bool (*fn)(uint16_t module, char *out, size_t cap))
 {
     atomic_store_explicit(&caller_namer, fn, memory_order_release);
 }
 
-void ds_module_name_at(const void *addr, char *out, size_t cap)
+uint16_t ds_module_caller_at(const void *addr)
 {
-    const char *name = ds_name(ds_module_id_at(addr));
-    bool (*namer_fn)(const char *, char *, size_t) =
+    uint16_t id = ds_module_id_at(addr);
+    bool (*namer_fn)(uint16_t, char *, size_t) =
         atomic_load_explicit(&caller_namer, memory_order_acquire);
-    if (namer_fn && namer_fn(name, out, cap))
-        return;
-    size_t n = strnlen(name, cap - 1);
-    memcpy(out, name, n);
-    out[n] = '\0';
+    char behind[DS_NAME_MAX];
+    if (namer_fn && namer_fn(id, behind, sizeof(behind)))
+        return ds_name_intern(behind);
+    return id;
 }

@@ -302,47 +302,73 @@ bool ds_alloc_alias_range(uintptr_t base, uint32_t generation, uintptr_t data, u
     return found;
 }
 
+/* What a free of p finds in the index (ALLOCS held: a shard at least):
+ * the allocation it lies in (*info) and, where that is mapped by another
+ * API, the first such mapping (*alias). */
+typedef struct {
+    uint32_t n, shares, maps;
+    bool inside, exact, recently_freed, mapped; /* mapped: *alias is filled */
+} free_seen;
+
+static free_seen see_free(uintptr_t p, bool handles, ds_alloc_info *info, ds_alloc_info *alias)
+{
+    free_seen f = {.n = ds_alloc_index_containing(p, handles)};
+    f.inside = f.n != DS_NO_SLOT;
+    f.exact = f.inside && table[f.n].base == p;
+    f.recently_freed = !f.inside && *recent_slot(p) == p;
+    f.shares = f.exact ? __atomic_load_n(&table[f.n].shares, __ATOMIC_RELAXED) : 0;
+    f.maps = f.exact ? table[f.n].maps : 0;
+    uint32_t mapper = f.maps ? first_alias(f.n) : DS_NO_SLOT; /* a rare path: a walk is fine */
+    if (f.inside)
+        fill_info(&table[f.n], info);
+    f.mapped = mapper != DS_NO_SLOT;
+    if (f.mapped)
+        fill_info(&table[mapper], alias);
+    return f;
+}
+
 int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)
 {
     ds_alloc_info info = {0}, alias = {0};
     char detail[DS_DETAIL_MAX + 2 * DS_NAME_MAX];
-    ds_lock_take(DS_LOCK_ALLOCS);
-    uint32_t n = ds_alloc_index_containing(p, ds_device_api_at(api)->handles);
-    bool inside = n != DS_NO_SLOT, exact = inside && table[n].base == p;
-    bool recently_freed = !inside && *recent_slot(p) == p;
-    uint32_t shares = exact ? table[n].shares : 0, maps = exact ? table[n].maps : 0;
-    uint32_t mapper = maps ? first_alias(n) : DS_NO_SLOT; /* a rare path: a walk is fine */
-    if (inside)
-        fill_info(&table[n], &info);
-    if (mapper != DS_NO_SLOT)
-        fill_info(&table[mapper], &alias);
-    if (exact && (shares || maps) && ds_cfg.on_error == DS_ON_ERROR_PROTECT) {
-        table[n].deferred = 1;
-        table[n].freed_with = (uint8_t)kind;
+    bool handles = ds_device_api_at(api)->handles;
+    /* Looked at as a lookup is, under this thread's shard: a free changes
+     * nothing here unless it is deferred, and the whole lock (which waits
+     * for every other thread's lookups) is for that alone.  A deferred
+     * free is marked under it, from a second look as things are then, so
+     * that the release taking the last share sees the mark (ds_alloc_share). */
+    unsigned shard = read_begin();
+    free_seen f = see_free(p, handles, &info, &alias);
+    read_end(shard);
+    if (f.exact && (f.shares || f.maps) && ds_cfg.on_error == DS_ON_ERROR_PROTECT) {
+        ds_lock_take(DS_LOCK_ALLOCS);
+        f = see_free(p, handles, &info, &alias);
+        if (f.exact && (f.shares || f.maps)) {
+            table[f.n].deferred = 1;
+            table[f.n].freed_with = (uint8_t)kind;
+        }
+        ds_lock_give(DS_LOCK_ALLOCS);
     }
-    ds_lock_give(DS_LOCK_ALLOCS);
-
-    if (exact && maps && !shares) {
+    if (f.exact && f.maps && !f.shares) {
         ds_fmt(detail, sizeof(detail),
                "%s freed the %llu-byte allocation %p of %s while %s still maps it (%p, "
                "imported by %s); its reads and writes there may now hit freed memory",
                caller, (unsigned long long)info.size, (void *)p, ds_name(info.owner),
-               mapper != DS_NO_SLOT ? ds_device_api_at(alias.api)->name : "another API",
-               mapper != DS_NO_SLOT ? (void *)alias.base : NULL,
-               mapper != DS_NO_SLOT ? ds_name(alias.owner) : "?");
+               f.mapped ? ds_device_api_at(alias.api)->name : "another API",
+               f.mapped ? (void *)alias.base : NULL, f.mapped ? ds_name(alias.owner) : "?");
         return ds_violation(DS_VIO_FREE_WHILE_SHARED, "data", p, detail) ? DS_FREE_DEFER
                                                                           : DS_FREE_FORWARD;
     }
-    if (exact && shares) {
+    if (f.exact && f.shares) {
         ds_fmt(detail, sizeof(detail),
                "%s freed the %llu-byte allocation %p of %s while %u shared tensor%s in it "
                "%s not released; the consumer may still read it",
-               caller, (unsigned long long)info.size, (void *)p, ds_name(info.owner), shares,
-               shares == 1 ? "" : "s", shares == 1 ? "is" : "are");
+               caller, (unsigned long long)info.size, (void *)p, ds_name(info.owner), f.shares,
+               f.shares == 1 ? "" : "s", f.shares == 1 ? "is" : "are");
         return ds_violation(DS_VIO_FREE_WHILE_SHARED, "data", p, detail) ? DS_FREE_DEFER
                                                                           : DS_FREE_FORWARD;
     }
-    if (inside && !exact) {
+    if (f.inside && !f.exact) {
         ds_fmt(detail, sizeof(detail),
                "%s freed %p, %llu bytes inside the allocation %p of %s, not its start", caller,
                (void *)p, (unsigned long long)(p - info.base), (void *)info.base,
@@ -350,13 +376,13 @@ int ds_alloc_free_check(uintptr_t p, int api, int kind, const char *caller)
         return ds_violation(DS_VIO_INVALID_FREE, "data", p, detail) ? DS_FREE_REFUSE
                                                                      : DS_FREE_FORWARD;
     }
-    if (recently_freed) {
+    if (f.recently_freed) {
         ds_fmt(detail, sizeof(detail), "%s freed %p again: it was already freed", caller,
                (void *)p);
         return ds_violation(DS_VIO_INVALID_FREE, "data", p, detail) ? DS_FREE_REFUSE
                                                                      : DS_FREE_FORWARD;
     }
-    if (!inside) {
+    if (!f.inside) {
         atomic_fetch_add(&untracked_frees, 1);
         ds_note_work();
     }

@@ -272,8 +272,7 @@ __attribute__((noinline)) static void record_general(uintptr_t dst, uintptr_t sr
     bool show = ds_event_wanted(DS_EV_COPY);
     if (!show && !roundtrip)
         return; /* nothing names the copying module */
-    char caller[DS_NAME_MAX];
-    ds_module_name_at(caller_addr, caller, sizeof(caller));
+    const char *caller = ds_name(ds_module_caller_at(caller_addr));
     if (show) {
         ds_ev e;
         ds_ev_begin(&e, DS_EV_COPY);

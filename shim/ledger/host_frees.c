@@ -167,9 +167,9 @@ static __attribute__((noinline)) int free_of_shared(uintptr_t p, uint64_t bytes,
     ds_reg_unlock(hash);
     if (!live)
         return DS_FREE_FORWARD;
-    char by[DS_NAME_MAX], detail[DS_DETAIL_MAX + 3 * DS_NAME_MAX + DS_SITE_MAX];
+    char detail[DS_DETAIL_MAX + 3 * DS_NAME_MAX + DS_SITE_MAX];
     char at[DS_SITE_MAX + 16] = "";
-    ds_module_name_at(caller, by, sizeof(by));
+    const char *by = ds_name(ds_module_caller_at(caller));
     if (c.export_site)
         ds_fmt(at, sizeof(at), " (exported at %s)", ds_site_text(c.export_site));
     ds_fmt(detail, sizeof(detail),

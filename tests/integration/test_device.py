@@ -2,6 +2,8 @@
 the simulated device: every route, ownership, and the free policy."""
 import pytest
 
+from conftest import SIMDEV
+
 
 def allocs(r, api=None):
     return [e for e in r.of("alloc") if api is None or e["api"] == api]
@@ -168,3 +170,15 @@ def test_alloc_events_are_off_by_default(dlshim):
     r = dlshim.device("rt_alloc", "direct", env={"DLSHIM_EVENTS": "default"})
     assert r.of("alloc") == [] and r.of("free") == []
     assert r.summary["allocations_live"] == 0
+
+
+def test_memory_allocated_through_ctypes_is_the_python_codes(dlshim):
+    """cudaMalloc and cudaFree called through ctypes: libffi makes the call,
+    and the allocation's owner and its freer are named after the Python
+    code behind it (the script's stem), as a capsule made through ctypes
+    is."""
+    r = dlshim.python("ctypes_device.py", env={"LD_LIBRARY_PATH": str(SIMDEV),
+                                               "DLSHIM_EVENTS": "all"})
+    assert r.rc == 0, r.stderr
+    assert [(e["owner"], e["bytes"]) for e in r.of("alloc")] == [("ctypes_device", 4096)]
+    assert [e["by"] for e in r.of("free")] == ["ctypes_device"]

@@ -324,9 +324,8 @@ static void test_a_tensor_imported_again_waits_for_its_last_write_only(void **st
 static void test_a_launch_is_its_modules_first_use(void **state)
 {
     (void)state;
-    char self[DS_NAME_MAX];
     const void *here = (const void *)test_a_launch_is_its_modules_first_use;
-    ds_module_name_at(here, self, sizeof(self));
+    uint16_t self = ds_module_caller_at(here);
     start_with_a_and_b("check");
     ds_sync_op(api, A, false, &data_write, 1, NULL);
     ds_sync_import(0x7100, DATA, BYTES, NULL,
@@ -334,7 +333,7 @@ static void test_a_launch_is_its_modules_first_use(void **state)
     ds_sync_op(api, B, false, NULL, -1, here);
     assert_int_equal(races(), 0);
     ds_sync_op(api, A, false, &data_write, 1, NULL); /* used (and written) on its own stream */
-    ds_sync_import(0x7200, DATA, BYTES, NULL, ds_name_intern("producer"), ds_name_intern(self));
+    ds_sync_import(0x7200, DATA, BYTES, NULL, ds_name_intern("producer"), self);
     ds_sync_op(api, B, false, NULL, -1, here);
     assert_int_equal(races(), 1);
     ds_sync_op(api, B, false, NULL, -1, here); /* only the first use is checked */
