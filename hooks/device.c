@@ -18,7 +18,7 @@ void ds_device_allocated(int api, int kind, const void *out_ptr, size_t ptr_size
         ds_alloc_info a = {.base = base, .size = bytes, .stream = (void *)stream,
                            .device = device, .kind = kind, .api = api};
         /* the owner: the module, or the Python package behind ctypes */
-        ds_alloc_record(&a, ds_module_caller_at(caller));
+        ds_alloc_record(&a, ds_caller_id(caller));
     }
 }
 
@@ -26,14 +26,14 @@ int ds_device_free_check(int api, int kind, uintptr_t ptr, const void *caller)
 {
     if (!ptr)
         return DS_FREE_FORWARD; /* freeing NULL is legal and does nothing */
-    return ds_alloc_free_check(ptr, api, kind, ds_name(ds_module_caller_at(caller)));
+    return ds_alloc_free_check(ptr, api, kind, ds_name(ds_caller_id(caller)));
 }
 
 void ds_device_freed(int api, uintptr_t ptr, const void *caller)
 {
     if (!ptr)
         return;
-    ds_alloc_forget(ptr, api, ds_name(ds_module_caller_at(caller)));
+    ds_alloc_forget(ptr, api, ds_name(ds_caller_id(caller)));
 }
 
 /* The descriptor of the external memory (or semaphore) being imported on

@@ -237,7 +237,7 @@ void ds_entry_resolve(void)
             x->dead = true;
             continue;
         }
-        ds_fmt(x->owner, sizeof(x->owner), "%s", ds_name(ds_module_caller_at(x->real)));
+        ds_fmt(x->owner, sizeof(x->owner), "%s", ds_name(ds_caller_id(x->real)));
         x->pending = false;
         ds_got_hook hook = {x->spec.symbol, x->code, &x->real, x->real};
         ds_got_hooks_add(&hook, 1);

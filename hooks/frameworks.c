@@ -128,11 +128,18 @@ bool ds_python_framework_file(const char *file)
     return false;
 }
 
-/* A call through ctypes (a bridge): named after the Python package that
- * made it, where Python says. */
-static bool name_behind_bridge(uint16_t module, char *out, size_t cap)
+/* Out of line: its name buffer would make every ds_caller_id save
+ * registers and open a frame. */
+__attribute__((noinline)) uint16_t ds_package_behind(uint16_t bridge)
 {
-    return ds_call_bridge(module) && ds_py_package_here(out, cap);
+    char package[DS_NAME_MAX];
+    return ds_py_package_here(package, sizeof(package)) ? ds_name_intern(package) : bridge;
+}
+
+/* The ledger's way to ds_caller_id's answer (it cannot call up here). */
+static uint16_t caller_behind(uint16_t module)
+{
+    return ds_call_bridge(module) ? ds_package_behind(module) : module;
 }
 
 /* Before any family: producers, consumers and owners are named from here. */
@@ -144,7 +151,7 @@ static void install(void)
             ds_bridge_bits |= 1ull << ds_bridges[i];
     }
     ds_modules_set_namer(ds_framework_name);
-    ds_modules_set_caller_namer(name_behind_bridge);
+    ds_modules_set_caller_namer(caller_behind);
 }
 
 DS_FAMILY(names, .order = DS_ORDER_NAMES, .install = install);

@@ -46,6 +46,20 @@ static inline bool ds_call_bridge(uint16_t id)
             return true;
     return false;
 }
+/* A call through the bridge `id`: the Python package that made it, where
+ * Python says, else the bridge. */
+uint16_t ds_package_behind(uint16_t bridge);
+/* Who makes a call from `caller` (a return address), as a name id: its
+ * module, or, for a call through a bridge, the Python package behind it.
+ * Inline, for the capsule hooks; the ledger, below the hooks, reaches the
+ * same answer through ds_module_caller_at. */
+static inline uint16_t ds_caller_id(const void *caller)
+{
+    uint16_t id = ds_module_id_at(caller);
+    if (__builtin_expect(!ds_call_bridge(id), 1))
+        return id;
+    return ds_package_behind(id);
+}
 /* A Python source file's package ("warp"), or a script's stem. */
 void ds_python_package_name(const char *file, char *out, size_t cap);
 /* Whether the file is part of an installed framework's package (or dlshim's). */

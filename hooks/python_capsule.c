@@ -92,32 +92,6 @@ static inline bool active_keeping_errno(void)
     return active;
 }
 
-/* ---- who made the call ---------------------------------------------------- */
-
-/* A call through the bridge `id` (ctypes): the Python package that made it,
- * else the bridge.  Out of line: its name buffer made every caller_id save
- * registers and open a frame. */
-__attribute__((noinline)) static uint16_t package_behind(uint16_t id)
-{
-    char package[DS_NAME_MAX];
-    return ds_py_package_here(package, sizeof(package)) ? ds_name_intern(package) : id;
-}
-
-/* The producer or consumer behind a capsule call from `caller`: its module,
- * or, for a call through ctypes, the Python package that made it. */
-static inline uint16_t caller_id(const void *caller)
-{
-    uint16_t id = ds_module_id_at(caller);
-    if (__builtin_expect(!ds_call_bridge(id), 1))
-        return id;
-    return package_behind(id);
-}
-
-uint16_t ds_py_caller(const void *caller)
-{
-    return caller_id(caller);
-}
-
 static void *wrap_GetPointer(PyObject *capsule, const char *name);
 
 /* The real PyCapsule_GetPointer for a call from `caller` (NULL: the
@@ -304,7 +278,7 @@ static void observe_release(uintptr_t tensor, ds_release_context *ctx)
     if (fresh.capsule && fresh.opener && (uintptr_t)fresh.tensor == tensor) {
         fresh.released = true;
         if (fresh.capsule != destroying) { /* the opener, not the destructor, lets it go */
-            ctx->taker = caller_id(fresh.opener);
+            ctx->taker = ds_caller_id(fresh.opener);
             ctx->taker_api = capsule_api();
             /* Inside the Python instruction that opened it (a consumer's
              * own call: JAX copies, then renames), or in a later one (a
@@ -471,7 +445,7 @@ new_dlpack(void *pointer, const char *name, capsule_destructor destructor, int k
         remember_fresh(capsule, pointer, kind, NULL);
         ds_py_bind((const void *)real);
         ds_py_in_capsule_call++;
-        uint16_t producer = caller_id(caller);
+        uint16_t producer = ds_caller_id(caller);
         if (!ds_tensor_export_when_filled(pointer, kind == VERSIONED, producer, capsule_api()))
             pending_add(pointer, kind, producer);
         ds_py_in_capsule_call--;
@@ -507,7 +481,7 @@ static inline __attribute__((always_inline)) void *imported_tensor(PyObject *cap
     if (take_fresh(capsule, &o)) {
         if (o.released) { /* its taker let it go first: a copy it kept */
             if (o.opener)
-                ds_tensor_taken_after_release(o.tensor, caller_id(caller), capsule_api());
+                ds_tensor_taken_after_release(o.tensor, ds_caller_id(caller), capsule_api());
             return NULL;
         }
         if (*kind == NOT_DLPACK || o.kind == *kind) {
@@ -532,7 +506,7 @@ __attribute__((noinline)) static int rename_dlpack(PyObject *capsule, const char
     int saved = errno;
     if (result == 0 && tensor) {
         ds_py_bind((const void *)real);
-        import_by(tensor, kind, caller_id(caller));
+        import_by(tensor, kind, ds_caller_id(caller));
     }
     errno = saved;
     return result;
@@ -566,7 +540,7 @@ static int wrap_SetDestructor(PyObject *capsule, capsule_destructor destructor)
     saved = errno;
     if (result == 0 && tensor) {
         ds_py_bind((const void *)real);
-        import_by(tensor, kind, caller_id(caller));
+        import_by(tensor, kind, ds_caller_id(caller));
     }
     errno = saved;
     return result;

@@ -9,10 +9,6 @@
 
 typedef struct _object PyObject;
 
-/* The producer or consumer behind a call from `caller`: its module, or for
- * a call through ctypes the Python package that made it (python_capsule.c). */
-uint16_t ds_py_caller(const void *caller);
-
 /* The wrapped copy of an exchange table, made on first sight; the table
  * itself when it is of an unknown major version, unreadable, or every slot
  * is taken (python_exchange.c). */

@@ -57,7 +57,7 @@ static void made_for_caller(int i, DLManagedTensorVersioned *t, const void *call
     int saved = errno;
     if (ds_active()) {
         ds_tensor_export_by(t, true, slots[i].owner, exchange_api_name());
-        ds_tensor_import_by(t, true, ds_py_caller(caller), exchange_api_name());
+        ds_tensor_import_by(t, true, ds_caller_id(caller), exchange_api_name());
     }
     errno = saved;
 }
@@ -88,7 +88,7 @@ static int exchange_to_py(int i, DLManagedTensorVersioned *tensor, void **out, c
 {
     int saved = errno;
     if (tensor && ds_active()) {
-        ds_tensor_export_by(tensor, true, ds_py_caller(caller), exchange_api_name());
+        ds_tensor_export_by(tensor, true, ds_caller_id(caller), exchange_api_name());
         ds_tensor_import_by(tensor, true, slots[i].owner, exchange_api_name());
     }
     errno = saved;

@@ -290,7 +290,7 @@ static int free_check(VkDeviceMemory memory, const VkAllocationCallbacks *cb, co
     if (!memory)
         return DS_FREE_FORWARD;
     int action = ds_alloc_free_check(P(memory), ds_vk_api, DS_ALLOC_DEVICE,
-                                     ds_name(ds_module_caller_at(caller)));
+                                     ds_name(ds_caller_id(caller)));
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     object *o = find(&memories, P(memory), false);
     if (o && action == DS_FREE_DEFER && cb) {
@@ -344,7 +344,7 @@ static int unmap_check(VkDeviceMemory memory, const void *caller)
     if (!p)
         return DS_FREE_FORWARD;
     return ds_alloc_free_check(p, ds_mapping_api, DS_ALLOC_MAPPED,
-                               ds_name(ds_module_caller_at(caller)));
+                               ds_name(ds_caller_id(caller)));
 }
 
 /* The mapping gone: unmapped, or freed with its memory. */
@@ -352,13 +352,13 @@ static void unmapped(VkDeviceMemory memory, const void *caller)
 {
     uintptr_t p = mapping_of(memory, true);
     if (p)
-        ds_alloc_forget(p, ds_mapping_api, ds_name(ds_module_caller_at(caller)));
+        ds_alloc_forget(p, ds_mapping_api, ds_name(ds_caller_id(caller)));
 }
 
 static void freed(VkDeviceMemory memory, const void *caller)
 {
     unmapped(memory, caller); /* freeing mapped memory unmaps it */
-    const char *who = ds_name(ds_module_caller_at(caller));
+    const char *who = ds_name(ds_caller_id(caller));
     ds_lock_take(DS_LOCK_HOOK_TABLES);
     object *o = find(&memories, P(memory), false);
     if (o)

@@ -126,10 +126,10 @@ void *ds_hook_for_lookup(const char *name, void *real, const void *caller);
 bool ds_hook_named(const char *name);
 /* Patches modules loaded since the last call; forgets unloaded ones. */
 void ds_modules_refresh(void);
-/* Names the caller behind a module that only passes calls on (ctypes'
- * libffi: the Python package that made the call), for ds_module_caller_at;
- * false: the module's own name stands. */
-void ds_modules_set_caller_namer(bool (*fn)(uint16_t module, char *out, size_t cap));
+/* The caller a module's name id stands for, for ds_module_caller_at: the
+ * Python package behind a module that only passes calls on (ctypes'
+ * libffi), the module itself for any other. */
+void ds_modules_set_caller_namer(uint16_t (*fn)(uint16_t module));
 /* The module holding `addr` (a return address): the interned name id of
  * the caller it stands for (the module's, or the one behind it, above), or
  * the module's own (memoized: the cheap one on hot paths).  An id, not a

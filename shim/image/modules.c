@@ -641,9 +641,9 @@ inline __attribute__((always_inline)) uint16_t ds_module_id_at(const void *addr)
     return module_id_of_range(a, gen, slot);
 }
 
-static bool (*_Atomic caller_namer)(uint16_t module, char *out, size_t cap);
+static uint16_t (*_Atomic caller_namer)(uint16_t module);
 
-void ds_modules_set_caller_namer(bool (*fn)(uint16_t module, char *out, size_t cap))
+void ds_modules_set_caller_namer(uint16_t (*fn)(uint16_t module))
 {
     atomic_store_explicit(&caller_namer, fn, memory_order_release);
 }
@@ -651,10 +651,6 @@ void ds_modules_set_caller_namer(bool (*fn)(uint16_t module, char *out, size_t c
 uint16_t ds_module_caller_at(const void *addr)
 {
     uint16_t id = ds_module_id_at(addr);
-    bool (*namer_fn)(uint16_t, char *, size_t) =
-        atomic_load_explicit(&caller_namer, memory_order_acquire);
-    char behind[DS_NAME_MAX];
-    if (namer_fn && namer_fn(id, behind, sizeof(behind)))
-        return ds_name_intern(behind);
-    return id;
+    uint16_t (*namer_fn)(uint16_t) = atomic_load_explicit(&caller_namer, memory_order_acquire);
+    return namer_fn ? namer_fn(id) : id;
 }
